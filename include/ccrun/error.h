@@ -1,0 +1,68 @@
+//===- ccrun/error.h - ccrun's error types ----------------------*- C++ -*-===//
+//
+// One family of exceptions for every ccrun component. A message says what
+// failed, where (peer, key, rank, flag) and, where one exists, what to do:
+//
+//   throw TimeoutError("store 10.0.0.1:29400: timed out after 30s waiting "
+//                      "for key \"rdzv/round/3\"");
+//
+// Catch `ccrun::Error` to handle any of them; catch a subclass to react to
+// one cause (a timeout is often retried, a configuration error never is).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace ccrun {
+
+// Base of every exception ccrun throws on purpose.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+// A deadline passed: a key never appeared, a peer never answered.
+class TimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A peer could not be reached or the connection to it broke.
+class ConnectionError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A peer sent bytes that break the protocol (bad frame, bad length, bad type).
+class ProtocolError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The user's input (flags, YAML, environment variables) is invalid.
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+// An operation that this implementation does not offer.
+class NotSupportedError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The store rejected this client (authentication failed or missing).
+class AuthError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The rendezvous was closed (job finished or failed for good): do not rejoin.
+class RendezvousClosedError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace ccrun

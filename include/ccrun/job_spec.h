@@ -1,0 +1,97 @@
+//===- ccrun/job_spec.h - What one ccrun job is -----------------*- C++ -*-===//
+//
+// A `JobSpec` is the whole description of a job on one node, after flags,
+// PET_* environment variables and the YAML job file have been merged and
+// validated by the launcher. The agent runs exactly what it says and never
+// re-reads flags. Defaults are torchrun's.
+//
+//   JobSpec spec;                      // torchrun's defaults
+//   spec.nproc_per_node = 4;
+//   spec.entrypoint = {"/usr/bin/python3", "train.py", "--lr", "0.1"};
+//   int status = ccrun::agent::run(spec);
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace ccrun {
+
+// The rendezvous: how the agents of a job find each other.
+struct RendezvousSpec {
+  // "static": node ranks given, node 0 hosts the store at master_addr:port.
+  // "c10d": dynamic rendezvous on a ccrun store at `endpoint` (torchrun's
+  // name for its store-based backend, kept for its users).
+  std::string backend = "static";
+  // host[:port] of the store for "c10d"; the port defaults to 29400.
+  std::string endpoint;
+  std::string id = "none";  // the job's identity: agents with one id meet
+  // The raw --rdzv-conf pairs, kept for --print-config.
+  std::map<std::string, std::string> conf;
+  // Parsed from `conf` (torchrun's keys and defaults).
+  std::chrono::milliseconds join_timeout{600'000};     // whole rendezvous
+  std::chrono::milliseconds last_call_timeout{30'000};  // wait after min
+  std::chrono::milliseconds close_timeout{30'000};
+  std::chrono::milliseconds read_timeout{60'000};      // one store call
+  std::chrono::milliseconds keep_alive_interval{5'000};
+  int keep_alive_max_attempt = 3;  // missed beats before a node is dead
+  // Whether this agent hosts the store; unset = decide from the endpoint
+  // (its host is one of this machine's addresses).
+  std::optional<bool> is_host;
+};
+
+// How worker output is handled.
+struct LogSpec {
+  // --log-dir: per attempt and rank files under <log_dir>/<run_id>/; empty =
+  // no files (a temporary directory still holds error files).
+  std::string log_dir;
+  // -r/--redirects and -t/--tee, per local rank: bit 1 = stdout, 2 = stderr.
+  // A rank missing from the map uses `default_*`.
+  int default_redirects = 0;
+  std::map<int, int> redirects;
+  int default_tee = 0;
+  std::map<int, int> tee;
+  // --local-ranks-filter: the local ranks whose lines reach the console;
+  // empty = all.
+  std::set<int> local_ranks_filter;
+  // Prefix console lines with "[rank]:" (torchrun does when tee is on).
+  bool prefix_lines = true;
+};
+
+struct JobSpec {
+  // Nodes.
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int node_rank = 0;            // static rendezvous only
+  int nproc_per_node = 1;       // resolved from N|auto|cpu|gpu
+  std::string master_addr = "127.0.0.1";  // static rendezvous
+  int master_port = 29500;
+  std::string local_addr;       // --local-addr: this node's address
+  bool standalone = false;      // single node, free port picked
+  RendezvousSpec rdzv;
+
+  // Restarts and monitoring.
+  int max_restarts = 0;
+  std::chrono::milliseconds monitor_interval{100};
+  std::string role = "default";
+  // Signals forwarded to workers when ccrun gets them.
+  std::vector<std::string> signals_to_handle = {"SIGTERM", "SIGINT",
+                                                "SIGHUP", "SIGQUIT"};
+  // Time between SIGTERM and SIGKILL when stopping workers.
+  std::chrono::milliseconds stop_grace{30'000};
+
+  // What to run: argv of each worker, already resolved (python3 added for a
+  // .py program or -m, unless --no-python).
+  std::vector<std::string> entrypoint;
+  // Extra worker environment (YAML `env:`), set after the torchrun set.
+  std::map<std::string, std::string> env;
+
+  LogSpec logs;
+};
+
+}  // namespace ccrun

@@ -1,0 +1,129 @@
+//===- ccrun/rendezvous.h - How the agents of a job meet -------*- C++ -*-===//
+//
+// A `RendezvousHandler` lets the `nnodes` agents of one job agree, round
+// after round, on who takes part, each node's rank, the world size and the
+// master's address, and then keeps the round under watch: a node that fails
+// its workers, dies, hangs or arrives late ends the round for everyone.
+//
+//   auto rdzv = create_rendezvous_handler(options, connect);
+//   for (;;) {
+//     RendezvousInfo info = rdzv->next_rendezvous();  // blocks
+//     rdzv->watch([&](const RoundEvent& e) { /* post to the agent loop */ });
+//     ... run workers; on failure: rdzv->request_restart(report_json) ...
+//     ... on success: rdzv->mark_done(), then wait for kAllDone ...
+//   }
+//
+// The handler keeps its state in a Store under "ccrun/<run_id>/" in a
+// documented JSON format (see rendezvous/rendezvous_state.md).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ccrun/job_spec.h"
+#include "ccrun/store.h"
+
+namespace ccrun::rendezvous {
+
+// One node of a round, as the others see it.
+struct NodeInfo {
+  std::string addr;          // address the other nodes reach this node at
+  std::string hostname;
+  int local_world_size = 0;  // its nproc_per_node
+};
+
+// The outcome of one rendezvous round, for this node.
+struct RendezvousInfo {
+  int round = 0;             // rounds completed before this one
+  int node_rank = 0;         // GROUP_RANK
+  int num_nodes = 1;         // GROUP_WORLD_SIZE
+  int rank_offset = 0;       // RANK of this node's LOCAL_RANK 0
+  int world_size = 1;        // sum of local_world_size over nodes
+  std::vector<NodeInfo> nodes;  // indexed by node rank
+  std::string master_addr;   // node 0's address, as the others reach it
+  int master_port = 0;       // MASTER_PORT for the workers
+  bool use_agent_store = false;  // workers use the agent's store (static)
+};
+
+// Why the current round ends. Only the first event of a round is delivered.
+struct RoundEvent {
+  enum class Kind {
+    kRestartRequested,  // a node's workers failed; `detail` is its report
+    kNodeDead,          // `node_rank` missed its heartbeats
+    kNodeWaiting,       // a new node waits to join (scale up)
+    kAllDone,           // every node called mark_done(): the job succeeded
+    kClosed,            // the rendezvous was closed; `detail` says why
+  };
+  Kind kind;
+  int node_rank = -1;  // the node concerned, -1 when none
+  std::string detail;
+};
+
+// Opens a new connection to the job's store. The handler calls it for the
+// connections it blocks on (a watcher parks on a key; its requests must not
+// queue behind others).
+using StoreConnector = std::function<std::shared_ptr<Store>()>;
+
+struct RendezvousOptions {
+  std::string run_id = "none";
+  std::string backend = "static";   // "static" or "c10d"
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int node_rank = 0;                // static only
+  int local_world_size = 1;
+  std::string local_addr;           // this node's address for the others
+  std::string master_addr;          // static: node 0's address
+  int master_port = 0;              // static: the store's port
+  std::chrono::milliseconds join_timeout{600'000};
+  std::chrono::milliseconds last_call_timeout{30'000};
+  std::chrono::milliseconds close_timeout{30'000};
+  std::chrono::milliseconds keep_alive_interval{5'000};
+  int keep_alive_max_attempt = 3;
+};
+
+class RendezvousHandler {
+ public:
+  virtual ~RendezvousHandler() = default;
+
+  // Joins the next round and blocks until it closes. Throws TimeoutError
+  // after join_timeout, saying how many nodes came of how many were needed,
+  // and RendezvousClosedError when the job was closed.
+  virtual RendezvousInfo next_rendezvous() = 0;
+
+  // Heartbeats this node and watches the current round until it ends, then
+  // calls `on_event` once, from a thread of the handler. Stops at the next
+  // next_rendezvous() or shutdown().
+  virtual void watch(std::function<void(const RoundEvent&)> on_event) = 0;
+
+  // Ends the current round for every node because this node's workers
+  // failed; `failure_json` reaches every node (root cause report).
+  virtual void request_restart(const std::string& failure_json) = 0;
+
+  // This node's workers all exited 0. When every node of the round has
+  // called it, watchers receive kAllDone (the exit barrier).
+  virtual void mark_done() = 0;
+
+  // Closes the rendezvous for good: later joins throw RendezvousClosedError.
+  virtual void set_closed(const std::string& reason) = 0;
+
+  // Failure reports recorded in the current round by every node, oldest
+  // first (JSON strings as given to request_restart).
+  [[nodiscard]] virtual std::vector<std::string> failures() = 0;
+
+  // Nodes waiting to join a later round.
+  [[nodiscard]] virtual int num_nodes_waiting() = 0;
+
+  // Stops heartbeats and watchers; returns when they have stopped.
+  virtual void shutdown() = 0;
+};
+
+// The handler for options.backend ("static" or "c10d").
+std::unique_ptr<RendezvousHandler> create_rendezvous_handler(
+    const RendezvousOptions& options, StoreConnector connect);
+
+}  // namespace ccrun::rendezvous

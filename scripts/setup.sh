@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what ccrun needs to build and test on Debian 12 (as root, with
+# apt-get), then configures and builds it into build/. Idempotent: a second
+# run installs nothing and rebuilds only what changed.
+#
+#   scripts/setup.sh            # packages + build
+#   BUILD_DIR=/tmp/b scripts/setup.sh
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${BUILD_DIR:-$here/build}
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libboost-dev libcli11-dev libspdlog-dev nlohmann-json3-dev libyaml-cpp-dev
+  catch2 libgloo-dev
+  python3-torch python3-pytest python3-numpy
+  iproute2 procps psmisc
+  clang libclang-rt-14-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "ccrun setup: installing ${missing[*]}"
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "ccrun setup: these Debian packages are missing and installing them needs root: ${missing[*]}" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+cmake -S "$here" -B "$build_dir" -G Ninja \
+  -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" \
+  -DCCRUN_WARNINGS_AS_ERRORS="${CCRUN_WARNINGS_AS_ERRORS:-OFF}" >/dev/null
+cmake --build "$build_dir" -j "$(nproc)"

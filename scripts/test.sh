@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every ccrun test: builds first (scripts/setup.sh, which installs what
+# is missing), then ctest (Catch2 unit tests and the Python tests that drive
+# the real binaries), then the benchmarks' smallest size as a smoke test.
+# Exits non-zero on any failure.
+#
+#   scripts/test.sh                 # everything
+#   scripts/test.sh -R rendezvous   # extra arguments go to ctest
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${BUILD_DIR:-$here/build}
+export BUILD_DIR=$build_dir
+
+CCRUN_WARNINGS_AS_ERRORS=${CCRUN_WARNINGS_AS_ERRORS:-ON} "$here/scripts/setup.sh"
+
+cd "$build_dir"
+ctest --output-on-failure --timeout 900 -j "$(nproc)" "$@"
+
+if (($# == 0)); then
+  for bench in "$here"/scripts/bench-*.sh; do
+    [[ -x $bench ]] || continue
+    echo "== smoke: $(basename "$bench") --smoke"
+    "$bench" --smoke
+  done
+fi
