@@ -66,3 +66,83 @@ enum class WaitResponse : uint8_t { kStopWaiting = 0, kWaitCanceled = 1 };
 enum class AuthResponse : uint8_t { kAccepted = 0, kDenied = 1 };
 
 }  // namespace ccrun::rendezvous::wire
+
+//===----------------------------------------------------------------------===//
+// Parsing requests and encoding replies.
+//===----------------------------------------------------------------------===//
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ccrun::rendezvous::wire {
+
+// Which protocol a connection speaks; fixed by its first bytes.
+enum class Dialect : uint8_t {
+  kUnknown,   // not enough bytes seen yet
+  kTorch2,    // began with VALIDATE + magic
+  kTorch113,  // anything else
+};
+
+// Bounds on what one request may carry. A request over a bound ends its
+// connection; it never makes the server allocate the stated size.
+struct Limits {
+  uint64_t max_key_bytes = 64 * 1024;
+  uint64_t max_value_bytes = 256ull * 1024 * 1024;
+  uint64_t max_keys_per_request = 1024 * 1024;
+};
+
+// One request, in the 2.x dialect's terms whatever the connection speaks.
+// Reused across requests by a session: clear() keeps the capacity.
+struct Request {
+  Query type = Query::kPing;
+  std::vector<std::string> keys;    // every key argument, in order
+  std::vector<std::string> values;  // SET/APPEND/MULTI_SET values, or
+                                    // COMPARE_SET's expected then desired
+  int64_t delta = 0;                // ADD
+  uint32_t u32 = 0;                 // VALIDATE magic, PING nonce
+  bool legacy_watch = false;        // a 1.13 WATCH_KEY (unsupported)
+
+  void clear() {
+    keys.clear();
+    values.clear();
+    delta = 0;
+    u32 = 0;
+    legacy_watch = false;
+  }
+};
+
+enum class ParseStatus {
+  kComplete,  // `out` holds a request of `consumed` bytes
+  kNeedMore,  // the request is incomplete: at least `needed` bytes in all
+  kError,     // the bytes break the protocol: `error` says how
+};
+
+struct ParseResult {
+  ParseStatus status = ParseStatus::kNeedMore;
+  size_t consumed = 0;  // kComplete: bytes of the request
+  size_t needed = 0;    // kNeedMore: total bytes needed (a lower bound)
+  std::string error;    // kError: a sentence naming the bound or the byte
+};
+
+// Decides the dialect from a connection's first bytes. Returns kUnknown while
+// fewer than 5 bytes are known and the first byte alone cannot tell.
+Dialect detect_dialect(std::string_view first_bytes);
+
+// Parses one request from the start of `data`. Never reads past `data`,
+// never allocates more than the bytes present justify.
+ParseResult parse_request(std::string_view data, Dialect dialect,
+                          const Limits& limits, Request& out);
+
+// Reply encoding: integers little-endian, strings uint64 length + bytes.
+void append_u8(std::string& out, uint8_t v);
+void append_u32(std::string& out, uint32_t v);
+void append_i64(std::string& out, int64_t v);
+void append_u64(std::string& out, uint64_t v);
+void append_bytes(std::string& out, std::string_view bytes);
+
+// Human name of a query type for log lines ("SET", "0x7f").
+std::string query_name(Query q);
+
+}  // namespace ccrun::rendezvous::wire

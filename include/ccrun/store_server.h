@@ -1,0 +1,90 @@
+//===- ccrun/store_server.h - The TCP key-value store server ----*- C++ -*-===//
+//
+// `StoreServer` serves the Store semantics over PyTorch's TCPStore wire
+// protocol, so torch's own clients (1.13 and 2.x) and ccrun's TcpStore can
+// share it. One thread runs every connection (Boost.Asio); a client waiting
+// for keys is parked on them and woken when they are set, never polled.
+//
+//   StoreServerOptions opts;
+//   opts.host = "0.0.0.0";
+//   opts.port = 29400;                  // 0 = any free port
+//   StoreServer server(opts);
+//   server.start();                     // binds; serves on its own thread
+//   std::cout << server.port();
+//   ...
+//   server.stop();                      // closes every connection, joins
+//
+// Bad input (an oversized length, an unknown query type, a half frame, a
+// client that never reads) costs that one connection, never the server.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace ccrun::rendezvous {
+
+struct StoreServerOptions {
+  // Address to bind: "127.0.0.1", "0.0.0.0", "::", or a host's address.
+  std::string host = "127.0.0.1";
+  // Port to bind; 0 picks a free one (read it back with port()).
+  uint16_t port = 0;
+  // Shared secret clients must present (2.x dialect, ccrun's AUTHENTICATE)
+  // before any other request. Empty = no authentication; torch clients can
+  // only use a store without a token.
+  std::string token;
+  // Connections beyond this are closed as soon as they are accepted.
+  size_t max_connections = 65536;
+  // Bounds on one request (a request over one ends its connection).
+  uint64_t max_key_bytes = 64 * 1024;
+  uint64_t max_value_bytes = 256ull * 1024 * 1024;
+  uint64_t max_keys_per_request = 1024 * 1024;
+  // A connection whose unread replies exceed this is no longer read from
+  // until its client catches up (bounds the memory a slow reader costs).
+  size_t max_pending_output_bytes = 4 * 1024 * 1024;
+};
+
+class StoreServer {
+ public:
+  explicit StoreServer(StoreServerOptions options);
+  ~StoreServer();  // stop()s
+  StoreServer(const StoreServer&) = delete;  // owns a socket and a thread
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  // Binds and listens. Throws ccrun::Error naming the address when the port
+  // is taken or the address is not this host's.
+  void bind();
+
+  // bind()s if needed, then serves on an internal thread.
+  void start();
+
+  // bind()s if needed, then serves on the calling thread until stop() (from
+  // another thread or a handler).
+  void run();
+
+  // Closes the listener and every connection; joins the internal thread.
+  // Safe to call twice and from any thread but the serving one.
+  void stop();
+
+  // The bound port (after bind()).
+  [[nodiscard]] uint16_t port() const;
+
+  // Connections open now.
+  [[nodiscard]] size_t num_connections() const;
+
+  // Keys stored now.
+  [[nodiscard]] size_t num_keys() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Raises this process's RLIMIT_NOFILE soft limit to its hard limit; returns
+// the new soft limit. Servers and load generators call it before accepting
+// thousands of connections.
+uint64_t raise_open_file_limit();
+
+}  // namespace ccrun::rendezvous

@@ -1,0 +1,98 @@
+// ccrun-rendezvous: the standalone store daemon. It serves one job's (or
+// many jobs') rendezvous store and outlives the agents that use it.
+//
+//   ccrun-rendezvous --host 0.0.0.0 --port 29400 --token-file /etc/ccrun/token
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "ccrun/error.h"
+#include "ccrun/store_server.h"
+
+namespace {
+
+std::string read_token(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw ccrun::ConfigError("--token-file \"" + path +
+                             "\": cannot be read; check the path and its permissions");
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string token = ss.str();
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) {
+    token.pop_back();
+  }
+  if (token.empty()) {
+    throw ccrun::ConfigError("--token-file \"" + path +
+                             "\": the file is empty; put the shared secret in it");
+  }
+  return token;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "ccrun-rendezvous: the standalone rendezvous store of ccrun jobs.\n"
+      "Speaks PyTorch's TCPStore protocol (torch 1.13 and 2.x clients) and\n"
+      "ccrun's extensions. Agents use it with --rdzv-endpoint HOST:PORT.",
+      "ccrun-rendezvous"};
+  ccrun::rendezvous::StoreServerOptions opts;
+  opts.port = 29400;
+  std::string token_file, log_level = "info";
+  app.add_option("--host", opts.host, "Address to listen on (0.0.0.0 for every interface)")
+      ->capture_default_str();
+  app.add_option("--port", opts.port, "Port to listen on; 0 picks a free one")
+      ->capture_default_str();
+  app.add_option("--token-file", token_file,
+                 "File holding a shared secret clients must present "
+                 "(torch clients cannot; ccrun agents read CCRUN_STORE_TOKEN_FILE)");
+  app.add_option("--max-connections", opts.max_connections,
+                 "Connections beyond this are refused")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-value-bytes", opts.max_value_bytes,
+                 "Largest value a client may send")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  app.set_version_flag("--version", std::string("ccrun-rendezvous ") + CCRUN_VERSION);
+  CLI11_PARSE(app, argc, argv);
+
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [ccrun-rendezvous] [%l] %v");
+
+  // Block the stop signals before any thread starts, then wait for them here.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  try {
+    if (!token_file.empty()) opts.token = read_token(token_file);
+    ccrun::rendezvous::StoreServer server(opts);
+    server.start();
+    std::printf("ccrun-rendezvous: listening on %s:%u\n", opts.host.c_str(),
+                unsigned(server.port()));
+    std::fflush(stdout);
+    int signo = 0;
+    sigwait(&stop_signals, &signo);
+    spdlog::info("{} received; closing {} connection(s)", strsignal(signo),
+                 server.num_connections());
+    server.stop();
+  } catch (const ccrun::Error& e) {
+    std::fprintf(stderr, "ccrun-rendezvous: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
