@@ -1,0 +1,97 @@
+//===- ccrun/tcp_store.h - Client of a TCP store -----------------*- C++ -*-===//
+//
+// `TcpStore` is the Store client of a ccrun StoreServer (ccrun-rendezvous,
+// or the store an agent hosts) and of PyTorch's own TCPStore servers. It
+// speaks torch's 2.x dialect by default, and the 1.13 dialect for Debian's
+// python3-torch servers.
+//
+//   TcpStoreOptions opts;
+//   opts.host = "10.0.0.1";
+//   opts.port = 29400;
+//   TcpStore store(opts);      // connects, retrying until connect_timeout
+//   store.set("k", "v");
+//
+// Keys go on the wire as given: torch's own client puts "/" before user
+// keys, so a key a torch client set as "k" reads here as "/k".
+//
+// Thread-safe: one connection, one request at a time. A call that loses the
+// connection reconnects on the next call; idempotent calls (get, wait,
+// check, set, multi_get, multi_set, num_keys, ping) retry once after a
+// reconnect, the others (add, compare_set, append, delete_key) throw
+// ConnectionError since the store may or may not have applied them.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "ccrun/store.h"
+
+namespace ccrun::rendezvous {
+
+struct TcpStoreOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 29400;
+  // Timeout of get, wait and multi_get (Store::timeout()), and of one reply.
+  std::chrono::milliseconds timeout = kDefaultStoreTimeout;
+  // How long to keep retrying to connect (the server may start later).
+  std::chrono::milliseconds connect_timeout{60'000};
+  // Shared secret for a store started with --token-file (2.x dialect only).
+  std::string token;
+  enum class Protocol {
+    kTorch2,    // ccrun's stores and torch >= 2.0 servers
+    kTorch113,  // torch 1.13 servers (no append, no multi ops on the wire)
+  };
+  Protocol protocol = Protocol::kTorch2;
+};
+
+class TcpStore : public Store {
+ public:
+  // Connects now; throws ConnectionError after connect_timeout.
+  explicit TcpStore(TcpStoreOptions options);
+  ~TcpStore() override;
+
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  std::string compare_set(const std::string& key, const std::string& expected,
+                          const std::string& desired) override;
+  bool check(const std::vector<std::string>& keys) override;
+  void wait(const std::vector<std::string>& keys,
+            std::chrono::milliseconds timeout) override;
+  using Store::wait;
+  bool delete_key(const std::string& key) override;
+  int64_t num_keys() override;
+  void append(const std::string& key, const std::string& value) override;
+  std::vector<std::string> multi_get(
+      const std::vector<std::string>& keys) override;
+  void multi_set(const std::vector<std::string>& keys,
+                 const std::vector<std::string>& values) override;
+  std::chrono::microseconds ping() override;
+
+  // "host:port", as used in messages.
+  std::string endpoint() const;
+
+  // This end's IP address on the connection: the address the store's host
+  // (and so, usually, the other nodes) reach this machine at.
+  std::string local_address();
+
+ private:
+  class Connection;
+  template <typename F>
+  auto call(bool idempotent, F&& f);
+  // Waits for keys on `c` (caller holds mu_). On a timeout the wait is
+  // cancelled (2.x) or the connection dropped (1.13), then TimeoutError.
+  void wait_locked(Connection& c, const std::vector<std::string>& keys,
+                   std::chrono::milliseconds timeout);
+
+  TcpStoreOptions options_;
+  std::mutex mu_;  // one request at a time on the connection
+  std::unique_ptr<Connection> conn_;  // guarded by mu_; null when broken
+};
+
+}  // namespace ccrun::rendezvous

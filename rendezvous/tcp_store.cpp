@@ -1,0 +1,513 @@
+// TcpStore: the blocking client of a TCP store (see include/ccrun/tcp_store.h).
+// Plain POSIX sockets: one connection, requests in order, each read bounded
+// by a deadline through poll().
+#include "ccrun/tcp_store.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "ccrun/error.h"
+#include "store_util.h"
+#include "wire_protocol.h"
+
+namespace ccrun::rendezvous {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using Protocol = TcpStoreOptions::Protocol;
+
+// A reply did not come before its deadline.
+struct DeadlineExceeded {};
+
+int remaining_ms(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+  if (left.count() <= 0) return 0;
+  return left.count() > INT32_MAX ? INT32_MAX : static_cast<int>(left.count());
+}
+
+}  // namespace
+
+// One TCP connection to the store. Throws ConnectionError when it breaks.
+class TcpStore::Connection {
+ public:
+  Connection(const TcpStoreOptions& opts, std::string endpoint)
+      : opts_(opts), endpoint_(std::move(endpoint)) {
+    connect();
+    handshake();
+  }
+  ~Connection() { ::close(fd_); }
+
+  void send(const std::string& bytes) {
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n = ::send(fd_, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+          wait_for(POLLOUT, Clock::now() + opts_.timeout);
+          continue;
+        }
+        lost(std::strerror(errno));
+      }
+      done += static_cast<size_t>(n);
+    }
+  }
+
+  // Reads exactly n bytes before `deadline` (throws DeadlineExceeded).
+  void recv(void* out, size_t n, Clock::time_point deadline) {
+    auto* p = static_cast<char*>(out);
+    size_t done = 0;
+    while (done < n) {
+      ssize_t r = ::recv(fd_, p + done, n - done, 0);
+      if (r > 0) {
+        done += static_cast<size_t>(r);
+        continue;
+      }
+      if (r == 0) lost("the store closed the connection");
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) lost(std::strerror(errno));
+      wait_for(POLLIN, deadline);
+    }
+  }
+
+  template <typename T>
+  T recv_value(Clock::time_point deadline) {
+    T v{};
+    recv(&v, sizeof v, deadline);
+    return v;
+  }
+
+  std::string recv_bytes(Clock::time_point deadline) {
+    uint64_t len = recv_value<uint64_t>(deadline);
+    if (len > kMaxReplyBytes) {
+      lost("reply of " + std::to_string(len) + " bytes is over the limit of " +
+           std::to_string(kMaxReplyBytes));
+    }
+    std::string s(len, '\0');
+    recv(s.data(), len, deadline);
+    return s;
+  }
+
+  std::string local_address() const {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (ss.ss_family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr, buf, sizeof buf);
+    } else if (ss.ss_family == AF_INET6) {
+      auto* a6 = reinterpret_cast<sockaddr_in6*>(&ss);
+      if (IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr)) {
+        inet_ntop(AF_INET, &a6->sin6_addr.s6_addr[12], buf, sizeof buf);
+      } else {
+        inet_ntop(AF_INET6, &a6->sin6_addr, buf, sizeof buf);
+      }
+    }
+    return buf;
+  }
+
+  [[noreturn]] void lost(const std::string& why) {
+    throw ConnectionError("store " + endpoint_ + ": connection lost: " + why);
+  }
+
+ private:
+  static constexpr uint64_t kMaxReplyBytes = 1ull << 40;
+
+  void wait_for(short events, Clock::time_point deadline) {
+    for (;;) {
+      pollfd p{fd_, events, 0};
+      int r = ::poll(&p, 1, remaining_ms(deadline));
+      if (r > 0) {
+        if (p.revents & (POLLERR | POLLNVAL)) lost("socket error");
+        return;  // readable, writable or hung up: the read/write tells which
+      }
+      if (r == 0) throw DeadlineExceeded{};
+      if (errno != EINTR) lost(std::strerror(errno));
+    }
+  }
+
+  // Connects, retrying with exponential backoff until connect_timeout.
+  void connect() {
+    auto deadline = Clock::now() + opts_.connect_timeout;
+    milliseconds backoff{10};
+    std::string last_error;
+    std::mt19937 jitter(std::random_device{}());
+    for (;;) {
+      if (try_connect(deadline, last_error)) return;
+      if (Clock::now() >= deadline) break;
+      // Backoff between attempts (with jitter so that many agents started
+      // together do not retry in lockstep).
+      auto pause = std::min(backoff, milliseconds(remaining_ms(deadline)));
+      std::this_thread::sleep_for(pause / 2 + milliseconds(jitter() % (pause.count() / 2 + 1)));
+      backoff = std::min(backoff * 2, milliseconds(1000));
+    }
+    throw ConnectionError("store " + endpoint_ + ": " + last_error + " after " +
+                          format_duration(opts_.connect_timeout) +
+                          " of retries; is ccrun-rendezvous (or the agent hosting "
+                          "the store) running there, and is the port open?");
+  }
+
+  bool try_connect(Clock::time_point deadline, std::string& error) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    std::string port = std::to_string(opts_.port);
+    int rc = getaddrinfo(opts_.host.c_str(), port.c_str(), &hints, &res);
+    if (rc != 0) {
+      error = "cannot resolve host \"" + opts_.host + "\" (" + gai_strerror(rc) + ")";
+      return false;
+    }
+    bool ok = false;
+    for (addrinfo* ai = res; ai && !ok; ai = ai->ai_next) {
+      int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                        ai->ai_protocol);
+      if (fd < 0) {
+        error = std::strerror(errno);
+        continue;
+      }
+      int r = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
+      if (r != 0 && errno == EINPROGRESS) {
+        pollfd p{fd, POLLOUT, 0};
+        int step = std::min(remaining_ms(deadline), 5000);
+        r = ::poll(&p, 1, std::max(step, 1)) == 1 ? 0 : -1;
+        if (r == 0) {
+          int err = 0;
+          socklen_t len = sizeof err;
+          getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+          if (err != 0) {
+            errno = err;
+            r = -1;
+          }
+        } else {
+          errno = ETIMEDOUT;
+        }
+      }
+      if (r == 0) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        fd_ = fd;
+        ok = true;
+      } else {
+        error = std::strerror(errno);
+        for (auto& c : error) c = static_cast<char>(std::tolower(c));
+        ::close(fd);
+      }
+    }
+    freeaddrinfo(res);
+    return ok;
+  }
+
+  void handshake() {
+    if (opts_.protocol == Protocol::kTorch113) {
+      if (!opts_.token.empty()) {
+        throw AuthError("store " + endpoint_ +
+                        ": a token needs the torch 2.x dialect; torch 1.13 "
+                        "stores have no authentication");
+      }
+      return;
+    }
+    std::string req;
+    wire::append_u8(req, uint8_t(wire::Query::kValidate));
+    wire::append_u32(req, wire::kValidationMagic);
+    if (!opts_.token.empty()) {
+      wire::append_u8(req, uint8_t(wire::Query::kAuthenticate));
+      wire::append_bytes(req, opts_.token);
+    }
+    send(req);
+    if (opts_.token.empty()) return;
+    uint8_t answer = 1;
+    try {
+      answer = recv_value<uint8_t>(Clock::now() + opts_.timeout);
+    } catch (const ConnectionError&) {
+      throw AuthError("store " + endpoint_ +
+                      ": the store closed the connection during "
+                      "authentication; is it a ccrun store?");
+    } catch (const DeadlineExceeded&) {
+      throw AuthError("store " + endpoint_ + ": no answer to authentication");
+    }
+    if (answer != uint8_t(wire::AuthResponse::kAccepted)) {
+      throw AuthError("store " + endpoint_ +
+                      ": the store refused the token; check --token-file / "
+                      "CCRUN_STORE_TOKEN_FILE on both sides");
+    }
+  }
+
+  const TcpStoreOptions& opts_;
+  std::string endpoint_;
+  int fd_ = -1;
+};
+
+namespace {
+
+uint8_t type_byte(Protocol p, wire::Query q) {
+  if (p == Protocol::kTorch2) return static_cast<uint8_t>(q);
+  using L = wire::LegacyQuery;
+  switch (q) {
+    case wire::Query::kSet: return uint8_t(L::kSet);
+    case wire::Query::kCompareSet: return uint8_t(L::kCompareSet);
+    case wire::Query::kGet: return uint8_t(L::kGet);
+    case wire::Query::kAdd: return uint8_t(L::kAdd);
+    case wire::Query::kCheck: return uint8_t(L::kCheck);
+    case wire::Query::kWait: return uint8_t(L::kWait);
+    case wire::Query::kGetNumKeys: return uint8_t(L::kGetNumKeys);
+    case wire::Query::kDeleteKey: return uint8_t(L::kDeleteKey);
+    default:
+      throw NotSupportedError(wire::query_name(q) +
+                              " is not supported by torch 1.13 stores");
+  }
+}
+
+void append_keys(std::string& req, const std::vector<std::string>& keys) {
+  wire::append_u64(req, keys.size());
+  for (const auto& k : keys) wire::append_bytes(req, k);
+}
+
+}  // namespace
+
+TcpStore::TcpStore(TcpStoreOptions options)
+    : Store(options.timeout), options_(std::move(options)) {
+  conn_ = std::make_unique<Connection>(options_, endpoint());
+}
+
+TcpStore::~TcpStore() = default;
+
+std::string TcpStore::endpoint() const {
+  bool v6 = options_.host.find(':') != std::string::npos;
+  return (v6 ? "[" + options_.host + "]" : options_.host) + ":" +
+         std::to_string(options_.port);
+}
+
+// Runs f(connection) under the lock, reconnecting a broken connection
+// first; an idempotent call that loses the connection is retried once.
+template <typename F>
+auto TcpStore::call(bool idempotent, F&& f) {
+  std::lock_guard lock(mu_);
+  for (int attempt = 0;; ++attempt) {
+    if (!conn_) conn_ = std::make_unique<Connection>(options_, endpoint());
+    try {
+      return f(*conn_);
+    } catch (const ConnectionError&) {
+      conn_.reset();
+      if (!idempotent || attempt > 0) throw;
+    } catch (const DeadlineExceeded&) {
+      // A reply is late: the connection is out of step with its requests.
+      conn_.reset();
+      throw TimeoutError("store " + endpoint() + ": no reply within " +
+                         format_duration(options_.timeout));
+    }
+  }
+}
+
+void TcpStore::set(const std::string& key, const std::string& value) {
+  std::string req;
+  wire::append_u8(req, type_byte(options_.protocol, wire::Query::kSet));
+  wire::append_bytes(req, key);
+  wire::append_bytes(req, value);
+  call(true, [&](Connection& c) { c.send(req); });
+}
+
+std::string TcpStore::get(const std::string& key) {
+  auto t = timeout();
+  return call(true, [&](Connection& c) {
+    wait_locked(c, {key}, t);
+    std::string req;
+    wire::append_u8(req, type_byte(options_.protocol, wire::Query::kGet));
+    wire::append_bytes(req, key);
+    c.send(req);
+    return c.recv_bytes(Clock::now() + options_.timeout);
+  });
+}
+
+int64_t TcpStore::add(const std::string& key, int64_t delta) {
+  std::string req;
+  wire::append_u8(req, type_byte(options_.protocol, wire::Query::kAdd));
+  wire::append_bytes(req, key);
+  wire::append_i64(req, delta);
+  return call(false, [&](Connection& c) {
+    c.send(req);
+    return c.recv_value<int64_t>(Clock::now() + options_.timeout);
+  });
+}
+
+std::string TcpStore::compare_set(const std::string& key,
+                                  const std::string& expected,
+                                  const std::string& desired) {
+  std::string req;
+  wire::append_u8(req, type_byte(options_.protocol, wire::Query::kCompareSet));
+  wire::append_bytes(req, key);
+  wire::append_bytes(req, expected);
+  wire::append_bytes(req, desired);
+  return call(false, [&](Connection& c) {
+    c.send(req);
+    return c.recv_bytes(Clock::now() + options_.timeout);
+  });
+}
+
+bool TcpStore::check(const std::vector<std::string>& keys) {
+  std::string req;
+  wire::append_u8(req, type_byte(options_.protocol, wire::Query::kCheck));
+  append_keys(req, keys);
+  return call(true, [&](Connection& c) {
+    c.send(req);
+    return c.recv_value<uint8_t>(Clock::now() + options_.timeout) ==
+           uint8_t(wire::CheckResponse::kReady);
+  });
+}
+
+void TcpStore::wait_locked(Connection& c, const std::vector<std::string>& keys,
+                           milliseconds timeout) {
+  const TcpStoreOptions& opts = options_;
+  std::string req;
+  wire::append_u8(req, type_byte(opts.protocol, wire::Query::kWait));
+  append_keys(req, keys);
+  c.send(req);
+  auto deadline = Clock::now() + timeout;
+  try {
+    c.recv_value<uint8_t>(deadline);  // STOP_WAITING
+    return;
+  } catch (const DeadlineExceeded&) {
+  }
+  std::string why = "store " + endpoint() + ": timed out after " +
+                    format_duration(timeout) + " waiting for key" +
+                    (keys.size() == 1 ? " " : "s ") + quote_keys(keys);
+  if (opts.protocol == Protocol::kTorch113) {
+    conn_.reset();  // no way to cancel: the connection is out of step
+    throw TimeoutError(why);
+  }
+  std::string cancel;
+  wire::append_u8(cancel, uint8_t(wire::Query::kCancelWait));
+  c.send(cancel);
+  try {
+    auto grace = Clock::now() + std::min(opts.timeout, milliseconds(10'000));
+    // A STOP_WAITING may cross our CANCEL_WAIT; WAIT_CANCELED ends it.
+    while (c.recv_value<uint8_t>(grace) != uint8_t(wire::WaitResponse::kWaitCanceled)) {
+    }
+  } catch (const DeadlineExceeded&) {
+    conn_.reset();
+  }
+  throw TimeoutError(why);
+}
+
+void TcpStore::wait(const std::vector<std::string>& keys,
+                    milliseconds timeout) {
+  call(true, [&](Connection& c) {
+    wait_locked(c, keys, timeout);
+  });
+}
+
+bool TcpStore::delete_key(const std::string& key) {
+  std::string req;
+  wire::append_u8(req, type_byte(options_.protocol, wire::Query::kDeleteKey));
+  wire::append_bytes(req, key);
+  return call(false, [&](Connection& c) {
+    c.send(req);
+    return c.recv_value<int64_t>(Clock::now() + options_.timeout) > 0;
+  });
+}
+
+int64_t TcpStore::num_keys() {
+  std::string req;
+  wire::append_u8(req, type_byte(options_.protocol, wire::Query::kGetNumKeys));
+  return call(true, [&](Connection& c) {
+    c.send(req);
+    return c.recv_value<int64_t>(Clock::now() + options_.timeout);
+  });
+}
+
+void TcpStore::append(const std::string& key, const std::string& value) {
+  std::string req;
+  wire::append_u8(req, type_byte(options_.protocol, wire::Query::kAppend));
+  wire::append_bytes(req, key);
+  wire::append_bytes(req, value);
+  call(false, [&](Connection& c) { c.send(req); });
+}
+
+std::vector<std::string> TcpStore::multi_get(
+    const std::vector<std::string>& keys) {
+  auto t = timeout();
+  return call(true, [&](Connection& c) {
+    wait_locked(c, keys, t);
+    std::string req;
+    if (options_.protocol == Protocol::kTorch2) {
+      wire::append_u8(req, uint8_t(wire::Query::kMultiGet));
+      append_keys(req, keys);
+    } else {
+      for (const auto& k : keys) {  // pipelined GETs, answered in order
+        wire::append_u8(req, type_byte(options_.protocol, wire::Query::kGet));
+        wire::append_bytes(req, k);
+      }
+    }
+    c.send(req);
+    std::vector<std::string> values;
+    values.reserve(keys.size());
+    auto deadline = Clock::now() + options_.timeout;
+    for (size_t i = 0; i < keys.size(); ++i) values.push_back(c.recv_bytes(deadline));
+    return values;
+  });
+}
+
+void TcpStore::multi_set(const std::vector<std::string>& keys,
+                         const std::vector<std::string>& values) {
+  if (keys.size() != values.size()) {
+    throw Error("store " + endpoint() + ": multi_set got " +
+                std::to_string(keys.size()) + " keys and " +
+                std::to_string(values.size()) + " values; pass one value per key");
+  }
+  std::string req;
+  if (options_.protocol == Protocol::kTorch2) {
+    wire::append_u8(req, uint8_t(wire::Query::kMultiSet));
+    wire::append_i64(req, static_cast<int64_t>(keys.size()));
+    for (size_t i = 0; i < keys.size(); ++i) {
+      wire::append_bytes(req, keys[i]);
+      wire::append_bytes(req, values[i]);
+    }
+  } else {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      wire::append_u8(req, type_byte(options_.protocol, wire::Query::kSet));
+      wire::append_bytes(req, keys[i]);
+      wire::append_bytes(req, values[i]);
+    }
+  }
+  call(true, [&](Connection& c) { c.send(req); });
+}
+
+std::chrono::microseconds TcpStore::ping() {
+  auto start = Clock::now();
+  if (options_.protocol == Protocol::kTorch113) {
+    num_keys();
+  } else {
+    uint32_t nonce = static_cast<uint32_t>(start.time_since_epoch().count());
+    std::string req;
+    wire::append_u8(req, uint8_t(wire::Query::kPing));
+    wire::append_u32(req, nonce);
+    uint32_t echoed = call(true, [&](Connection& c) {
+      c.send(req);
+      return c.recv_value<uint32_t>(Clock::now() + options_.timeout);
+    });
+    if (echoed != nonce) {
+      std::lock_guard lock(mu_);
+      conn_.reset();
+      throw ProtocolError("store " + endpoint() + ": PING answered with a wrong nonce");
+    }
+  }
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
+}
+
+std::string TcpStore::local_address() {
+  return call(true, [&](Connection& c) { return c.local_address(); });
+}
+
+}  // namespace ccrun::rendezvous
