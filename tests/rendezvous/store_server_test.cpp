@@ -1,0 +1,373 @@
+// StoreServer at the byte level: every 2.x query type, the torch 1.13
+// capture replayed byte for byte, authentication, and hostile input (each
+// followed by a check that well-behaved clients still get right answers).
+#include <arpa/inet.h>
+#include <catch2/catch.hpp>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "ccrun/error.h"
+#include "ccrun/store_server.h"
+#include "ccrun/tcp_store.h"
+#include "wire_protocol.h"
+
+using namespace ccrun::rendezvous;
+using namespace std::chrono_literals;
+namespace wire = ccrun::rendezvous::wire;
+
+namespace {
+
+// A raw TCP client: sends bytes, reads exact byte counts with a deadline.
+class RawClient {
+ public:
+  explicit RawClient(uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    int one = 1;
+    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  ~RawClient() { close(); }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  void send(const std::string& bytes) {
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n = ::send(fd_, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+      if (n <= 0) return;  // the server may have closed us: tests check that
+      done += size_t(n);
+    }
+  }
+  // Reads exactly n bytes; returns fewer if the peer closed or 5 s passed.
+  std::string recv(size_t n, std::chrono::milliseconds limit = 5000ms) {
+    std::string out;
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (out.size() < n) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, int(left.count())) <= 0) break;
+      char buf[65536];
+      ssize_t r = ::recv(fd_, buf, std::min(sizeof buf, n - out.size()), 0);
+      if (r <= 0) break;
+      out.append(buf, size_t(r));
+    }
+    return out;
+  }
+  // True when the server closed the connection (EOF within the limit).
+  bool closed_by_peer(std::chrono::milliseconds limit = 5000ms) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, int(limit.count())) <= 0) return false;
+    char c;
+    return ::recv(fd_, &c, 1, 0) == 0;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+std::string u8(uint8_t v) { std::string s; wire::append_u8(s, v); return s; }
+std::string u32(uint32_t v) { std::string s; wire::append_u32(s, v); return s; }
+std::string i64(int64_t v) { std::string s; wire::append_i64(s, v); return s; }
+std::string u64(uint64_t v) { std::string s; wire::append_u64(s, v); return s; }
+std::string str(const std::string& v) { std::string s; wire::append_bytes(s, v); return s; }
+std::string q(wire::Query t) { return u8(uint8_t(t)); }
+std::string validate() { return q(wire::Query::kValidate) + u32(wire::kValidationMagic); }
+
+std::string from_hex(const std::string& hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(char(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
+  return out;
+}
+
+// A well-behaved client checks the server still answers and keeps data.
+void expect_server_healthy(uint16_t port) {
+  TcpStoreOptions opts;
+  opts.port = port;
+  opts.timeout = 5s;
+  TcpStore store(opts);
+  store.set("health/probe", "ok");
+  CHECK(store.get("health/probe") == "ok");
+  CHECK(store.get("keep/me") == "safe");
+}
+
+struct Server {
+  explicit Server(StoreServerOptions o = {}) : server(o) {
+    server.start();
+    TcpStoreOptions opts;
+    opts.port = server.port();
+    opts.token = o.token;
+    TcpStore(opts).set("keep/me", "safe");  // data other clients must not lose
+  }
+  uint16_t port() const { return server.port(); }
+  StoreServer server;
+};
+
+}  // namespace
+
+TEST_CASE("2.x dialect: every query type answers as torch's server does", "[server]") {
+  Server s;
+  RawClient c(s.port());
+  c.send(validate());
+  c.send(q(wire::Query::kSet) + str("k") + str("v1"));
+  c.send(q(wire::Query::kGet) + str("k"));
+  CHECK(c.recv(9) == str("v1").substr(0, 9));
+  CHECK(c.recv(1) == "1");
+  c.send(q(wire::Query::kAdd) + str("n") + i64(41));
+  CHECK(c.recv(8) == i64(41));
+  c.send(q(wire::Query::kAdd) + str("n") + i64(1));
+  CHECK(c.recv(8) == i64(42));
+  c.send(q(wire::Query::kCompareSet) + str("k") + str("v1") + str("v2"));
+  CHECK(c.recv(10) == str("v2"));
+  c.send(q(wire::Query::kCompareSet) + str("k") + str("zz") + str("v3"));
+  CHECK(c.recv(10) == str("v2"));
+  c.send(q(wire::Query::kCompareSet) + str("new") + str("") + str("x"));
+  CHECK(c.recv(9) == str("x"));
+  c.send(q(wire::Query::kCompareSet) + str("absent") + str("e") + str("x"));
+  CHECK(c.recv(9) == str("e"));
+  c.send(q(wire::Query::kCheck) + u64(2) + str("k") + str("nope"));
+  CHECK(c.recv(1) == u8(1));
+  c.send(q(wire::Query::kCheck) + u64(1) + str("k"));
+  CHECK(c.recv(1) == u8(0));
+  c.send(q(wire::Query::kWait) + u64(1) + str("k"));
+  CHECK(c.recv(1) == u8(0));
+  c.send(q(wire::Query::kGetNumKeys));
+  CHECK(c.recv(8) == i64(4));  // keep/me, k, n, new
+  c.send(q(wire::Query::kDeleteKey) + str("new"));
+  CHECK(c.recv(8) == i64(1));
+  c.send(q(wire::Query::kDeleteKey) + str("new"));
+  CHECK(c.recv(8) == i64(0));
+  c.send(q(wire::Query::kAppend) + str("log") + str("ab"));
+  c.send(q(wire::Query::kAppend) + str("log") + str("cd"));
+  c.send(q(wire::Query::kMultiSet) + i64(2) + str("m1") + str("a") + str("m2") + str("b"));
+  c.send(q(wire::Query::kMultiGet) + u64(3) + str("m2") + str("log") + str("m1"));
+  CHECK(c.recv(8 * 3 + 1 + 4 + 1) == str("b") + str("abcd") + str("a"));
+  c.send(q(wire::Query::kPing) + u32(0xdeadbeef));
+  CHECK(c.recv(4) == u32(0xdeadbeef));
+  c.send(q(wire::Query::kCancelWait));
+  CHECK(c.recv(1) == u8(1));  // WAIT_CANCELED even with no wait parked
+}
+
+TEST_CASE("2.x dialect: a parked WAIT is woken by SET, ADD and MULTI_SET", "[server]") {
+  Server s;
+  RawClient waiter(s.port()), setter(s.port());
+  waiter.send(validate());
+  setter.send(validate());
+  for (auto how : {"set", "add", "multi_set"}) {
+    std::string key = std::string("wake/") + how;
+    waiter.send(q(wire::Query::kWait) + u64(1) + str(key));
+    CHECK(waiter.recv(1, 200ms).empty());  // parked
+    if (std::string(how) == "set") setter.send(q(wire::Query::kSet) + str(key) + str("1"));
+    if (std::string(how) == "add") {
+      setter.send(q(wire::Query::kAdd) + str(key) + i64(1));
+      CHECK(setter.recv(8) == i64(1));
+    }
+    if (std::string(how) == "multi_set") {
+      setter.send(q(wire::Query::kMultiSet) + i64(1) + str(key) + str("v"));
+    }
+    CHECK(waiter.recv(1) == u8(0));
+  }
+  // A GET of a missing key parks too, and requests behind it wait their turn.
+  waiter.send(q(wire::Query::kGet) + str("later") + q(wire::Query::kPing) + u32(7));
+  CHECK(waiter.recv(1, 200ms).empty());
+  setter.send(q(wire::Query::kSet) + str("later") + str("value"));
+  CHECK(waiter.recv(13 + 4) == str("value") + u32(7));
+}
+
+TEST_CASE("2.x dialect: CANCEL_WAIT releases a parked wait", "[server]") {
+  Server s;
+  RawClient c(s.port());
+  c.send(validate());
+  c.send(q(wire::Query::kWait) + u64(1) + str("never"));
+  CHECK(c.recv(1, 200ms).empty());
+  c.send(q(wire::Query::kCancelWait));
+  CHECK(c.recv(1) == u8(1));
+  // The cancelled waiter is not woken later; the connection works on.
+  RawClient other(s.port());
+  other.send(validate() + q(wire::Query::kSet) + str("never") + str("x"));
+  c.send(q(wire::Query::kPing) + u32(9));
+  CHECK(c.recv(4) == u32(9));
+}
+
+TEST_CASE("a waiter that disconnects is forgotten", "[server]") {
+  Server s;
+  for (int i = 0; i < 100; ++i) {
+    RawClient c(s.port());
+    c.send(validate() + q(wire::Query::kWait) + u64(1) + str("gone"));
+  }
+  RawClient setter(s.port());
+  setter.send(validate() + q(wire::Query::kSet) + str("gone") + str("1"));
+  expect_server_healthy(s.port());
+}
+
+TEST_CASE("torch 1.13 capture is answered byte for byte", "[server]") {
+  std::ifstream in(std::string(CCRUN_SOURCE_DIR) + "/../shared/protocol/tcpstore-1.13-capture.txt");
+  if (!in) {
+    WARN("skipped: ../shared/protocol/tcpstore-1.13-capture.txt is not beside the checkout");
+    return;
+  }
+  StoreServer s(StoreServerOptions{});  // empty: GETNUMKEYS must match too
+  s.start();
+  RawClient c(s.port());
+  std::string line;
+  int exchanges = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("C>S ", 0) == 0) {
+      c.send(from_hex(line.substr(4)));
+    } else if (line.rfind("S>C ", 0) == 0) {
+      std::string expected = from_hex(line.substr(4));
+      CHECK(c.recv(expected.size()) == expected);
+      ++exchanges;
+    }
+  }
+  CHECK(exchanges >= 8);
+  // The capture ends with a GET of a missing key: the server holds it.
+  CHECK(c.recv(1, 200ms).empty());
+}
+
+TEST_CASE("authentication: right token accepted, wrong or missing refused", "[server][auth]") {
+  StoreServerOptions o;
+  o.token = "s3cret";
+  Server s(o);
+  {
+    RawClient c(s.port());
+    c.send(validate() + q(wire::Query::kAuthenticate) + str("s3cret"));
+    CHECK(c.recv(1) == u8(0));
+    c.send(q(wire::Query::kPing) + u32(1));
+    CHECK(c.recv(4) == u32(1));
+  }
+  {
+    RawClient c(s.port());
+    c.send(validate() + q(wire::Query::kAuthenticate) + str("wrong!"));
+    CHECK(c.recv(1) == u8(1));
+    CHECK(c.closed_by_peer());
+  }
+  {
+    RawClient c(s.port());
+    c.send(validate() + q(wire::Query::kGet) + str("keep/me"));
+    CHECK(c.closed_by_peer());
+  }
+  {
+    RawClient c(s.port());  // a torch 1.13 client cannot authenticate
+    c.send(from_hex("030500000000000000696e69742f0100000000000000"));
+    CHECK(c.closed_by_peer());
+  }
+  TcpStoreOptions bad;
+  bad.port = s.port();
+  bad.token = "nope";
+  CHECK_THROWS_AS(TcpStore(bad), ccrun::AuthError);
+  TcpStoreOptions good = bad;
+  good.token = "s3cret";
+  TcpStore store(good);
+  CHECK(store.get("keep/me") == "safe");
+}
+
+TEST_CASE("hostile input costs one connection, never the server", "[server][hostile]") {
+  StoreServerOptions o;
+  o.max_value_bytes = 1024 * 1024;
+  Server s(o);
+
+  SECTION("garbage bytes") {
+    RawClient c(s.port());
+    c.send(validate() + std::string("\x7f\x7f\x7f garbage", 12));
+    CHECK(c.closed_by_peer());
+  }
+  SECTION("a huge key length") {
+    RawClient c(s.port());
+    c.send(validate() + q(wire::Query::kSet) + u64(1ull << 40));
+    CHECK(c.closed_by_peer());
+  }
+  SECTION("a value over the limit") {
+    RawClient c(s.port());
+    c.send(validate() + q(wire::Query::kSet) + str("k") + u64(300ull * 1024 * 1024));
+    CHECK(c.closed_by_peer());
+  }
+  SECTION("a key count over the limit") {
+    RawClient c(s.port());
+    c.send(validate() + q(wire::Query::kWait) + u64(1ull << 50));
+    CHECK(c.closed_by_peer());
+  }
+  SECTION("half a frame, then the client goes away") {
+    RawClient c(s.port());
+    c.send(validate() + q(wire::Query::kSet) + str("half") + u64(100) + "only-part");
+    c.close();
+  }
+  SECTION("a 1.13 WATCH_KEY, which ccrun does not serve") {
+    RawClient c(s.port());
+    c.send(u8(7) + str("k"));
+    CHECK(c.closed_by_peer());
+  }
+  SECTION("ADD on a value that is not a number") {
+    RawClient c(s.port());
+    c.send(validate() + q(wire::Query::kSet) + str("txt") + str("abc") +
+           q(wire::Query::kAdd) + str("txt") + i64(1));
+    CHECK(c.closed_by_peer());
+  }
+  SECTION("1000 connections opened and dropped") {
+    for (int i = 0; i < 1000; ++i) {
+      RawClient c(s.port());
+      if (i % 3 == 0) c.send(validate());
+      if (i % 3 == 1) c.send(u8(3));  // a 1.13 ADD's type byte alone
+    }
+  }
+  SECTION("a client that never reads its replies") {
+    RawClient c(s.port());
+    std::string big(512 * 1024, 'x');
+    c.send(validate() + q(wire::Query::kSet) + str("big") + str(big));
+    std::string gets;
+    for (int i = 0; i < 64; ++i) gets += q(wire::Query::kGet) + str("big");
+    std::thread writer([&] {
+      for (int i = 0; i < 8; ++i) c.send(gets);  // ~256 MiB of replies asked
+    });
+    std::this_thread::sleep_for(500ms);
+    expect_server_healthy(s.port());
+    c.close();
+    writer.join();
+  }
+  expect_server_healthy(s.port());
+  CHECK(s.server.num_connections() <= 2);
+}
+
+TEST_CASE("the parser needs whole requests and reports what it needs", "[wire]") {
+  wire::Limits limits;
+  wire::Request req;
+  std::string set = q(wire::Query::kSet) + str("key") + str("value");
+  for (size_t cut = 0; cut < set.size(); ++cut) {
+    auto r = wire::parse_request(std::string_view(set).substr(0, cut),
+                                 wire::Dialect::kTorch2, limits, req);
+    REQUIRE(r.status == wire::ParseStatus::kNeedMore);
+    CHECK(r.needed > cut);
+    CHECK(r.needed <= set.size());
+  }
+  auto r = wire::parse_request(set, wire::Dialect::kTorch2, limits, req);
+  REQUIRE(r.status == wire::ParseStatus::kComplete);
+  CHECK(r.consumed == set.size());
+  CHECK(req.keys == std::vector<std::string>{"key"});
+  CHECK(req.values == std::vector<std::string>{"value"});
+
+  CHECK(wire::detect_dialect(validate()) == wire::Dialect::kTorch2);
+  CHECK(wire::detect_dialect(std::string("\x03", 1)) == wire::Dialect::kTorch113);
+  CHECK(wire::detect_dialect(std::string("\x00\x01", 2)) == wire::Dialect::kUnknown);
+  CHECK(wire::detect_dialect(u8(0) + u64(3) + "key") == wire::Dialect::kTorch113);
+
+  limits.max_key_bytes = 8;
+  r = wire::parse_request(q(wire::Query::kGet) + u64(9), wire::Dialect::kTorch2, limits, req);
+  CHECK(r.status == wire::ParseStatus::kError);
+  CHECK_THAT(r.error, Catch::Contains("limit 8 bytes"));
+}
