@@ -1,0 +1,60 @@
+"""Helpers for the Python tests: where the binaries are, and a daemon starter."""
+import os
+import re
+import socket
+import subprocess
+
+import pytest
+
+
+def build_dir():
+    return os.environ.get("CCRUN_BUILD_DIR") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "build")
+
+
+def binary(*parts):
+    path = os.path.join(build_dir(), *parts)
+    if not os.path.exists(path):
+        pytest.skip(f"skipped: {path} is not built (run scripts/setup.sh)")
+    return path
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    """A running ccrun-rendezvous; stopped with stop() or as a context manager."""
+
+    def __init__(self, *args):
+        self.proc = subprocess.Popen(
+            [binary("rendezvous", "ccrun-rendezvous"), "--port", "0", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        m = re.search(r"listening on (\S+):(\d+)$", line.strip())
+        if not m:
+            self.proc.kill()
+            raise RuntimeError(f"ccrun-rendezvous did not start: {line!r} {self.proc.stderr.read()}")
+        self.host, self.port = m.group(1), int(m.group(2))
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def start_daemon(*args):
+    return Daemon(*args)

@@ -1,0 +1,92 @@
+"""Interoperability with Debian's PyTorch 1.13: torch's TCPStore client against
+ccrun-rendezvous, and ccrun's TcpStore client (store_cli) against torch's own
+TCPStore server."""
+import datetime
+import subprocess
+import time
+
+import pytest
+
+from helpers import binary, free_port, start_daemon
+
+torch = pytest.importorskip("torch", reason="skipped: python3-torch is not installed")
+import torch.distributed as dist  # noqa: E402
+
+
+def torch_client(port, timeout_s=10):
+    return dist.TCPStore("127.0.0.1", port, is_master=False,
+                         timeout=datetime.timedelta(seconds=timeout_s))
+
+
+def test_torch_client_against_ccrun_daemon():
+    with start_daemon() as d:
+        s = torch_client(d.port)
+        s.set("k1", "v1")
+        assert s.get("k1") == b"v1"
+        assert s.add("ctr", 5) == 5
+        assert s.add("ctr", 2) == 7
+        assert s.compare_set("k1", "v1", "v2") == b"v2"
+        assert s.compare_set("k1", "nope", "v3") == b"v2"
+        assert s.compare_set("fresh", "", "x") == b"x"
+        s.wait(["k1", "fresh"])
+        assert s.num_keys() >= 3
+        assert s.delete_key("k1") is True
+        assert s.delete_key("k1") is False
+        s.set_timeout(datetime.timedelta(seconds=1))
+        t0 = time.monotonic()
+        with pytest.raises(RuntimeError):
+            s.get("never-set")
+        assert time.monotonic() - t0 < 10
+        with pytest.raises(RuntimeError):
+            s.wait(["never-set"], datetime.timedelta(milliseconds=300))
+        # A fresh client still works after another one timed out.
+        s2 = torch_client(d.port)
+        assert s2.get("fresh") == b"x"
+        assert d.proc.poll() is None
+
+
+def test_torch_clients_barrier_through_ccrun_daemon():
+    with start_daemon() as d:
+        clients = [torch_client(d.port) for _ in range(8)]
+        for i, c in enumerate(clients):
+            if c.add("arrived", 1) == len(clients):
+                c.set("go", "1")
+        for c in clients:
+            c.wait(["go"])
+        assert clients[0].get("arrived") == b"8"
+
+
+def test_torch_waiter_woken_by_ccrun_client():
+    with start_daemon() as d:
+        s = torch_client(d.port)
+        p = subprocess.Popen([binary("tests", "store_cli"), "--port", str(d.port),
+                              "set", "/from-ccrun", "hello"], stdout=subprocess.PIPE, text=True)
+        # torch's client puts "/" before user keys: "from-ccrun" is "/from-ccrun".
+        assert s.get("from-ccrun") == b"hello"
+        assert p.wait(10) == 0
+
+
+def test_ccrun_client_against_torch_server():
+    port = free_port()
+    server = dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False,
+                           timeout=datetime.timedelta(seconds=10))
+    server.set("from-torch", "t")
+    out = subprocess.run(
+        [binary("tests", "store_cli"), "--port", str(port), "--protocol", "torch113",
+         "set", "k", "v", "get", "k", "add", "n", "5", "add", "n", "-2",
+         "compare_set", "k", "v", "w", "compare_set", "k", "x", "y",
+         "check", "k", "wait", "k", "delete", "k", "check", "k",
+         "get", "/from-torch", "ping", "num_keys"],
+        capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:-1] == [
+        "ok", "v", "5", "3", "w", "w", "true", "ok", "true", "false", "t", "ok",
+        out.stdout.split("\n")[-2]]
+    assert int(out.stdout.split("\n")[-2]) >= 2
+    # A timed-out get names the key, and torch's server survives it.
+    out = subprocess.run(
+        [binary("tests", "store_cli"), "--port", str(port), "--protocol", "torch113",
+         "--timeout", "0.5", "get", "missing"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 3
+    assert '"missing"' in out.stdout
+    assert server.get("from-torch") == b"t"
