@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Benchmarks ccrun-rendezvous against torch 1.13's own TCPStore server, in
+# one run, with one load generator (build/tests/store_bench, torch 1.13
+# dialect, which both servers speak). Writes a Markdown table to stdout and
+# into docs/benchmarks.md between the bench-store markers.
+#
+#   scripts/bench-store.sh            # full matrix (a few minutes)
+#   scripts/bench-store.sh --smoke    # smallest sizes, < 30 s, for CI
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${BUILD_DIR:-$here/build}
+smoke=0
+[[ ${1:-} == --smoke ]] && smoke=1
+
+cmake --build "$build" --target store_bench ccrun-rendezvous >/dev/null
+bench=$build/tests/store_bench
+python=${CCRUN_TEST_PYTHON:-/usr/bin/python3}
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+tmp=$(mktemp -d)
+trap 'cleanup; rm -rf "$tmp"' EXIT
+
+"$build/rendezvous/ccrun-rendezvous" --port 0 --log-level warn --max-connections 100000 >"$tmp/ccrun.out" 2>&1 &
+pids+=($!); ccrun_pid=$!
+"$python" "$here/scripts/torch_store_server.py" >"$tmp/torch.out" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do
+  grep -q listening "$tmp/ccrun.out" && grep -q '^port' "$tmp/torch.out" && break
+  sleep 0.1
+done
+ccrun_port=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$tmp/ccrun.out")
+torch_port=$(awk '/^port/{print $2}' "$tmp/torch.out")
+[[ -n $ccrun_port && -n $torch_port ]] || { echo "bench-store: a server did not start" >&2; cat "$tmp"/*.out >&2; exit 1; }
+
+rss_kib() { awk '/VmRSS/{print $2}' "/proc/$1/status"; }
+
+if ((smoke)); then
+  clients=(1); barriers=(256); secs=0.5
+else
+  clients=(1 16 256); barriers=(256 1024 4096 8192 16384); secs=3
+fi
+
+value() { sed -n "s/.*\"$2\":\([0-9.]*\).*/\1/p" <<<"$1"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+table="| measurement | ccrun-rendezvous | torch 1.13 TCPStore | ratio |
+|---|---|---|---|"
+for c in "${clients[@]}"; do
+  a=$("$bench" --port "$ccrun_port" throughput --clients "$c" --seconds "$secs")
+  b=$("$bench" --port "$torch_port" throughput --clients "$c" --seconds "$secs")
+  a=$(value "$a" ops_per_s); b=$(value "$b" ops_per_s)
+  table+=$'\n'"| set/get/add, $c client(s), ops/s | $a | $b | $(ratio "$a" "$b")x |"
+done
+for n in "${barriers[@]}"; do
+  a=$("$bench" --port "$ccrun_port" barrier --clients "$n")
+  a=$(value "$a" seconds)
+  if b=$(timeout 60 "$bench" --port "$torch_port" barrier --clients "$n"); then
+    b=$(value "$b" seconds); r="$(ratio "$b" "$a")x faster"
+  else
+    b="> 60 (cut off)"; r="n/a"
+  fi
+  table+=$'\n'"| barrier of $n clients, seconds | $a | $b | $r |"
+done
+idle=$(rss_kib "$ccrun_pid")
+table+=$'\n'"| ccrun-rendezvous RSS idle (after the runs above), KiB | $idle | | |"
+if ((!smoke)); then
+  "$bench" --port "$ccrun_port" hold --clients 8192 --seconds 3 >"$tmp/hold.out" &
+  hold=$!
+  for _ in $(seq 100); do grep -q ready "$tmp/hold.out" 2>/dev/null && break; sleep 0.1; done
+  sleep 0.5
+  table+=$'\n'"| ccrun-rendezvous RSS with 8192 connections, KiB | $(rss_kib "$ccrun_pid") | | |"
+  wait "$hold"
+fi
+
+echo "$table"
+if ((!smoke)); then
+  doc=$here/docs/benchmarks.md
+  [[ -f $doc ]] || printf '# ccrun benchmarks\n' >"$doc"
+  section="<!-- bench-store:begin -->
+Measured by \`scripts/bench-store.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores; the load generator
+(one thread) and the server under test share the machine.
+
+$table
+<!-- bench-store:end -->"
+  python3 - "$doc" "$section" <<'PY'
+import re, sys
+path, section = sys.argv[1], sys.argv[2]
+text = open(path).read()
+pattern = re.compile(r"<!-- bench-store:begin -->.*?<!-- bench-store:end -->", re.S)
+if pattern.search(text):
+    text = pattern.sub(lambda m: section, text)
+else:
+    text = text.rstrip("\n") + "\n\n## Store\n" + section + "\n"
+open(path, "w").write(text)
+PY
+fi
