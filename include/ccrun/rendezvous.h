@@ -22,6 +22,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,7 +60,7 @@ struct RoundEvent {
     kAllDone,           // every node called mark_done(): the job succeeded
     kClosed,            // the rendezvous was closed; `detail` says why
   };
-  Kind kind;
+  Kind kind = Kind::kClosed;
   int node_rank = -1;  // the node concerned, -1 when none
   std::string detail;
 };
@@ -117,6 +118,12 @@ class RendezvousHandler {
 
   // Nodes waiting to join a later round.
   [[nodiscard]] virtual int num_nodes_waiting() = 0;
+
+  // Leaves the current round for good (the job is over on this node). On
+  // the node hosting the store, `wait_for_all` holds it until every node has
+  // left (at most `timeout`), so no node loses the store while reading the
+  // round's end.
+  virtual void leave(bool wait_for_all, std::chrono::milliseconds timeout) = 0;
 
   // Stops heartbeats and watchers; returns when they have stopped.
   virtual void shutdown() = 0;

@@ -1,0 +1,402 @@
+// The rendezvous protocol: static (node ranks given) and dynamic ("c10d":
+// agents join rounds) on top of any Store. Key layout: rendezvous_keys.h.
+//
+// Joining round R, dynamic backend:
+//   1. n = add(round/R/joined, 1); this agent's node rank is n - 1 (join
+//      order: deterministic, and no agent needs another's identity).
+//   2. The round closes (round/R/size is set) when max_nodes joined; or
+//      when round/R/expected (the survivors of R - 1) joined; or, once
+//      min_nodes joined, when last_call_timeout has passed: the min-th
+//      joiner waits that long, then closes with whoever joined.
+//   3. An agent whose rank is >= size came late: it counts itself waiting,
+//      ends round R - its participants restart (kNodeWaiting) when R has
+//      room - and joins R + 1.
+//   4. Each participant publishes its NodeInfo; node 0 also picks a free
+//      MASTER_PORT on its host. Everyone reads all NodeInfos: ranks follow.
+// Static backend: steps 1-3 are replaced by the given node rank; the round
+// has exactly nnodes participants.
+//
+// Watching round R (one thread per agent): every keep_alive_interval the
+// agent adds to its heartbeat counter and reads the others'; a counter
+// that did not move for keep_alive_max_attempt intervals marks its node
+// dead. Between beats the thread is parked in a store wait on round/R/end,
+// so any end (a failure, a death, the exit barrier) reaches it at once.
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <optional>
+#include <condition_variable>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "ccrun/error.h"
+#include "ccrun/rendezvous.h"
+#include "rendezvous_keys.h"
+#include "store_util.h"
+
+namespace ccrun::rendezvous {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+std::string host_name() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+// A port nobody listens on now, on this host (for MASTER_PORT).
+int pick_free_port(const std::string& addr) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = 0;
+  if (inet_pton(AF_INET, addr.c_str(), &a.sin_addr) != 1) a.sin_addr.s_addr = INADDR_ANY;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    a.sin_addr.s_addr = INADDR_ANY;
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  }
+  socklen_t len = sizeof a;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+RoundEvent parse_end(const std::string& payload) {
+  RoundEvent e;
+  try {
+    json j = json::parse(payload);
+    std::string kind = j.value("kind", "closed");
+    if (kind == "restart") e.kind = RoundEvent::Kind::kRestartRequested;
+    else if (kind == "dead") e.kind = RoundEvent::Kind::kNodeDead;
+    else if (kind == "waiting") e.kind = RoundEvent::Kind::kNodeWaiting;
+    else if (kind == "all_done") e.kind = RoundEvent::Kind::kAllDone;
+    e.node_rank = j.value("node", -1);
+    e.detail = j.value("detail", "");
+  } catch (const json::exception&) {
+    e.detail = "unreadable round end record";
+  }
+  return e;
+}
+
+class Handler : public RendezvousHandler {
+ public:
+  Handler(RendezvousOptions o, StoreConnector connect)
+      : o_(std::move(o)), connect_(std::move(connect)), keys_(o_.run_id) {
+    dynamic_ = o_.backend == "c10d";
+    store_ = connect_();
+  }
+  ~Handler() override { shutdown(); }
+
+  RendezvousInfo next_rendezvous() override {
+    stop_watcher();
+    if (store_->check({keys_.closed()})) throw closed_error();
+    int r = round_;
+    if (r < 0) {  // first join: the round everybody is at
+      r = 0;
+      if (dynamic_ && store_->check({keys_.current_round()})) {
+        r = static_cast<int>(parse_counter(keys_.current_round(), store_->get(keys_.current_round())));
+      }
+    }
+    auto deadline = Clock::now() + o_.join_timeout;
+    for (;;) {
+      auto info = dynamic_ ? join_dynamic(r, deadline) : join_static(r, deadline);
+      if (info) {
+        round_ = r;
+        info_ = *info;
+        return *info;
+      }
+      ++r;  // came late: join the next round
+    }
+  }
+
+  void watch(std::function<void(const RoundEvent&)> on_event) override {
+    stop_watcher();
+    stop_ = false;
+    watcher_ = std::thread([this, on_event = std::move(on_event)] { watch_loop(on_event); });
+  }
+
+  void request_restart(const std::string& failure_json) override {
+    int r = round_;
+    int64_t i = store_->add(keys_.round(r, "failures"), 1);
+    store_->set(keys_.failure(r, int(i - 1)), failure_json);
+    end_round(r, {{"kind", "restart"}, {"node", info_.node_rank}, {"detail", failure_json},
+                  {"next_expected", info_.num_nodes}});
+  }
+
+  void mark_done() override {
+    int r = round_;
+    if (store_->add(keys_.round(r, "done"), 1) == info_.num_nodes) {
+      end_round(r, {{"kind", "all_done"}, {"next_expected", info_.num_nodes}});
+    }
+  }
+
+  void set_closed(const std::string& reason) override {
+    store_->compare_set(keys_.closed(), "", json{{"reason", reason}}.dump());
+    if (round_ >= 0) end_round(round_, {{"kind", "closed"}, {"detail", reason}});
+  }
+
+  std::vector<std::string> failures() override {
+    int r = round_;
+    int64_t n = store_->add(keys_.round(r, "failures"), 0);
+    std::vector<std::string> ks;
+    for (int i = 0; i < n; ++i) ks.push_back(keys_.failure(r, i));
+    return ks.empty() ? std::vector<std::string>{} : store_->multi_get(ks);
+  }
+
+  int num_nodes_waiting() override {
+    if (round_ < 0) return 0;
+    return static_cast<int>(store_->add(keys_.round(round_ + 1, "joined"), 0));
+  }
+
+  // Counts this node out of the round and, on the node that hosts the
+  // store, waits (at most `timeout`) until every node has: the store must
+  // outlive every reader of the round's end.
+  void leave(bool wait_for_all, milliseconds timeout) override {
+    stop_watcher();
+    if (round_ < 0) return;
+    int64_t n = store_->add(keys_.round(round_, "exited"), 1);
+    if (!wait_for_all || n >= info_.num_nodes) {
+      if (n >= info_.num_nodes) store_->set(keys_.round(round_, "all_exited"), "1");
+      return;
+    }
+    try {
+      store_->wait({keys_.round(round_, "all_exited")}, timeout);
+    } catch (const Error& e) {
+      spdlog::warn("rendezvous: not every node left round {} in time: {}", round_, e.what());
+    }
+  }
+
+  void shutdown() override { stop_watcher(); }
+
+ private:
+  Error closed_error() {
+    std::string reason = "closed";
+    try {
+      reason = json::parse(store_->get(keys_.closed())).value("reason", reason);
+    } catch (...) {
+    }
+    return RendezvousClosedError("rendezvous '" + o_.run_id + "' is closed: " + reason);
+  }
+
+  void end_round(int r, const json& record) {
+    store_->compare_set(keys_.round(r, "end"), "", record.dump());
+  }
+
+  NodeInfo self_info() const {
+    NodeInfo n;
+    n.addr = o_.local_addr.empty() ? "127.0.0.1" : o_.local_addr;
+    n.hostname = host_name();
+    n.local_world_size = o_.local_world_size;
+    return n;
+  }
+
+  void publish(int r, int rank, int master_port) {
+    NodeInfo n = self_info();
+    store_->set(keys_.node(r, rank), json{{"addr", n.addr},
+                                          {"hostname", n.hostname},
+                                          {"nproc", n.local_world_size},
+                                          {"master_port", master_port}}
+                                         .dump());
+  }
+
+  // Reads every participant's NodeInfo and derives this node's place.
+  RendezvousInfo assemble(int r, int rank, int size, milliseconds timeout) {
+    std::vector<std::string> ks;
+    for (int i = 0; i < size; ++i) ks.push_back(keys_.node(r, i));
+    try {
+      store_->wait(ks, timeout);
+    } catch (const TimeoutError&) {
+      int came = 0;
+      for (const auto& k : ks) came += store_->check({k}) ? 1 : 0;
+      throw TimeoutError("rendezvous '" + o_.run_id + "': timed out after " +
+                         format_duration(o_.join_timeout) + ": " + std::to_string(came) +
+                         " of " + std::to_string(size) +
+                         " nodes joined; start the others (same --rdzv-id, --nnodes and "
+                         "endpoint) or lower --nnodes");
+    }
+    auto values = store_->multi_get(ks);
+    RendezvousInfo info;
+    info.round = r;
+    info.node_rank = rank;
+    info.num_nodes = size;
+    info.world_size = 0;
+    for (int i = 0; i < size; ++i) {
+      json j = json::parse(values[i]);
+      NodeInfo n{j.at("addr"), j.at("hostname"), j.at("nproc")};
+      if (i < rank) info.rank_offset += n.local_world_size;
+      info.world_size += n.local_world_size;
+      if (i == 0) info.master_port = j.at("master_port");
+      info.nodes.push_back(n);
+    }
+    info.master_addr = info.nodes[0].addr;
+    return info;
+  }
+
+  std::optional<RendezvousInfo> join_static(int r, Clock::time_point deadline) {
+    publish(r, o_.node_rank, o_.master_port);
+    auto info = assemble(r, o_.node_rank, o_.max_nodes, remaining(deadline));
+    info.master_addr = o_.master_addr.empty() ? info.master_addr : o_.master_addr;
+    info.master_port = o_.master_port;
+    info.use_agent_store = true;
+    return info;
+  }
+
+  std::optional<RendezvousInfo> join_dynamic(int r, Clock::time_point deadline) {
+    std::string size_key = keys_.round(r, "size");
+    int rank = static_cast<int>(store_->add(keys_.round(r, "joined"), 1)) - 1;
+    int joined = rank + 1;
+    int expected = 0;
+    if (store_->check({keys_.round(r, "expected")})) {
+      expected = std::stoi(store_->get(keys_.round(r, "expected")));
+    }
+    if (joined == o_.max_nodes || (expected >= o_.min_nodes && joined == expected)) {
+      store_->compare_set(size_key, "", std::to_string(joined));
+    } else if (joined == o_.min_nodes) {
+      // The last call: wait for more nodes, then close with whoever came.
+      try {
+        store_->wait({size_key}, std::min(o_.last_call_timeout, remaining(deadline)));
+      } catch (const TimeoutError&) {
+        int64_t now = store_->add(keys_.round(r, "joined"), 0);
+        store_->compare_set(size_key, "", std::to_string(std::min<int64_t>(now, o_.max_nodes)));
+      }
+    }
+    try {
+      store_->wait({size_key}, remaining(deadline));
+    } catch (const TimeoutError&) {
+      int64_t now = store_->add(keys_.round(r, "joined"), 0);
+      throw TimeoutError("rendezvous '" + o_.run_id + "': timed out after " +
+                         format_duration(o_.join_timeout) + ": " + std::to_string(now) +
+                         " of at least " + std::to_string(o_.min_nodes) +
+                         " nodes joined; start the others or lower --nnodes");
+    }
+    int size = std::stoi(store_->get(size_key));
+    if (rank >= size) {
+      // Late: make room in the next round, and tell R's participants.
+      if (size < o_.max_nodes) {
+        end_round(r, {{"kind", "waiting"}, {"detail", "a new node waits to join"},
+                      {"next_expected", size + 1}});
+      }
+      store_->compare_set(keys_.round(r + 1, "expected"), "", std::to_string(size + 1));
+      return std::nullopt;
+    }
+    store_->set(keys_.current_round(), std::to_string(r));
+    int master_port = rank == 0 ? pick_free_port(self_info().addr) : 0;
+    publish(r, rank, master_port);
+    auto info = assemble(r, rank, size, remaining(deadline));
+    info.use_agent_store = false;
+    return info;
+  }
+
+  milliseconds remaining(Clock::time_point deadline) const {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    return std::max(left, milliseconds(1));
+  }
+
+  void watch_loop(const std::function<void(const RoundEvent&)>& on_event) {
+    int r = round_;
+    int n = info_.num_nodes;
+    std::shared_ptr<Store> conn;
+    try {
+      conn = connect_();
+    } catch (const Error& e) {
+      on_event({RoundEvent::Kind::kClosed, -1, std::string("lost the store: ") + e.what()});
+      return;
+    }
+    std::vector<std::string> beats;
+    for (int i = 0; i < n; ++i) beats.push_back(keys_.heartbeat(r, i));
+    std::vector<int64_t> last(n, -1);
+    std::vector<int> stalls(n, 0);
+    auto store_lost_since = Clock::time_point{};
+    auto window = o_.keep_alive_interval * o_.keep_alive_max_attempt;
+    while (!stop_) {
+      try {
+        conn->add(beats[info_.node_rank], 1);
+        for (int i = 0; i < n; ++i) {
+          if (i == info_.node_rank) continue;
+          int64_t v = conn->add(beats[i], 0);
+          stalls[i] = (v == last[i]) ? stalls[i] + 1 : 0;
+          last[i] = v;
+          if (stalls[i] > o_.keep_alive_max_attempt) {
+            json rec{{"kind", "dead"}, {"node", i}, {"next_expected", n - 1},
+                     {"detail", "node " + std::to_string(i) + " (" + info_.nodes[i].addr +
+                                    ") sent no heartbeat for " + format_duration(window)}};
+            conn->compare_set(keys_.round(r, "end"), "", rec.dump());
+          }
+        }
+        store_lost_since = {};
+        try {
+          conn->wait({keys_.round(r, "end")}, o_.keep_alive_interval);
+        } catch (const TimeoutError&) {
+          continue;
+        }
+        RoundEvent e = parse_end(conn->get(keys_.round(r, "end")));
+        if (e.kind == RoundEvent::Kind::kNodeDead) {
+          // The survivors of this round are the next round's expected nodes.
+          store_->compare_set(keys_.round(r + 1, "expected"), "", std::to_string(n - 1));
+        }
+        if (!stop_) on_event(e);
+        return;
+      } catch (const ConnectionError& e) {
+        if (store_lost_since == Clock::time_point{}) store_lost_since = Clock::now();
+        if (Clock::now() - store_lost_since > window) {
+          if (!stop_) on_event({RoundEvent::Kind::kClosed, -1,
+                                std::string("lost the store: ") + e.what()});
+          return;
+        }
+        std::unique_lock lock(stop_mu_);
+        stop_cv_.wait_for(lock, o_.keep_alive_interval, [this] { return stop_.load(); });
+      } catch (const Error& e) {
+        if (!stop_) on_event({RoundEvent::Kind::kClosed, -1, e.what()});
+        return;
+      }
+    }
+  }
+
+  void stop_watcher() {
+    {
+      std::lock_guard lock(stop_mu_);
+      stop_ = true;
+    }
+    stop_cv_.notify_all();
+    if (watcher_.joinable()) {
+      if (watcher_.get_id() == std::this_thread::get_id()) {
+        watcher_.detach();
+      } else {
+        watcher_.join();
+      }
+    }
+  }
+
+  RendezvousOptions o_;
+  StoreConnector connect_;
+  RendezvousKeys keys_;
+  bool dynamic_ = false;
+  std::shared_ptr<Store> store_;
+  int round_ = -1;
+  RendezvousInfo info_;
+  std::thread watcher_;
+  std::atomic<bool> stop_{false};
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+};
+
+}  // namespace
+
+std::unique_ptr<RendezvousHandler> create_rendezvous_handler(
+    const RendezvousOptions& options, StoreConnector connect) {
+  if (options.backend != "static" && options.backend != "c10d") {
+    throw ConfigError("--rdzv-backend \"" + options.backend +
+                      "\": unknown backend; use static or c10d");
+  }
+  return std::make_unique<Handler>(options, std::move(connect));
+}
+
+}  // namespace ccrun::rendezvous
