@@ -1,0 +1,142 @@
+// Failure records and the failure report (see failure_report.h).
+#include "failure_report.h"
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace ccrun::agent {
+using json = nlohmann::json;
+
+std::string Failure::to_json() const {
+  return json{{"node_rank", node_rank}, {"hostname", hostname}, {"addr", addr},
+              {"rank", rank}, {"local_rank", local_rank}, {"pid", pid},
+              {"exit_code", exit_code}, {"signal", signal}, {"time_ms", time_ms},
+              {"attempt", attempt}, {"message", message}, {"stderr_tail", stderr_tail}}
+      .dump();
+}
+
+Failure Failure::from_json(const std::string& text) {
+  Failure f;
+  try {
+    json j = json::parse(text);
+    f.node_rank = j.value("node_rank", -1);
+    f.hostname = j.value("hostname", "");
+    f.addr = j.value("addr", "");
+    f.rank = j.value("rank", -1);
+    f.local_rank = j.value("local_rank", -1);
+    f.pid = j.value("pid", 0);
+    f.exit_code = j.value("exit_code", 0);
+    f.signal = j.value("signal", 0);
+    f.time_ms = j.value("time_ms", int64_t{0});
+    f.attempt = j.value("attempt", 0);
+    f.message = j.value("message", "");
+    f.stderr_tail = j.value("stderr_tail", "");
+  } catch (const json::exception&) {
+    f.message = "unreadable failure record: " + text.substr(0, 200);
+  }
+  return f;
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+std::string read_error_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return {};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    json j = json::parse(ss.str());
+    // torch's @record: {"message": {"message": "...", "extraInfo": {"py_callstack": ...}}}
+    const json& m = j.contains("message") ? j["message"] : j;
+    if (m.is_string()) return m.get<std::string>();
+    std::string out = m.value("message", "");
+    if (m.contains("extraInfo") && m["extraInfo"].contains("py_callstack")) {
+      out += "\n" + m["extraInfo"]["py_callstack"].get<std::string>();
+    }
+    return out;
+  } catch (const json::exception&) {
+    return ss.str().substr(0, 4000);
+  }
+}
+
+namespace {
+
+void sort_by_time(std::vector<Failure>& fs) {
+  std::stable_sort(fs.begin(), fs.end(),
+                   [](const Failure& a, const Failure& b) { return a.time_ms < b.time_ms; });
+}
+
+std::string format_time(int64_t ms) {
+  time_t secs = ms / 1000;
+  tm t{};
+  gmtime_r(&secs, &t);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &t);
+  return std::string(buf) + "." + std::to_string(1000 + ms % 1000).substr(1) + " UTC";
+}
+
+std::string describe_exit(const Failure& f) {
+  if (f.signal) return signal_name(f.signal) + " (signal " + std::to_string(f.signal) + ")";
+  if (f.rank < 0) return "node failure";
+  return "exit code " + std::to_string(f.exit_code);
+}
+
+void append_failure(std::ostringstream& o, const Failure& f) {
+  o << "  node      : " << f.node_rank;
+  if (!f.hostname.empty() || !f.addr.empty()) o << " (" << f.hostname << " " << f.addr << ")";
+  o << "\n";
+  if (f.rank >= 0) {
+    o << "  rank      : " << f.rank << " (local_rank " << f.local_rank << ")\n";
+    o << "  pid       : " << f.pid << "\n";
+  }
+  o << "  cause     : " << describe_exit(f) << "\n";
+  o << "  time      : " << format_time(f.time_ms) << " (attempt " << f.attempt << ")\n";
+  std::string detail = !f.message.empty() ? f.message : f.stderr_tail;
+  if (!detail.empty()) {
+    o << "  " << (!f.message.empty() ? "error" : "last stderr lines") << ":\n";
+    std::istringstream lines(detail);
+    for (std::string l; std::getline(lines, l);) o << "    " << l << "\n";
+  }
+}
+
+}  // namespace
+
+std::string format_report(const std::string& run_id, std::vector<Failure> failures) {
+  sort_by_time(failures);
+  std::ostringstream o;
+  std::string rule(72, '=');
+  o << rule << "\nccrun: job '" << run_id << "' failed\n" << rule << "\n";
+  if (failures.empty()) {
+    o << "  (no failure record reached this node)\n";
+  } else {
+    o << "Root cause (first failure):\n";
+    append_failure(o, failures[0]);
+    if (failures.size() > 1) {
+      o << "Other failures:\n";
+      for (size_t i = 1; i < failures.size(); ++i) {
+        o << "  [" << i << "] node " << failures[i].node_rank << " rank " << failures[i].rank
+          << ": " << describe_exit(failures[i]) << " at " << format_time(failures[i].time_ms)
+          << "\n";
+      }
+    }
+  }
+  o << rule << "\n";
+  return o.str();
+}
+
+std::string report_json(const std::string& run_id, std::vector<Failure> failures) {
+  sort_by_time(failures);
+  json j{{"run_id", run_id}, {"failures", json::array()}};
+  for (const auto& f : failures) j["failures"].push_back(json::parse(f.to_json()));
+  if (!failures.empty()) j["root_cause"] = json::parse(failures[0].to_json());
+  return j.dump(2);
+}
+
+}  // namespace ccrun::agent

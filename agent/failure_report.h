@@ -1,0 +1,44 @@
+//===- failure_report.h - What failed, first, and where ---------*- C++ -*-===//
+//
+// A `Failure` is one worker's (or node's) failure as every node of the job
+// sees it: it travels between nodes as JSON through the rendezvous. The
+// report puts the root cause (the earliest failure) first, then the others,
+// as a table on stderr and as JSON in the log directory.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ccrun::agent {
+
+struct Failure {
+  int node_rank = -1;
+  std::string hostname, addr;
+  int rank = -1, local_rank = -1;  // -1 for a node failure
+  int pid = 0;
+  int exit_code = 0;
+  int signal = 0;
+  int64_t time_ms = 0;     // wall clock, ms since the epoch (for ordering)
+  int attempt = 0;
+  std::string message;     // error file message, or "node stopped heartbeating"
+  std::string stderr_tail;
+
+  std::string to_json() const;
+  static Failure from_json(const std::string& json);  // tolerant
+};
+
+// "SIGSEGV" for 11; "signal 77" for unknown numbers.
+std::string signal_name(int sig);
+
+// Reads torch's error file (written by @record): the message and its
+// traceback, or "" when absent/unreadable.
+std::string read_error_file(const std::string& path);
+
+// The report: root cause first. `failures` may be in any order.
+std::string format_report(const std::string& run_id, std::vector<Failure> failures);
+std::string report_json(const std::string& run_id, std::vector<Failure> failures);
+
+}  // namespace ccrun::agent

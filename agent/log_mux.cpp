@@ -1,0 +1,108 @@
+// Workers' output to the console and to files, line by line (see log_mux.h).
+#include "log_mux.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+
+namespace ccrun::agent {
+namespace asio = boost::asio;
+
+namespace {
+constexpr size_t kTailLines = 12;
+
+void write_all(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // a closed console must not stop the job
+    done += size_t(n);
+  }
+}
+}  // namespace
+
+struct LogMux::Stream : std::enable_shared_from_this<Stream> {
+  Stream(asio::io_context& io, int fd, StreamOptions o, std::function<void()> done)
+      : pipe(io, fd), options(std::move(o)), on_closed(std::move(done)) {
+    if (!options.file.empty()) {
+      file_fd = ::open(options.file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (file_fd < 0) {
+        spdlog::warn("cannot write worker log {}: {}", options.file, std::strerror(errno));
+      }
+    }
+  }
+  ~Stream() {
+    if (file_fd >= 0) ::close(file_fd);
+  }
+
+  void read() {
+    pipe.async_read_some(asio::buffer(buf), [self = shared_from_this()](
+                                                boost::system::error_code ec, size_t n) {
+      if (n > 0) self->consume(self->buf.data(), n);
+      if (ec) {
+        if (!self->partial.empty()) self->emit(self->partial);
+        self->partial.clear();
+        if (self->on_closed) self->on_closed();
+        return;
+      }
+      self->read();
+    });
+  }
+
+  void consume(const char* data, size_t n) {
+    size_t start = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (data[i] != '\n') continue;
+      if (partial.empty()) {
+        emit(std::string(data + start, i - start));
+      } else {
+        partial.append(data + start, i - start);
+        emit(partial);
+        partial.clear();
+      }
+      start = i + 1;
+    }
+    partial.append(data + start, n - start);
+  }
+
+  void emit(const std::string& line) {
+    std::string out;
+    out.reserve(options.prefix.size() + line.size() + 1);
+    out += options.prefix;
+    out += line;
+    out += '\n';
+    if (options.to_console) write_all(options.console_fd, out);
+    if (file_fd >= 0) write_all(file_fd, line + "\n");
+    tail.push_back(line);
+    if (tail.size() > kTailLines) tail.pop_front();
+  }
+
+  asio::posix::stream_descriptor pipe;
+  StreamOptions options;
+  std::function<void()> on_closed;
+  std::array<char, 16 * 1024> buf;
+  std::string partial;
+  std::deque<std::string> tail;
+  int file_fd = -1;
+};
+
+int LogMux::add(int fd, StreamOptions options, std::function<void()> on_closed) {
+  auto s = std::make_shared<Stream>(io_, fd, std::move(options), std::move(on_closed));
+  streams_.push_back(s);
+  s->read();
+  return int(streams_.size() - 1);
+}
+
+std::string LogMux::tail(int id) const {
+  std::string out;
+  if (id < 0 || size_t(id) >= streams_.size()) return out;
+  for (const auto& l : streams_[id]->tail) out += l + "\n";
+  return out;
+}
+
+}  // namespace ccrun::agent

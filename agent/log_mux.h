@@ -1,0 +1,47 @@
+//===- log_mux.h - Workers' output to the console and to files --*- C++ -*-===//
+//
+// `LogMux` reads each worker's stdout and stderr pipes on the agent's
+// io_context, cuts the bytes into whole lines and writes every line with
+// one write() call, prefixed "[rank]:", to the agent's own stdout/stderr
+// (unless redirected or filtered out) and to the rank's log files. Lines of
+// different ranks never mix inside a line; a last line without '\n' is
+// written when its pipe closes.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <utility>
+#include <boost/asio.hpp>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace ccrun::agent {
+
+struct StreamOptions {
+  std::string prefix;     // "[3]:"; empty = none
+  bool to_console = true;
+  int console_fd = 1;     // 1 or 2
+  std::string file;       // log file path; empty = none
+};
+
+class LogMux {
+ public:
+  explicit LogMux(boost::asio::io_context& io) : io_(io) {}
+
+  // Starts reading `fd` (takes ownership). `on_closed` runs at EOF, after the
+  // last line was written. The last `tail_lines` lines are kept for
+  // failure reports (tail()).
+  int add(int fd, StreamOptions options, std::function<void()> on_closed);
+
+  // The last lines read from stream `id`, oldest first.
+  std::string tail(int id) const;
+
+ private:
+  struct Stream;
+  boost::asio::io_context& io_;
+  std::vector<std::shared_ptr<Stream>> streams_;
+};
+
+}  // namespace ccrun::agent

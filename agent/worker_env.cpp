@@ -1,0 +1,101 @@
+// The environment of each worker (see worker_env.h).
+#include "worker_env.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <net/if.h>
+
+#include <cstring>
+
+extern char** environ;
+
+namespace ccrun::agent {
+
+std::vector<std::string> worker_environment(const EnvContext& c, int local_rank,
+                                            const std::string& error_file) {
+  const JobSpec& spec = *c.spec;
+  const auto& info = *c.info;
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq) env[std::string(*e, size_t(eq - *e))] = eq + 1;
+  }
+  int nproc = spec.nproc_per_node;
+  auto set = [&](const std::string& k, const std::string& v) { env[k] = v; };
+  set("LOCAL_RANK", std::to_string(local_rank));
+  set("RANK", std::to_string(info.rank_offset + local_rank));
+  set("GROUP_RANK", std::to_string(info.node_rank));
+  set("ROLE_RANK", std::to_string(info.rank_offset + local_rank));
+  set("ROLE_NAME", spec.role);
+  set("LOCAL_WORLD_SIZE", std::to_string(nproc));
+  set("WORLD_SIZE", std::to_string(info.world_size));
+  set("GROUP_WORLD_SIZE", std::to_string(info.num_nodes));
+  set("ROLE_WORLD_SIZE", std::to_string(info.world_size));
+  set("MASTER_ADDR", info.master_addr);
+  set("MASTER_PORT", std::to_string(info.master_port));
+  set("TORCHELASTIC_RESTART_COUNT", std::to_string(c.restart_count));
+  set("TORCHELASTIC_MAX_RESTARTS", std::to_string(spec.max_restarts));
+  set("TORCHELASTIC_RUN_ID", c.run_id);
+  set("TORCHELASTIC_USE_AGENT_STORE", info.use_agent_store ? "True" : "False");
+  set("TORCHELASTIC_ERROR_FILE", error_file);
+  set("TORCH_NCCL_ASYNC_ERROR_HANDLING", env.count("TORCH_NCCL_ASYNC_ERROR_HANDLING")
+                                              ? env["TORCH_NCCL_ASYNC_ERROR_HANDLING"]
+                                              : "1");
+  if (nproc > 1 && !env.count("OMP_NUM_THREADS")) set("OMP_NUM_THREADS", "1");
+  if (!c.gloo_ifname.empty() && !env.count("GLOO_SOCKET_IFNAME")) {
+    set("GLOO_SOCKET_IFNAME", c.gloo_ifname);
+  }
+  set("CCRUN_STORE_ADDR", c.store_host);
+  set("CCRUN_STORE_PORT", std::to_string(c.store_port));
+  set("CCRUN_ATTEMPT", std::to_string(c.restart_count));
+  set("CCRUN_RUN_ID", c.run_id);
+  for (const auto& [k, v] : spec.env) set(k, v);
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+namespace {
+std::string addr_string(const sockaddr* sa) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (sa->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof buf);
+  } else if (sa->sa_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, buf, sizeof buf);
+  }
+  return buf;
+}
+}  // namespace
+
+std::string interface_of(const std::string& addr) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return {};
+  std::string name;
+  for (ifaddrs* i = list; i; i = i->ifa_next) {
+    if (i->ifa_addr && addr_string(i->ifa_addr) == addr) {
+      name = i->ifa_name;
+      break;
+    }
+  }
+  freeifaddrs(list);
+  return name;
+}
+
+bool is_local_host(const std::string& host) {
+  if (host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1") return true;
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return false;
+  bool local = false;
+  for (addrinfo* a = res; a && !local; a = a->ai_next) {
+    std::string s = addr_string(a->ai_addr);
+    local = s.rfind("127.", 0) == 0 || s == "::1" || !interface_of(s).empty();
+  }
+  freeaddrinfo(res);
+  return local;
+}
+
+}  // namespace ccrun::agent

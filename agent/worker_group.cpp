@@ -1,0 +1,185 @@
+// Spawning, watching and stopping one node's workers (see worker_group.h).
+#include "worker_group.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "ccrun/error.h"
+
+namespace ccrun::agent {
+namespace asio = boost::asio;
+
+struct WorkerGroup::Worker {
+  Worker(asio::io_context& io, int pidfd) : pidfd(io, pidfd) {}
+  WorkerSpec spec;
+  pid_t pid = 0;
+  asio::posix::stream_descriptor pidfd;
+  int err_stream = -1;
+  int open_pipes = 2;
+  bool reaped = false;
+  bool reported = false;
+  WorkerExit exit;
+};
+
+namespace {
+
+// Everything the child needs, built before fork (no allocation after it).
+struct ExecImage {
+  std::vector<std::string> storage;
+  std::vector<char*> argv, envp;
+  ExecImage(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+  }
+};
+
+void write_str(int fd, const char* s) {
+  ssize_t r = ::write(fd, s, std::strlen(s));
+  (void)r;
+}
+
+[[noreturn]] void exec_child(const ExecImage& image, int out_fd, int err_fd, pid_t agent) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != agent) _exit(1);  // the agent died before PDEATHSIG was set
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
+  int devnull = open("/dev/null", O_RDONLY);
+  if (devnull >= 0) dup2(devnull, 0);
+  dup2(out_fd, 1);
+  dup2(err_fd, 2);
+  syscall(SYS_close_range, 3u, ~0u, 0u);
+  execvpe(image.argv[0], image.argv.data(), image.envp.data());
+  int err = errno;
+  write_str(2, "ccrun: cannot execute \"");
+  write_str(2, image.argv[0]);
+  write_str(2, "\": ");
+  write_str(2, std::strerror(err));
+  write_str(2, err == ENOENT ? " (is it on PATH, or give its full path)\n" : "\n");
+  _exit(127);
+}
+
+}  // namespace
+
+WorkerGroup::~WorkerGroup() {
+  for (auto& w : workers_) {
+    if (!w->reaped) {
+      ::kill(-w->pid, SIGKILL);
+      ::kill(w->pid, SIGKILL);
+      int status;
+      waitpid(w->pid, &status, 0);
+    }
+  }
+}
+
+void WorkerGroup::start(const std::vector<WorkerSpec>& specs,
+                        std::function<void(const WorkerExit&)> on_exit) {
+  on_exit_ = std::move(on_exit);
+  pid_t agent = getpid();
+  for (const auto& spec : specs) {
+    int out[2], err[2];
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+      throw Error(std::string("cannot create pipes for a worker: ") + std::strerror(errno));
+    }
+    ExecImage image(spec.argv, spec.env);
+    pid_t pid = fork();
+    if (pid < 0) {
+      throw Error(std::string("cannot start worker ") + std::to_string(spec.rank) + ": fork: " +
+                  std::strerror(errno));
+    }
+    if (pid == 0) exec_child(image, out[1], err[1], agent);
+    setpgid(pid, pid);  // also here: no race with the first kill(-pgid)
+    ::close(out[1]);
+    ::close(err[1]);
+    int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    if (pidfd < 0) {
+      throw Error(std::string("pidfd_open failed (Linux 5.3 or later is needed): ") +
+                  std::strerror(errno));
+    }
+    auto w = std::make_shared<Worker>(io_, pidfd);
+    w->spec = spec;
+    w->pid = pid;
+    w->exit.local_rank = spec.local_rank;
+    w->exit.rank = spec.rank;
+    w->exit.pid = pid;
+    logs_.add(out[0], spec.out, [this, w] { --w->open_pipes; maybe_finish(w); });
+    w->err_stream = logs_.add(err[0], spec.err, [this, w] { --w->open_pipes; maybe_finish(w); });
+    workers_.push_back(w);
+    ++running_;
+    w->pidfd.async_wait(asio::posix::stream_descriptor::wait_read,
+                        [this, w](boost::system::error_code ec) {
+                          if (!ec) on_pidfd(w);
+                        });
+  }
+}
+
+void WorkerGroup::on_pidfd(const std::shared_ptr<Worker>& w) {
+  int status = 0;
+  pid_t r;
+  do {
+    r = waitpid(w->pid, &status, WNOHANG);
+  } while (r < 0 && errno == EINTR);
+  if (r != w->pid) return;
+  w->reaped = true;
+  w->exit.time = std::chrono::system_clock::now();
+  if (WIFSIGNALED(status)) {
+    w->exit.signal = WTERMSIG(status);
+    w->exit.exit_code = 128 + w->exit.signal;
+  } else {
+    w->exit.exit_code = WEXITSTATUS(status);
+  }
+  --running_;
+  // The worker's group may hold children that keep its pipes open: they die
+  // with it.
+  ::kill(-w->pid, SIGKILL);
+  maybe_finish(w);
+}
+
+void WorkerGroup::maybe_finish(const std::shared_ptr<Worker>& w) {
+  if (!w->reaped || w->open_pipes > 0 || w->reported) return;
+  w->reported = true;
+  w->exit.stderr_tail = logs_.tail(w->err_stream);
+  if (on_exit_) on_exit_(w->exit);
+  bool all = true;
+  for (auto& x : workers_) all = all && x->reported;
+  if (all && stopped_) {
+    if (kill_timer_) kill_timer_->cancel();
+    auto done = std::move(stopped_);
+    stopped_ = nullptr;
+    done();
+  }
+}
+
+void WorkerGroup::signal_all(int sig) {
+  for (auto& w : workers_) {
+    if (!w->reaped) ::kill(-w->pid, sig);
+  }
+}
+
+void WorkerGroup::stop(std::chrono::milliseconds grace, std::function<void()> done) {
+  bool all = true;
+  for (auto& x : workers_) all = all && x->reported;
+  if (all) {
+    asio::post(io_, std::move(done));
+    return;
+  }
+  stopped_ = std::move(done);
+  signal_all(SIGTERM);
+  kill_timer_ = std::make_unique<asio::steady_timer>(io_, grace);
+  kill_timer_->async_wait([this](boost::system::error_code ec) {
+    if (!ec) signal_all(SIGKILL);
+  });
+}
+
+}  // namespace ccrun::agent

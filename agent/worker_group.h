@@ -1,0 +1,87 @@
+//===- worker_group.h - The worker processes of one node --------*- C++ -*-===//
+//
+// `WorkerGroup` spawns one node's workers and watches them on the agent's
+// io_context. Each worker runs in its own process group, is killed if the
+// agent dies (PR_SET_PDEATHSIG, plus a check that the agent is still its
+// parent after fork), and has its exit collected through a pidfd: no
+// polling, no SIGCHLD handler.
+//
+//   WorkerGroup group(io, logs);
+//   group.start(specs, [](const WorkerExit& e) { ... });
+//   group.stop(30s, [] { /* every worker reaped */ });
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <sys/types.h>
+
+#include <utility>
+#include <boost/asio.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "log_mux.h"
+
+namespace ccrun::agent {
+
+// How to start one worker.
+struct WorkerSpec {
+  int local_rank = 0;
+  int rank = 0;
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // "NAME=value", the whole environment
+  StreamOptions out, err;        // where its stdout and stderr go
+};
+
+// How one worker ended.
+struct WorkerExit {
+  int local_rank = 0;
+  int rank = 0;
+  pid_t pid = 0;
+  int exit_code = 0;  // when it exited
+  int signal = 0;     // when a signal killed it (then exit_code is 128+N)
+  std::chrono::system_clock::time_point time;
+  std::string stderr_tail;  // its last stderr lines
+  bool failed() const { return exit_code != 0 || signal != 0; }
+};
+
+class WorkerGroup {
+ public:
+  WorkerGroup(boost::asio::io_context& io, LogMux& logs) : io_(io), logs_(logs) {}
+  ~WorkerGroup();  // SIGKILLs what still runs
+  WorkerGroup(const WorkerGroup&) = delete;  // owns processes
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  // Spawns every worker. `on_exit` runs on the io_context once per worker,
+  // after its output pipes were drained. Throws ccrun::Error when a process
+  // cannot be created.
+  void start(const std::vector<WorkerSpec>& specs,
+             std::function<void(const WorkerExit&)> on_exit);
+
+  // Sends `sig` to every running worker's process group.
+  void signal_all(int sig);
+
+  // SIGTERM to every running worker, SIGKILL to those left after `grace`;
+  // `done` runs once none is left (at once when none runs).
+  void stop(std::chrono::milliseconds grace, std::function<void()> done);
+
+  size_t running() const { return running_; }
+
+ private:
+  struct Worker;
+  void on_pidfd(const std::shared_ptr<Worker>& w);
+  void maybe_finish(const std::shared_ptr<Worker>& w);
+
+  boost::asio::io_context& io_;
+  LogMux& logs_;
+  std::vector<std::shared_ptr<Worker>> workers_;
+  std::function<void(const WorkerExit&)> on_exit_;
+  size_t running_ = 0;
+  std::unique_ptr<boost::asio::steady_timer> kill_timer_;
+  std::function<void()> stopped_;
+};
+
+}  // namespace ccrun::agent
