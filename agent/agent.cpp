@@ -280,7 +280,9 @@ class Agent {
       }
       if (outcome == Outcome::kSignalled) return exit_signalled();
 
-      RoundEvent ev = event_.value_or(RoundEvent{});
+      RoundEvent ev;
+      ev.kind = RoundEvent::Kind::kRestartRequested;  // a failure here
+      if (event_) ev = *event_;
       bool counts = true;
       std::string fatal;
       switch (ev.kind) {

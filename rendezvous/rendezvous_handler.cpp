@@ -98,8 +98,8 @@ class Handler : public RendezvousHandler {
   RendezvousInfo next_rendezvous() override {
     stop_watcher();
     if (store_->check({keys_.closed()})) throw closed_error();
-    int r = round_;
-    if (r < 0) {  // first join: the round everybody is at
+    int r = round_ + 1;  // after a round ends, everyone moves to the next
+    if (round_ < 0) {    // first join: the round everybody is at
       r = 0;
       if (dynamic_ && store_->check({keys_.current_round()})) {
         r = static_cast<int>(parse_counter(keys_.current_round(), store_->get(keys_.current_round())));

@@ -1,0 +1,29 @@
+// ccrun: the command. Parses flags, PET_* variables and the job file into a
+// JobSpec, then runs this node's agent.
+#include <cstdio>
+
+#include "ccrun/agent.h"
+#include "ccrun/error.h"
+#include "job_builder.h"
+
+int main(int argc, char** argv) {
+  using namespace ccrun;
+  launcher::Command cmd;
+  try {
+    cmd = launcher::parse_command_line(std::vector<std::string>(argv + 1, argv + argc),
+                                       launcher::Environment::from_process());
+  } catch (const Error& e) {
+    std::fprintf(stderr, "ccrun: %s\n", e.what());
+    return 2;
+  }
+  if (!cmd.message.empty()) {
+    std::fputs(cmd.message.c_str(), stdout);
+    return 0;
+  }
+  if (cmd.print_config) {
+    std::fputs(launcher::to_yaml(cmd.spec).c_str(), stdout);
+    return 0;
+  }
+  std::fflush(stdout);
+  return agent::run(cmd.spec);
+}
