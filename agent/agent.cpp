@@ -30,6 +30,7 @@
 #include "ccrun/store_server.h"
 #include "ccrun/tcp_store.h"
 #include "failure_report.h"
+#include "janitor.h"
 #include "log_mux.h"
 #include "worker_env.h"
 #include "worker_group.h"
@@ -85,6 +86,7 @@ class Agent {
   explicit Agent(const JobSpec& spec) : spec_(spec), signals_(io_) {}
 
   int run() {
+    Janitor::instance();  // forked before any thread of ours exists
     setup_signals();
     try {
       setup_store();

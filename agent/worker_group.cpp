@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "ccrun/error.h"
+#include "janitor.h"
 
 namespace ccrun::agent {
 namespace asio = boost::asio;
@@ -100,6 +101,7 @@ void WorkerGroup::start(const std::vector<WorkerSpec>& specs,
     }
     if (pid == 0) exec_child(image, out[1], err[1], agent);
     setpgid(pid, pid);  // also here: no race with the first kill(-pgid)
+    Janitor::instance().track(pid);
     ::close(out[1]);
     ::close(err[1]);
     int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
@@ -143,6 +145,7 @@ void WorkerGroup::on_pidfd(const std::shared_ptr<Worker>& w) {
   // The worker's group may hold children that keep its pipes open: they die
   // with it.
   ::kill(-w->pid, SIGKILL);
+  Janitor::instance().untrack(w->pid);
   maybe_finish(w);
 }
 

@@ -1,6 +1,10 @@
 // ccrun: the command. Parses flags, PET_* variables and the job file into a
 // JobSpec, then runs this node's agent.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <cstdio>
+#include <cstdlib>
 
 #include "ccrun/agent.h"
 #include "ccrun/error.h"
@@ -24,6 +28,11 @@ int main(int argc, char** argv) {
     std::fputs(launcher::to_yaml(cmd.spec).c_str(), stdout);
     return 0;
   }
+  // ccrun's own messages go to stderr: stdout carries the workers' output.
+  auto logger = spdlog::stderr_color_mt("ccrun");
+  logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");
+  spdlog::set_default_logger(logger);
+  if (auto level = std::getenv("CCRUN_LOG_LEVEL")) spdlog::set_level(spdlog::level::from_str(level));
   std::fflush(stdout);
   return agent::run(cmd.spec);
 }

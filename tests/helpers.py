@@ -58,3 +58,34 @@ class Daemon:
 
 def start_daemon(*args):
     return Daemon(*args)
+
+
+def ccrun_cmd(*args):
+    return [binary("launcher", "ccrun"), *args]
+
+
+def run_ccrun(*args, timeout=120, env=None, **kw):
+    """Runs ccrun to completion; returns the CompletedProcess (text)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run(ccrun_cmd(*args), capture_output=True, text=True, timeout=timeout,
+                          env=full_env, **kw)
+
+
+def spawn_ccrun(*args, env=None, **kw):
+    """Starts ccrun in its own session (so tests can kill all it left)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.Popen(ccrun_cmd(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=full_env, start_new_session=True, **kw)
+
+
+def parse_env_lines(text):
+    """Lines 'ENV {json}' printed by tests/integration/print_env.py -> {rank: env}."""
+    import json
+    out = {}
+    for line in text.splitlines():
+        if "ENV " in line:
+            env = json.loads(line.split("ENV ", 1)[1])
+            out[int(env["RANK"])] = env
+    return out

@@ -1,0 +1,93 @@
+// The janitor process (see janitor.h). Protocol on the pipe: int32 values,
+// a positive one tracks that process group, a negative one forgets -value.
+#include "janitor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+
+namespace ccrun::agent {
+namespace {
+
+constexpr int kMaxGroups = 65536;
+
+[[noreturn]] void janitor_main(int fd) {
+  prctl(PR_SET_NAME, "ccrun-janitor");
+  // Its own process group: a signal to the agent's group leaves it alive
+  // to clean up.
+  setpgid(0, 0);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int s = 1; s < NSIG; ++s) signal(s, SIG_IGN);
+  // Holding the agent's stdout would keep its readers waiting for EOF.
+  int devnull = open("/dev/null", O_RDWR);
+  if (devnull >= 0) {
+    dup2(devnull, 0);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    if (devnull > 2 && devnull != fd) close(devnull);
+  }
+  // No allocation here: the janitor may be forked from a threaded agent.
+  static pid_t groups[kMaxGroups];
+  int count = 0;
+  int32_t v;
+  for (;;) {
+    ssize_t n = ::read(fd, &v, sizeof v);
+    if (n == sizeof v) {
+      if (v > 0 && count < kMaxGroups) {
+        groups[count++] = v;
+      } else if (v < 0) {
+        for (int i = 0; i < count; ++i) {
+          if (groups[i] == -v) {
+            groups[i] = groups[--count];
+            break;
+          }
+        }
+      }
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    break;  // EOF: the agent is gone
+  }
+  for (int i = 0; i < count; ++i) kill(-groups[i], SIGKILL);
+  _exit(0);
+}
+
+}  // namespace
+
+Janitor& Janitor::instance() {
+  static Janitor j;
+  return j;
+}
+
+Janitor::Janitor() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return;
+  pid_t pid = fork();
+  if (pid == 0) {
+    ::close(fds[1]);
+    if (fds[0] != 3) dup2(fds[0], 3);
+    syscall(SYS_close_range, 4u, ~0u, 0u);
+    janitor_main(3);
+  }
+  ::close(fds[0]);
+  pipe_fd_ = pid > 0 ? fds[1] : -1;
+  if (pid < 0) ::close(fds[1]);
+}
+
+void Janitor::send(int32_t value) {
+  if (pipe_fd_ < 0) return;
+  while (::write(pipe_fd_, &value, sizeof value) < 0 && errno == EINTR) {
+  }
+}
+
+void Janitor::track(pid_t pgid) { send(pgid); }
+void Janitor::untrack(pid_t pgid) { send(-pgid); }
+
+}  // namespace ccrun::agent

@@ -1,0 +1,5 @@
+"""Fixtures for the tests that run the real ccrun binary."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))

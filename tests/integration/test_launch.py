@@ -1,0 +1,206 @@
+"""ccrun end to end on one machine: worker environment, restarts, failure
+reports, signals, logs, and a real PyTorch gloo job. Every test runs the real
+binary; two agents on one machine stand for two nodes."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from helpers import free_port, parse_env_lines, run_ccrun, spawn_ccrun
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PY = sys.executable  # Debian's python3, with torch
+PRINT_ENV = os.path.join(HERE, "print_env.py")
+
+
+def two_nodes(nnodes_args, progs, timeout=120, env=None):
+    """Starts one ccrun per entry of progs (list of extra args), returns outputs."""
+    procs = [spawn_ccrun(*nnodes_args, *p, env=env) for p in progs]
+    outs = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=timeout)
+            outs.append((p.returncode, out, err))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+    return outs
+
+
+def test_env_one_node_four_workers():
+    r = run_ccrun("--nproc-per-node", "4", "--no-python", PY, PRINT_ENV,
+                  env={"EXTRA": "x", "OMP_NUM_THREADS": ""})
+    assert r.returncode == 0, r.stderr
+    envs = parse_env_lines(r.stdout)
+    assert sorted(envs) == [0, 1, 2, 3]
+    for rank, e in envs.items():
+        assert e["LOCAL_RANK"] == str(rank)
+        assert e["WORLD_SIZE"] == "4" and e["LOCAL_WORLD_SIZE"] == "4"
+        assert e["GROUP_RANK"] == "0" and e["GROUP_WORLD_SIZE"] == "1"
+        assert e["ROLE_RANK"] == str(rank) and e["ROLE_NAME"] == "default"
+        assert e["MASTER_ADDR"] == "127.0.0.1" and e["MASTER_PORT"] == "29500"
+        assert e["TORCHELASTIC_RESTART_COUNT"] == "0"
+        assert e["TORCHELASTIC_USE_AGENT_STORE"] == "True"
+        assert e["TORCHELASTIC_ERROR_FILE"].endswith(f"/{rank}/error.json")
+        assert e["EXTRA"] == "x"
+    # Every console line carries its rank's prefix.
+    for line in r.stdout.splitlines():
+        assert line.startswith("["), line
+
+
+def test_env_two_nodes_of_three_static():
+    port = str(free_port())
+    outs = two_nodes(["--nnodes", "2", "--nproc-per-node", "3", "--master-port", port],
+                     [["--node-rank", str(n), "--no-python", PY, PRINT_ENV] for n in (0, 1)])
+    envs = {}
+    for rc, out, err in outs:
+        assert rc == 0, err
+        envs.update(parse_env_lines(out))
+    assert sorted(envs) == list(range(6))
+    for rank, e in envs.items():
+        assert e["GROUP_RANK"] == str(rank // 3) and e["LOCAL_RANK"] == str(rank % 3)
+        assert e["WORLD_SIZE"] == "6" and e["GROUP_WORLD_SIZE"] == "2"
+        assert e["MASTER_PORT"] == port
+
+
+def test_env_heterogeneous_nodes_dynamic():
+    port = str(free_port())
+    common = ["--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+              "--rdzv-id", "hetero"]
+    outs = two_nodes(common, [["--nproc-per-node", "1", "--no-python", PY, PRINT_ENV],
+                              ["--nproc-per-node", "3", "--no-python", PY, PRINT_ENV]])
+    envs = {}
+    for rc, out, err in outs:
+        assert rc == 0, err
+        envs.update(parse_env_lines(out))
+    assert sorted(envs) == [0, 1, 2, 3]
+    assert all(e["WORLD_SIZE"] == "4" for e in envs.values())
+    sizes = sorted(e["LOCAL_WORLD_SIZE"] for e in envs.values())
+    assert sizes == ["1", "3", "3", "3"]
+    # Global ranks are contiguous per node.
+    by_node = {}
+    for rank, e in envs.items():
+        by_node.setdefault(e["GROUP_RANK"], []).append(rank)
+    for ranks in by_node.values():
+        assert sorted(ranks) == list(range(min(ranks), max(ranks) + 1))
+    assert len({e["MASTER_PORT"] for e in envs.values()}) == 1
+    assert all(e["TORCHELASTIC_USE_AGENT_STORE"] == "False" for e in envs.values())
+
+
+CRASH = ('if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "$RANK" = 1 ]; then '
+         'echo "rank 1 is failing" >&2; exit 3; fi; echo "attempt $TORCHELASTIC_RESTART_COUNT ok"')
+
+
+def test_crash_with_a_restart_left_succeeds():
+    r = run_ccrun("--nproc-per-node", "2", "--max-restarts", "1", "--no-python", "/bin/sh", "-c", CRASH)
+    assert r.returncode == 0, r.stderr
+    assert "[0]:attempt 1 ok" in r.stdout and "[1]:attempt 1 ok" in r.stdout
+    assert "[1]:attempt 0 ok" not in r.stdout  # rank 1 failed in attempt 0
+
+
+def test_crash_without_restarts_reports_root_cause(tmp_path):
+    r = run_ccrun("--nproc-per-node", "2", "--log-dir", str(tmp_path), "--rdzv-id", "crashjob",
+                  "--no-python", "/bin/sh", "-c", CRASH + "; sleep 30")
+    assert r.returncode == 1
+    assert "Root cause" in r.stderr
+    assert "rank      : 1 (local_rank 1)" in r.stderr
+    assert "exit code 3" in r.stderr
+    assert "rank 1 is failing" in r.stderr
+    report = json.loads((tmp_path / "crashjob" / "failure_report.json").read_text())
+    assert report["root_cause"]["rank"] == 1 and report["root_cause"]["exit_code"] == 3
+    # Per attempt and rank log files.
+    assert (tmp_path / "crashjob" / "attempt_0" / "1" / "stderr.log").read_text() == "rank 1 is failing\n"
+
+
+def test_sigsegv_is_named_in_the_report():
+    r = run_ccrun("--nproc-per-node", "2", "--no-python", "/bin/sh", "-c",
+                  'if [ "$RANK" = 1 ]; then kill -SEGV $$; fi; sleep 30')
+    assert r.returncode == 1
+    assert "SIGSEGV" in r.stderr
+
+
+def test_sigterm_to_ccrun_stops_workers_and_exits_143(tmp_path):
+    marker = tmp_path / "got"
+    script = (f'trap "echo $RANK >> {marker}; exit 0" TERM; echo up; '
+              'while true; do sleep 0.05; done')
+    p = spawn_ccrun("--nproc-per-node", "2", "--no-python", "/bin/sh", "-c", script)
+    deadline = time.time() + 30
+    seen = ""
+    while seen.count("up") < 2 and time.time() < deadline:
+        seen += p.stdout.readline()
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 143, err
+    assert sorted(marker.read_text().split()) == ["0", "1"]
+
+
+def pids_in_session(sid):
+    pids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if int(fields[3]) == sid and fields[0] != "Z":
+                    pids.append(int(d))
+            except (OSError, IndexError):
+                pass
+    return pids
+
+
+def test_sigkill_to_ccrun_leaves_no_worker(tmp_path):
+    p = spawn_ccrun("--nproc-per-node", "3", "--no-python", "/bin/sh", "-c", "echo up; sleep 60")
+    seen = ""
+    deadline = time.time() + 30
+    while seen.count("up") < 3 and time.time() < deadline:
+        seen += p.stdout.readline()
+    sid = p.pid  # start_new_session: the session id is ccrun's pid
+    assert len(pids_in_session(sid)) >= 4
+    p.kill()
+    p.wait()
+    deadline = time.time() + 10
+    while pids_in_session(sid) and time.time() < deadline:
+        time.sleep(0.05)
+    assert pids_in_session(sid) == []
+
+
+def test_local_ranks_filter_and_line_integrity():
+    script = 'i=0; while [ $i -lt 200 ]; do echo "rank-$RANK-line-$i-xxxxxxxxxxxxxxxxxxxxxxxx"; i=$((i+1)); done'
+    r = run_ccrun("--nproc-per-node", "3", "--local-ranks-filter", "0,2", "--no-python",
+                  "/bin/sh", "-c", script)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 400
+    for line in lines:
+        prefix, rest = line.split(":", 1)
+        rank = prefix.strip("[]")
+        assert rank in ("0", "2")
+        assert rest.startswith(f"rank-{rank}-line-") and rest.endswith("x" * 24)
+
+
+def test_a_missing_program_is_reported():
+    r = run_ccrun("--nproc-per-node", "1", "--no-python", "/nonexistent/trainer")
+    assert r.returncode == 1
+    assert 'cannot execute "/nonexistent/trainer"' in r.stderr
+
+
+def test_torch_gloo_two_nodes_two_workers_restarted_once():
+    port = str(free_port())
+    script = os.path.join(HERE, "torch_allreduce.py")
+    env = {"PYTHON_EXEC": PY}
+    outs = two_nodes(
+        ["--nnodes", "2", "--nproc-per-node", "2", "--master-port", port, "--max-restarts", "1"],
+        [["--node-rank", str(n), script, "--fail-rank", "3"] for n in (0, 1)],
+        timeout=240, env=env)
+    results = []
+    for rc, out, err in outs:
+        assert rc == 0, err[-3000:]
+        results += [l for l in out.splitlines() if "RESULT" in l]
+    assert len(results) == 4
+    for line in results:
+        assert "world=4" in line and "attempt=1" in line and "sum=10.0" in line and "ok=True" in line
