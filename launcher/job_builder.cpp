@@ -512,7 +512,15 @@ Command parse_command_line(const std::vector<std::string>& args, const Environme
   // Program.
   spec.env = job.env;
   std::vector<std::string> rest = app.remaining();
-  if (!rest.empty() && rest[0] == "--") rest.erase(rest.begin());
+  if (!rest.empty() && rest[0] == "--") {
+    rest.erase(rest.begin());
+  } else if (!rest.empty() && rest[0].size() > 1 && rest[0][0] == '-') {
+    std::vector<std::string> flags;
+    for (const auto& s : kSettings) flags.push_back(first_flag(s));
+    for (const char* f : {"--config", "--print-config", "--version", "--help"}) flags.push_back(f);
+    throw ConfigError("unknown flag \"" + rest[0] + "\"" + closest(rest[0], flags) +
+                      " (a program whose name starts with '-' goes after --); see ccrun --help");
+  }
   std::string program;
   std::vector<std::string> prog_args;
   if (!rest.empty()) {

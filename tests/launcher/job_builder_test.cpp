@@ -1,0 +1,173 @@
+// The launcher's parsing: both spellings of every flag, PET_* variables,
+// precedence, YAML errors with line numbers, program resolution.
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "ccrun/error.h"
+#include "job_builder.h"
+
+using ccrun::ConfigError;
+using ccrun::launcher::Environment;
+using ccrun::launcher::parse_command_line;
+
+namespace {
+ccrun::JobSpec parse(std::vector<std::string> args, Environment env = {}) {
+  return parse_command_line(args, env).spec;
+}
+std::string error_of(std::vector<std::string> args, Environment env = {}) {
+  try {
+    parse_command_line(args, env);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+std::string write_yaml(const std::string& text) {
+  auto path = std::filesystem::temp_directory_path() /
+              ("ccrun-job-" + std::to_string(getpid()) + "-" + std::to_string(std::rand()) + ".yaml");
+  std::ofstream(path) << text;
+  return path.string();
+}
+}  // namespace
+
+TEST_CASE("defaults are torchrun's", "[launcher]") {
+  auto s = parse({"train.py"}, Environment{{{"PYTHON_EXEC", "/usr/bin/python3"}}});
+  CHECK(s.min_nodes == 1);
+  CHECK(s.max_nodes == 1);
+  CHECK(s.nproc_per_node == 1);
+  CHECK(s.master_addr == "127.0.0.1");
+  CHECK(s.master_port == 29500);
+  CHECK(s.rdzv.backend == "static");
+  CHECK(s.rdzv.id == "none");
+  CHECK(s.max_restarts == 0);
+  CHECK(s.role == "default");
+  CHECK(s.entrypoint == std::vector<std::string>{"/usr/bin/python3", "-u", "train.py"});
+}
+
+TEST_CASE("both spellings of every flag", "[launcher]") {
+  for (const char* flag : {"--nproc-per-node", "--nproc_per_node"}) {
+    CHECK(parse({flag, "3", "--no-python", "a"}).nproc_per_node == 3);
+  }
+  for (const char* flag : {"--max-restarts", "--max_restarts"}) {
+    CHECK(parse({flag, "2", "--no_python", "a"}).max_restarts == 2);
+  }
+  auto s = parse({"--nnodes", "2", "--node_rank", "1", "--master_addr", "10.1.2.3", "--master-port",
+                  "1234", "--local_addr", "10.1.2.4", "--no-python", "a"});
+  CHECK(s.node_rank == 1);
+  CHECK(s.master_addr == "10.1.2.3");
+  CHECK(s.master_port == 1234);
+  CHECK(s.local_addr == "10.1.2.4");
+}
+
+TEST_CASE("rdzv flags and conf", "[launcher]") {
+  auto s = parse({"--nnodes", "1:4", "--rdzv-backend", "c10d", "--rdzv_endpoint", "h:1", "--rdzv-id",
+                  "j", "--rdzv-conf", "join_timeout=5,last_call_timeout=0.5,keep_alive_interval=1,"
+                  "keep_alive_max_attempt=2,is_host=1", "--no-python", "a"});
+  CHECK(s.min_nodes == 1);
+  CHECK(s.max_nodes == 4);
+  CHECK(s.rdzv.endpoint == "h:1");
+  CHECK(s.rdzv.join_timeout == std::chrono::seconds(5));
+  CHECK(s.rdzv.last_call_timeout == std::chrono::milliseconds(500));
+  CHECK(s.rdzv.keep_alive_max_attempt == 2);
+  CHECK(s.rdzv.is_host == true);
+  CHECK_THAT(error_of({"--rdzv-backend", "c10d", "--rdzv-endpoint", "h", "--rdzv-conf", "join_timout=1", "a"}),
+             Catch::Contains("\"join_timout\"") && Catch::Contains("did you mean \"join_timeout\""));
+}
+
+TEST_CASE("impossible values name the flag and the fix", "[launcher]") {
+  CHECK(error_of({"--nnodes", "3:2", "a"}) == "--nnodes \"3:2\": min is larger than max");
+  CHECK_THAT(error_of({"--master-port", "70000", "a"}), Catch::Contains("between 1 and 65535"));
+  CHECK_THAT(error_of({"--nproc-per-node", "0", "a"}), Catch::Contains("--nproc-per-node \"0\""));
+  CHECK_THAT(error_of({"--max-restarts", "-1", "a"}), Catch::Contains("--max-restarts"));
+  CHECK_THAT(error_of({"--nnodes", "1:2", "a"}), Catch::Contains("static rendezvous needs a fixed"));
+  CHECK_THAT(error_of({"--rdzv-backend", "c10d", "a"}), Catch::Contains("needs --rdzv-endpoint"));
+  CHECK_THAT(error_of({"--rdzv-backend", "etcd", "a"}), Catch::Contains("use static or c10d"));
+  CHECK_THAT(error_of({"--signals-to-handle", "SIGFOO", "a"}), Catch::Contains("SIGFOO"));
+  CHECK_THAT(error_of({"--nnodes", "2", "--node-rank", "2", "a"}), Catch::Contains("less than the number of nodes"));
+  CHECK_THAT(error_of({"--bogus", "a"}), Catch::Contains("--bogus"));
+  CHECK_THAT(error_of({}), Catch::Contains("no program to run"));
+  CHECK_THAT(error_of({"--nproc-per-node", "gpu", "a"}, Environment{{{"CUDA_VISIBLE_DEVICES", ""}}}),
+             Catch::Contains("no CUDA device"));
+}
+
+TEST_CASE("PET_ variables, and flags beat them", "[launcher]") {
+  Environment env{{{"PET_NPROC_PER_NODE", "5"}, {"PET_MAX_RESTARTS", "4"}}};
+  auto s = parse({"--no-python", "a"}, env);
+  CHECK(s.nproc_per_node == 5);
+  CHECK(s.max_restarts == 4);
+  CHECK(parse({"--nproc-per-node", "2", "--no-python", "a"}, env).nproc_per_node == 2);
+  CHECK_THAT(error_of({"a"}, Environment{{{"PET_NNODES", "x"}}}), Catch::Contains("PET_NNODES \"x\""));
+}
+
+TEST_CASE("nproc auto, cpu and gpu", "[launcher]") {
+  CHECK(parse({"--nproc-per-node", "gpu", "--no-python", "a"},
+              Environment{{{"CUDA_VISIBLE_DEVICES", "0,1,3"}}}).nproc_per_node == 3);
+  CHECK(parse({"--nproc-per-node", "cpu", "--no-python", "a"}).nproc_per_node >= 1);
+  CHECK(parse({"--nproc-per-node", "auto", "--no-python", "a"},
+              Environment{{{"CUDA_VISIBLE_DEVICES", ""}}}).nproc_per_node >= 1);
+}
+
+TEST_CASE("program resolution", "[launcher]") {
+  Environment env{{{"PYTHON_EXEC", "py"}}};
+  CHECK(parse({"-m", "pkg.train", "--lr", "1"}, env).entrypoint ==
+        std::vector<std::string>{"py", "-u", "-m", "pkg.train", "--lr", "1"});
+  CHECK(parse({"train.py", "--nproc-per-node", "9"}, env).entrypoint ==
+        std::vector<std::string>{"py", "-u", "train.py", "--nproc-per-node", "9"});
+  CHECK(parse({"--no-python", "train.py"}, env).entrypoint == std::vector<std::string>{"train.py"});
+  CHECK(parse({"./trainer", "-x"}, env).entrypoint == std::vector<std::string>{"./trainer", "-x"});
+  CHECK(parse({"--", "./trainer", "--max-restarts", "3"}, env).entrypoint ==
+        std::vector<std::string>{"./trainer", "--max-restarts", "3"});
+  CHECK(parse({"-r", "0:1,1:2", "-t", "3", "--local-ranks-filter", "0,2", "--no-python", "a"})
+            .logs.redirects == std::map<int, int>{{0, 1}, {1, 2}});
+}
+
+TEST_CASE("YAML job files: values, precedence, and errors with lines", "[launcher][yaml]") {
+  auto path = write_yaml(
+      "nnodes: 1\n"
+      "nproc_per_node: 3\n"
+      "max_restarts: 2\n"
+      "rdzv:\n"
+      "  backend: static\n"
+      "  conf:\n"
+      "    join_timeout: 7\n"
+      "env:\n"
+      "  FOO: bar\n"
+      "no_python: true\n"
+      "program: /bin/true\n"
+      "args: [a, b]\n");
+  auto s = parse({"--config", path});
+  CHECK(s.nproc_per_node == 3);
+  CHECK(s.max_restarts == 2);
+  CHECK(s.rdzv.join_timeout == std::chrono::seconds(7));
+  CHECK(s.env.at("FOO") == "bar");
+  CHECK(s.entrypoint == std::vector<std::string>{"/bin/true", "a", "b"});
+  CHECK(parse({"--config", path, "--nproc-per-node", "1"}).nproc_per_node == 1);
+  CHECK(parse({"--config", path}, Environment{{{"PET_NPROC_PER_NODE", "2"}}}).nproc_per_node == 2);
+
+  auto bad = write_yaml("nproc_per_node: 2\n\nnnodes: \"3:2\"\nprogram: x\n");
+  CHECK(error_of({"--config", bad}) == bad + ":3: nnodes: \"3:2\": min is larger than max");
+  auto typo = write_yaml("nproc_per_node: 2\nmax_restart: 1\n");
+  CHECK_THAT(error_of({"--config", typo}),
+             Catch::Contains(typo + ":2: max_restart: unknown key") && Catch::Contains("max_restarts"));
+  auto type = write_yaml("master_port: [1, 2]\nprogram: x\n");
+  CHECK_THAT(error_of({"--config", type}), Catch::Contains(type + ":1: master_port"));
+  auto syntax = write_yaml("nnodes: [1\n");
+  CHECK_THAT(error_of({"--config", syntax}), Catch::Contains("not valid YAML"));
+  CHECK_THAT(error_of({"--config", "/nonexistent.yaml"}), Catch::Contains("cannot read"));
+  for (auto p : {path, bad, typo, type, syntax}) std::filesystem::remove(p);
+}
+
+TEST_CASE("print-config output round-trips through --config", "[launcher][yaml]") {
+  auto first = parse_command_line({"--nproc-per-node", "3", "--max-restarts", "2", "--rdzv-conf",
+                                   "join_timeout=9", "--no-python", "./t", "x"}, {});
+  auto path = write_yaml(ccrun::launcher::to_yaml(first.spec));
+  auto again = parse({"--config", path});
+  CHECK(again.nproc_per_node == 3);
+  CHECK(again.max_restarts == 2);
+  CHECK(again.rdzv.join_timeout == std::chrono::seconds(9));
+  CHECK(again.entrypoint == first.spec.entrypoint);
+  std::filesystem::remove(path);
+}
