@@ -284,7 +284,19 @@ class Agent {
 
       RoundEvent ev;
       ev.kind = RoundEvent::Kind::kRestartRequested;  // a failure here
-      if (event_) ev = *event_;
+      if (event_) {
+        ev = *event_;
+      } else if (!local_failures_.empty()) {
+        ev.detail = local_failures_.front().to_json();
+      }
+      if (ev.kind == RoundEvent::Kind::kRestartRequested && !ev.detail.empty()) {
+        Failure f = Failure::from_json(ev.detail);
+        spdlog::warn("ccrun: the group stops: node {} rank {} failed ({}, pid {})", f.node_rank,
+                     f.rank, f.signal ? signal_name(f.signal) : "exit code " + std::to_string(f.exit_code),
+                     f.pid);
+      } else if (ev.kind == RoundEvent::Kind::kNodeDead) {
+        spdlog::warn("ccrun: the group stops: {}", ev.detail);
+      }
       bool counts = true;
       std::string fatal;
       switch (ev.kind) {

@@ -15,7 +15,7 @@ packages=(
   libboost-dev libcli11-dev libspdlog-dev nlohmann-json3-dev libyaml-cpp-dev
   catch2 libgloo-dev
   python3-torch python3-pytest python3-numpy
-  iproute2 procps psmisc
+  iproute2 iputils-ping procps psmisc time
   clang libclang-rt-14-dev
 )
 

@@ -20,7 +20,8 @@ if attempt == 0 and rank == args.fail_rank:
 t = torch.tensor([float(rank + 1)])
 dist.all_reduce(t)
 expected = world * (world + 1) / 2
-print(f"RESULT rank={rank} world={world} attempt={attempt} sum={t.item()} ok={t.item() == expected}",
+print(f"RESULT rank={rank} world={world} attempt={attempt} sum={t.item()} ok={t.item() == expected} "
+      f"master={os.environ['MASTER_ADDR']}",
       flush=True)
 dist.barrier()
 dist.destroy_process_group()
