@@ -27,7 +27,7 @@ trap 'cleanup; rm -rf "$tmp"' EXIT
 "$build/rendezvous/ccrun-rendezvous" --port 0 --log-level warn --max-connections 100000 >"$tmp/ccrun.out" 2>&1 &
 pids+=($!); ccrun_pid=$!
 "$python" "$here/scripts/torch_store_server.py" >"$tmp/torch.out" 2>&1 &
-pids+=($!)
+pids+=($!); torch_pid=$!
 for _ in $(seq 100); do
   grep -q listening "$tmp/ccrun.out" && grep -q '^port' "$tmp/torch.out" && break
   sleep 0.1
@@ -37,6 +37,7 @@ torch_port=$(awk '/^port/{print $2}' "$tmp/torch.out")
 [[ -n $ccrun_port && -n $torch_port ]] || { echo "bench-store: a server did not start" >&2; cat "$tmp"/*.out >&2; exit 1; }
 
 rss_kib() { awk '/VmRSS/{print $2}' "/proc/$1/status"; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 if ((smoke)); then
   clients=(1); barriers=(256); secs=0.5
@@ -49,11 +50,21 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.2f", a / b; else 
 
 table="| measurement | ccrun-rendezvous | torch 1.13 TCPStore | ratio |
 |---|---|---|---|"
+hz=$(getconf CLK_TCK)
+# Server CPU per request: what a server costs, whoever saturates the cores
+# (here the load generator and the server share two).
+us_per_op() { awk -v t="$1" -v hz="$hz" -v ops="$2" 'BEGIN{ if (ops > 0) printf "%.2f", t / hz * 1e6 / ops; else print "n/a" }'; }
 for c in "${clients[@]}"; do
+  t0=$(cpu_ticks "$ccrun_pid")
   a=$("$bench" --port "$ccrun_port" throughput --clients "$c" --seconds "$secs")
+  ta=$(( $(cpu_ticks "$ccrun_pid") - t0 ))
+  t0=$(cpu_ticks "$torch_pid")
   b=$("$bench" --port "$torch_port" throughput --clients "$c" --seconds "$secs")
+  tb=$(( $(cpu_ticks "$torch_pid") - t0 ))
+  ua=$(us_per_op "$ta" "$(value "$a" ops)"); ub=$(us_per_op "$tb" "$(value "$b" ops)")
   a=$(value "$a" ops_per_s); b=$(value "$b" ops_per_s)
   table+=$'\n'"| set/get/add, $c client(s), ops/s | $a | $b | $(ratio "$a" "$b")x |"
+  table+=$'\n'"| set/get/add, $c client(s), server CPU us per request | $ua | $ub | $(ratio "$ub" "$ua")x less |"
 done
 for n in "${barriers[@]}"; do
   a=$("$bench" --port "$ccrun_port" barrier --clients "$n")

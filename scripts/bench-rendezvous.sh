@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Rendezvous time of N agents (plain processes on loopback, one
+# ccrun-rendezvous daemon), side by side with torchrun's c10d rendezvous
+# (Debian's torch 1.13 through scripts/torchrun_patched.py), in one run; and
+# the time from an agent's death to the survivors' restarted workers running
+# at the default keep-alive settings. Table to stdout and docs/benchmarks.md.
+#
+#   scripts/bench-rendezvous.sh          # 2, 8, 32, 64 agents
+#   scripts/bench-rendezvous.sh --smoke  # 2 agents, for CI
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${BUILD_DIR:-$here/build}
+python=${CCRUN_TEST_PYTHON:-/usr/bin/python3}
+smoke=0
+[[ ${1:-} == --smoke ]] && smoke=1
+cmake --build "$build" --target ccrun ccrun-rendezvous >/dev/null
+ccrun=$build/launcher/ccrun
+tmp=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+if ((smoke)); then sizes=(2); torch_max=2; else sizes=(2 8 32 64); torch_max=32; fi
+
+"$build/rendezvous/ccrun-rendezvous" --port 0 --log-level warn >"$tmp/daemon.out" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do grep -q listening "$tmp/daemon.out" && break; sleep 0.05; done
+port=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$tmp/daemon.out")
+
+free_port() { "$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# Each worker writes the time it starts into $OUT/<rank>.
+worker='date +%s%N > "$OUT/$RANK"'
+
+# rendezvous_ms LAUNCHER... : starts n agents, returns ms from the last
+# agent's start to the last worker's start (every agent knows its ranks).
+rendezvous_ms() {
+  local n=$1; shift
+  local out=$tmp/run; rm -rf "$out"; mkdir -p "$out"
+  local agents=() last=0
+  for i in $(seq "$n"); do
+    ((i == n)) && last=$(date +%s%N)
+    OUT=$out "$@" >/dev/null 2>>"$tmp/agents.err" &
+    agents+=($!)
+  done
+  local ok=1
+  for a in "${agents[@]}"; do wait "$a" || ok=0; done
+  if ((!ok)) || (($(ls "$out" | wc -l) != n)); then echo "failed"; return; fi
+  local done_ns
+  done_ns=$(cat "$out"/* | sort -n | tail -1)
+  awk -v a="$done_ns" -v b="$last" 'BEGIN{printf "%.0f", (a - b) / 1e6}'
+}
+
+table="| measurement | ccrun | torchrun c10d (torch 1.13) | ratio |
+|---|---|---|---|"
+for n in "${sizes[@]}"; do
+  c=$(rendezvous_ms "$n" "$ccrun" --nnodes "$n" --nproc-per-node 1 --rdzv-backend c10d \
+        --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "bench-$n-$RANDOM" --rdzv-conf is_host=0 \
+        --no-python /bin/sh -c "$worker")
+  if ((n <= torch_max)); then
+    tport=$(free_port)
+    t=$(rendezvous_ms "$n" "$python" "$here/scripts/torchrun_patched.py" --nnodes "$n" \
+          --nproc_per_node 1 --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$tport" \
+          --rdzv_id "bench-$n" --no_python /bin/sh -c "$worker")
+    r=$(awk -v a="$t" -v b="$c" 'BEGIN{ if (b > 0 && a + 0 == a) printf "%.1fx faster", a / b; else print "n/a" }')
+  else
+    t="not run (each torchrun agent is a ~240 MB Python process)"; r="n/a"
+  fi
+  table+=$'\n'"| rendezvous of $n agents, ms (last agent start to all ranks known) | $c | $t | $r |"
+done
+
+# Agent death to restarted workers, default keep-alive (5 s x 3), 3 agents
+# of an elastic 2:3 job; one agent is SIGKILLed once all workers run.
+if ((!smoke)); then
+  out=$tmp/death; mkdir -p "$out"
+  dworker='date +%s%N >> "$OUT/attempt_$TORCHELASTIC_RESTART_COUNT"; sleep 300'
+  id="death-$RANDOM"
+  agents=()
+  for i in 1 2 3; do
+    OUT=$out "$ccrun" --nnodes 2:3 --nproc-per-node 1 --rdzv-backend c10d \
+      --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "$id" --max-restarts 1 \
+      --rdzv-conf is_host=0 --stop-grace 2 --no-python /bin/sh -c "$dworker" >/dev/null 2>&1 &
+    agents+=($!); pids+=($!)
+  done
+  for _ in $(seq 600); do [[ -f $out/attempt_0 && $(wc -l <"$out/attempt_0") -ge 3 ]] && break; sleep 0.1; done
+  kill -9 "${agents[2]}"
+  killed=$(date +%s%N)
+  for _ in $(seq 900); do [[ -f $out/attempt_1 && $(wc -l <"$out/attempt_1") -ge 2 ]] && break; sleep 0.1; done
+  if [[ -f $out/attempt_1 ]]; then
+    d=$(awk -v a="$(sort -n "$out/attempt_1" | head -1)" -v b="$killed" 'BEGIN{printf "%.0f", (a - b) / 1e6}')
+  else
+    d="failed"
+  fi
+  kill -9 "${agents[0]}" "${agents[1]}" 2>/dev/null || true
+  table+=$'\n'"| agent SIGKILLed to survivors' restarted workers running, ms (keep-alive 5 s x 3) | $d | | |"
+fi
+echo "$table"
+if ((!smoke)); then
+  doc=$here/docs/benchmarks.md
+  [[ -f $doc ]] || printf '# ccrun benchmarks\n' >"$doc"
+  section="<!-- bench-rendezvous:begin -->
+Measured by \`scripts/bench-rendezvous.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores; every agent
+is a process on this machine, talking over loopback (ccrun: to one ccrun-rendezvous daemon;
+torchrun: its c10d backend, the first agent hosting the store).
+
+$table
+<!-- bench-rendezvous:end -->"
+  python3 - "$doc" "$section" <<'PY'
+import re, sys
+path, section = sys.argv[1], sys.argv[2]
+text = open(path).read()
+pattern = re.compile(r"<!-- bench-rendezvous:begin -->.*?<!-- bench-rendezvous:end -->", re.S)
+text = pattern.sub(lambda m: section, text) if pattern.search(text) else \
+    text.rstrip("\n") + "\n\n## Rendezvous\n" + section + "\n"
+open(path, "w").write(text)
+PY
+fi
