@@ -2,6 +2,7 @@
 #include "worker_group.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -48,14 +49,17 @@ void write_str(int fd, const char* s) {
   (void)r;
 }
 
+// Runs in the child, with every signal blocked (see start()): the agent's
+// handlers must never run here, since they write into the agent's own
+// signal pipe (a SIGTERM meant for this worker would reach the agent).
 [[noreturn]] void exec_child(const ExecImage& image, int out_fd, int err_fd, pid_t agent) {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != agent) _exit(1);  // the agent died before PDEATHSIG was set
+  for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
   int devnull = open("/dev/null", O_RDONLY);
   if (devnull >= 0) dup2(devnull, 0);
   dup2(out_fd, 1);
@@ -94,12 +98,16 @@ void WorkerGroup::start(const std::vector<WorkerSpec>& specs,
       throw Error(std::string("cannot create pipes for a worker: ") + std::strerror(errno));
     }
     ExecImage image(spec.argv, spec.env);
+    sigset_t all, old_mask;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old_mask);
     pid_t pid = fork();
+    if (pid == 0) exec_child(image, out[1], err[1], agent);
+    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     if (pid < 0) {
       throw Error(std::string("cannot start worker ") + std::to_string(spec.rank) + ": fork: " +
                   std::strerror(errno));
     }
-    if (pid == 0) exec_child(image, out[1], err[1], agent);
     setpgid(pid, pid);  // also here: no race with the first kill(-pgid)
     Janitor::instance().track(pid);
     ::close(out[1]);

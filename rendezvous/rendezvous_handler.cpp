@@ -29,6 +29,7 @@
 
 #include <atomic>
 #include <optional>
+#include <random>
 #include <condition_variable>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -92,6 +93,8 @@ class Handler : public RendezvousHandler {
       : o_(std::move(o)), connect_(std::move(connect)), keys_(o_.run_id) {
     dynamic_ = o_.backend == "c10d";
     store_ = connect_();
+    std::random_device rd;
+    token_ = host_name() + "/" + std::to_string(getpid()) + "/" + std::to_string(rd());
   }
   ~Handler() override { shutdown(); }
 
@@ -242,6 +245,17 @@ class Handler : public RendezvousHandler {
 
   std::optional<RendezvousInfo> join_static(int r, Clock::time_point deadline) {
     publish(r, o_.node_rank, o_.master_port);
+    std::vector<std::string> nodes;
+    for (int i = 0; i < o_.max_nodes; ++i) nodes.push_back(keys_.node(r, i));
+    // Re-publish between slices: a restarted store has lost what we set.
+    try {
+      while (!wait_joined(nodes, deadline,
+                          [&] { return store_->check({keys_.node(r, o_.node_rank)}); })) {
+        publish(r, o_.node_rank, o_.master_port);
+      }
+    } catch (const TimeoutError&) {
+      // assemble() below reports how many nodes came.
+    }
     auto info = assemble(r, o_.node_rank, o_.max_nodes, remaining(deadline));
     info.master_addr = o_.master_addr.empty() ? info.master_addr : o_.master_addr;
     info.master_port = o_.master_port;
@@ -249,10 +263,58 @@ class Handler : public RendezvousHandler {
     return info;
   }
 
+  // Waits for `keys` in slices of keep_alive_interval. Between slices it
+  // checks that the store still knows this node joined (a restarted
+  // standalone daemon has lost every key): false means "join again".
+  bool wait_joined(const std::vector<std::string>& keys, Clock::time_point deadline,
+                   const std::function<bool()>& still_joined) {
+    for (;;) {
+      auto slice = std::min(remaining(deadline), o_.keep_alive_interval);
+      try {
+        store_->wait(keys, slice);
+        return true;
+      } catch (const TimeoutError&) {
+        if (Clock::now() >= deadline) throw;
+        if (!still_joined()) {
+          spdlog::warn("rendezvous '{}': the store lost this node's join (was it "
+                       "restarted?); joining again", o_.run_id);
+          return false;
+        }
+      }
+    }
+  }
+
   std::optional<RendezvousInfo> join_dynamic(int r, Clock::time_point deadline) {
+    for (;;) {
+      if (auto info = try_join_dynamic(r, deadline)) return info;
+      if (late_) {
+        late_ = false;
+        return std::nullopt;
+      }
+    }
+  }
+
+  // One attempt at joining round r; nullopt with late_ set when this node
+  // came after the round closed, nullopt alone when the store lost the join.
+  std::optional<RendezvousInfo> try_join_dynamic(int r, Clock::time_point deadline) {
     std::string size_key = keys_.round(r, "size");
-    int rank = static_cast<int>(store_->add(keys_.round(r, "joined"), 1)) - 1;
+    std::string joined_key = keys_.round(r, "joined");
+    int rank = static_cast<int>(store_->add(joined_key, 1)) - 1;
     int joined = rank + 1;
+    // Who holds this rank: after a store restart another node may take it,
+    // and the counter alone could not tell.
+    std::string member_key = keys_.round(r, "member/" + std::to_string(rank));
+    store_->set(member_key, token_);
+    auto still_joined = [&] {
+      return store_->check({member_key}) && store_->get(member_key) == token_;
+    };
+    auto timed_out = [&]() -> TimeoutError {
+      int64_t now = store_->add(joined_key, 0);
+      return TimeoutError("rendezvous '" + o_.run_id + "': timed out after " +
+                          format_duration(o_.join_timeout) + ": " + std::to_string(now) +
+                          " of at least " + std::to_string(o_.min_nodes) +
+                          " nodes joined; start the others or lower --nnodes");
+    };
     int expected = 0;
     if (store_->check({keys_.round(r, "expected")})) {
       expected = std::stoi(store_->get(keys_.round(r, "expected")));
@@ -261,21 +323,18 @@ class Handler : public RendezvousHandler {
       store_->compare_set(size_key, "", std::to_string(joined));
     } else if (joined == o_.min_nodes) {
       // The last call: wait for more nodes, then close with whoever came.
+      auto last_call = std::min(Clock::now() + o_.last_call_timeout, deadline);
       try {
-        store_->wait({size_key}, std::min(o_.last_call_timeout, remaining(deadline)));
+        if (!wait_joined({size_key}, last_call, still_joined)) return std::nullopt;
       } catch (const TimeoutError&) {
-        int64_t now = store_->add(keys_.round(r, "joined"), 0);
+        int64_t now = store_->add(joined_key, 0);
         store_->compare_set(size_key, "", std::to_string(std::min<int64_t>(now, o_.max_nodes)));
       }
     }
     try {
-      store_->wait({size_key}, remaining(deadline));
+      if (!wait_joined({size_key}, deadline, still_joined)) return std::nullopt;
     } catch (const TimeoutError&) {
-      int64_t now = store_->add(keys_.round(r, "joined"), 0);
-      throw TimeoutError("rendezvous '" + o_.run_id + "': timed out after " +
-                         format_duration(o_.join_timeout) + ": " + std::to_string(now) +
-                         " of at least " + std::to_string(o_.min_nodes) +
-                         " nodes joined; start the others or lower --nnodes");
+      throw timed_out();
     }
     int size = std::stoi(store_->get(size_key));
     if (rank >= size) {
@@ -285,11 +344,19 @@ class Handler : public RendezvousHandler {
                       {"next_expected", size + 1}});
       }
       store_->compare_set(keys_.round(r + 1, "expected"), "", std::to_string(size + 1));
+      late_ = true;
       return std::nullopt;
     }
     store_->set(keys_.current_round(), std::to_string(r));
     int master_port = rank == 0 ? pick_free_port(self_info().addr) : 0;
     publish(r, rank, master_port);
+    std::vector<std::string> nodes;
+    for (int i = 0; i < size; ++i) nodes.push_back(keys_.node(r, i));
+    try {
+      if (!wait_joined(nodes, deadline, still_joined)) return std::nullopt;
+    } catch (const TimeoutError&) {
+      throw timed_out();
+    }
     auto info = assemble(r, rank, size, remaining(deadline));
     info.use_agent_store = false;
     return info;
@@ -324,7 +391,7 @@ class Handler : public RendezvousHandler {
           int64_t v = conn->add(beats[i], 0);
           stalls[i] = (v == last[i]) ? stalls[i] + 1 : 0;
           last[i] = v;
-          if (stalls[i] > o_.keep_alive_max_attempt) {
+          if (stalls[i] >= o_.keep_alive_max_attempt) {
             json rec{{"kind", "dead"}, {"node", i}, {"next_expected", n - 1},
                      {"detail", "node " + std::to_string(i) + " (" + info_.nodes[i].addr +
                                     ") sent no heartbeat for " + format_duration(window)}};
@@ -381,6 +448,8 @@ class Handler : public RendezvousHandler {
   bool dynamic_ = false;
   std::shared_ptr<Store> store_;
   int round_ = -1;
+  bool late_ = false;
+  std::string token_;  // identifies this agent's joins  // the last join attempt came after its round closed
   RendezvousInfo info_;
   std::thread watcher_;
   std::atomic<bool> stop_{false};

@@ -52,12 +52,16 @@ def check_torch_job(procs, cluster, world=6):
     codes = wait_all(procs, 240)
     assert codes == [0] * len(procs), "\n".join(p.err()[-2000:] for p in procs)
     lines = results(procs)
+    # MASTER_ADDR is the address of the namespace that holds group rank 0
+    # (node 0 for static; the first to join for c10d).
+    master = [p.node.addr for p in procs if re.search(r"RESULT rank=0 ", p.out())]
+    assert len(master) == 1
     assert len(lines) == world
     ranks = sorted(int(re.search(r"rank=(\d+)", l).group(1)) for l in lines)
     assert ranks == list(range(world))
     for l in lines:
         assert f"world={world}" in l and "ok=True" in l
-        assert f"master={cluster.nodes[0].addr}" in l
+        assert f"master={master[0]}" in l
 
 
 @pytest.mark.parametrize("backend", ["static", "c10d"])
@@ -66,6 +70,9 @@ def test_1_three_nodes_torch_gloo_all_reduce(make_cluster, backend):
     env = {"PYTHON_EXEC": PY}
     if backend == "static":
         procs = start_static(c, [TORCH_JOB], env=env)
+        check_torch_job(procs, c)
+        assert all(f"master={c.nodes[0].addr}" in l for l in results(procs))
+        return
     else:
         procs = start_dynamic(c, c.nodes, [TORCH_JOB], "3", "s1", env=env)
     check_torch_job(procs, c)
@@ -211,3 +218,38 @@ def test_8_hundred_ms_latency(make_cluster):
                         "latency cannot be injected here")
     procs = start_static(c, [TORCH_JOB], env={"PYTHON_EXEC": PY})
     check_torch_job(procs, c)
+
+
+def start_daemon(node):
+    p = node.run([binary("rendezvous", "ccrun-rendezvous"), "--host", "0.0.0.0", "--port",
+                  "29400"], name=f"daemon{len(node.cluster.procs)}")
+    deadline = time.time() + 10
+    while "listening" not in p.out() and time.time() < deadline:
+        time.sleep(0.05)
+    assert "listening" in p.out(), p.err()
+    return p
+
+
+def test_6_daemon_restarted_while_agents_wait(make_cluster):
+    c = make_cluster(3)
+    daemon = start_daemon(c.nodes[0])
+    worker = ["--no-python", "/bin/sh", "-c", 'echo "rank=$RANK ws=$WORLD_SIZE"']
+    endpoint = f"{c.nodes[0].addr}:29400"
+
+    def agent(node):
+        return node.run(ccrun("--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                              "--rdzv-endpoint", endpoint, "--rdzv-id", "s6", "--rdzv-conf",
+                              FAST, *worker), name=f"agent{node.index}")
+
+    first = agent(c.nodes[1])
+    time.sleep(2)  # it has joined and waits for the second node
+    assert first.returncode is None
+    daemon.kill()
+    daemon.wait(10)
+    time.sleep(1)
+    start_daemon(c.nodes[0])  # same port, empty store
+    second = agent(c.nodes[2])
+    codes = wait_all([first, second], 120)
+    assert codes == [0, 0], first.err()[-1500:] + second.err()[-1500:]
+    lines = sorted(l.split(":", 1)[1] for p in (first, second) for l in p.out().splitlines())
+    assert lines == ["rank=0 ws=2", "rank=1 ws=2"]
