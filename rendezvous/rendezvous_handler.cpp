@@ -180,7 +180,7 @@ class Handler : public RendezvousHandler {
   void shutdown() override { stop_watcher(); }
 
  private:
-  Error closed_error() {
+  RendezvousClosedError closed_error() {
     std::string reason = "closed";
     try {
       reason = json::parse(store_->get(keys_.closed())).value("reason", reason);

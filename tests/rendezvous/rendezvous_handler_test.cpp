@@ -1,0 +1,178 @@
+// The rendezvous protocol with several agents as threads over one HashStore:
+// rank assignment, last call, timeouts, and every way a round ends.
+#include <catch2/catch.hpp>
+
+#include <future>
+#include <set>
+#include <thread>
+
+#include "ccrun/error.h"
+#include "ccrun/hash_store.h"
+#include "ccrun/rendezvous.h"
+
+using namespace ccrun::rendezvous;
+using namespace std::chrono_literals;
+
+namespace {
+
+RendezvousOptions options(const std::string& backend, int min, int max) {
+  RendezvousOptions o;
+  o.run_id = "test";
+  o.backend = backend;
+  o.min_nodes = min;
+  o.max_nodes = max;
+  o.join_timeout = 10s;
+  o.last_call_timeout = 200ms;
+  o.keep_alive_interval = 50ms;
+  o.keep_alive_max_attempt = 3;
+  o.master_addr = "10.0.0.1";
+  o.master_port = 29500;
+  return o;
+}
+
+struct Node {
+  std::unique_ptr<RendezvousHandler> handler;
+  RendezvousInfo info;
+  std::promise<RoundEvent> event;
+};
+
+// Starts n handlers on one store, joins them all concurrently.
+std::vector<std::unique_ptr<Node>> join_all(std::shared_ptr<Store> store,
+                                            std::vector<RendezvousOptions> opts) {
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (auto& o : opts) {
+    auto n = std::make_unique<Node>();
+    n->handler = create_rendezvous_handler(o, [store] { return store; });
+    nodes.push_back(std::move(n));
+  }
+  std::vector<std::thread> threads;
+  for (auto& n : nodes) {
+    threads.emplace_back([&n] { n->info = n->handler->next_rendezvous(); });
+  }
+  for (auto& t : threads) t.join();
+  return nodes;
+}
+
+void watch_all(std::vector<std::unique_ptr<Node>>& nodes) {
+  for (auto& n : nodes) {
+    n->event = std::promise<RoundEvent>();
+    n->handler->watch([p = &n->event](const RoundEvent& e) { p->set_value(e); });
+  }
+}
+
+RoundEvent event_of(Node& n) {
+  auto f = n.event.get_future();
+  REQUIRE(f.wait_for(10s) == std::future_status::ready);
+  return f.get();
+}
+
+}  // namespace
+
+TEST_CASE("static: ranks follow node ranks, heterogeneous nproc", "[rendezvous]") {
+  auto store = std::make_shared<HashStore>();
+  std::vector<RendezvousOptions> opts;
+  for (int i = 0; i < 3; ++i) {
+    auto o = options("static", 3, 3);
+    o.node_rank = i;
+    o.local_world_size = i + 1;
+    o.local_addr = "10.0.0." + std::to_string(i + 1);
+    opts.push_back(o);
+  }
+  auto nodes = join_all(store, opts);
+  CHECK(nodes[0]->info.rank_offset == 0);
+  CHECK(nodes[1]->info.rank_offset == 1);
+  CHECK(nodes[2]->info.rank_offset == 3);
+  for (auto& n : nodes) {
+    CHECK(n->info.world_size == 6);
+    CHECK(n->info.num_nodes == 3);
+    CHECK(n->info.master_addr == "10.0.0.1");
+    CHECK(n->info.master_port == 29500);
+    CHECK(n->info.use_agent_store);
+  }
+}
+
+TEST_CASE("dynamic: unique ranks, node 0 picks the master port", "[rendezvous]") {
+  auto store = std::make_shared<HashStore>();
+  std::vector<RendezvousOptions> opts(3, options("c10d", 3, 3));
+  for (int i = 0; i < 3; ++i) opts[i].local_addr = "127.0.0." + std::to_string(i + 1);
+  auto nodes = join_all(store, opts);
+  std::set<int> ranks;
+  for (auto& n : nodes) {
+    ranks.insert(n->info.node_rank);
+    CHECK(n->info.world_size == 3);
+    CHECK(n->info.master_port > 0);
+    CHECK(n->info.master_port == nodes[0]->info.master_port);
+    CHECK_FALSE(n->info.use_agent_store);
+  }
+  CHECK(ranks == std::set<int>{0, 1, 2});
+}
+
+TEST_CASE("dynamic: the last call closes a round with min nodes", "[rendezvous]") {
+  auto store = std::make_shared<HashStore>();
+  auto nodes = join_all(store, std::vector<RendezvousOptions>(2, options("c10d", 2, 4)));
+  for (auto& n : nodes) CHECK(n->info.num_nodes == 2);
+}
+
+TEST_CASE("a join timeout says how many nodes came", "[rendezvous]") {
+  auto store = std::make_shared<HashStore>();
+  auto o = options("static", 2, 2);
+  o.join_timeout = 300ms;
+  auto h = create_rendezvous_handler(o, [store] { return store; });
+  CHECK_THROWS_WITH(h->next_rendezvous(), Catch::Contains("1 of 2 nodes joined"));
+  auto d = options("c10d", 2, 3);
+  d.join_timeout = 300ms;
+  auto h2 = create_rendezvous_handler(d, [store] { return store; });
+  CHECK_THROWS_WITH(h2->next_rendezvous(), Catch::Contains("1 of at least 2 nodes joined"));
+}
+
+TEST_CASE("a restart request reaches every node with the failure", "[rendezvous]") {
+  auto store = std::make_shared<HashStore>();
+  auto nodes = join_all(store, std::vector<RendezvousOptions>(3, options("c10d", 3, 3)));
+  watch_all(nodes);
+  nodes[1]->handler->request_restart("{\"rank\":4}");
+  for (auto& n : nodes) {
+    auto e = event_of(*n);
+    CHECK(e.kind == RoundEvent::Kind::kRestartRequested);
+    CHECK(e.detail == "{\"rank\":4}");
+  }
+  CHECK(nodes[0]->handler->failures() == std::vector<std::string>{"{\"rank\":4}"});
+  // Everyone moves on to the next round together.
+  std::vector<std::thread> threads;
+  for (auto& n : nodes) threads.emplace_back([&n] { n->info = n->handler->next_rendezvous(); });
+  for (auto& t : threads) t.join();
+  for (auto& n : nodes) CHECK(n->info.round == 1);
+}
+
+TEST_CASE("every node done ends the round with kAllDone", "[rendezvous]") {
+  auto store = std::make_shared<HashStore>();
+  auto nodes = join_all(store, std::vector<RendezvousOptions>(2, options("c10d", 2, 2)));
+  watch_all(nodes);
+  for (auto& n : nodes) n->handler->mark_done();
+  for (auto& n : nodes) CHECK(event_of(*n).kind == RoundEvent::Kind::kAllDone);
+}
+
+TEST_CASE("a node that stops heartbeating is declared dead", "[rendezvous]") {
+  auto store = std::make_shared<HashStore>();
+  auto nodes = join_all(store, std::vector<RendezvousOptions>(3, options("c10d", 2, 3)));
+  watch_all(nodes);
+  Node* silent = nullptr;
+  for (auto& n : nodes) if (n->info.node_rank == 2) silent = n.get();
+  REQUIRE(silent);
+  silent->handler->shutdown();  // its heartbeats stop, as if it hung
+  for (auto& n : nodes) {
+    if (n.get() == silent) continue;
+    auto e = event_of(*n);
+    CHECK(e.kind == RoundEvent::Kind::kNodeDead);
+    CHECK(e.node_rank == 2);
+    CHECK_THAT(e.detail, Catch::Contains("sent no heartbeat"));
+  }
+}
+
+TEST_CASE("a closed rendezvous refuses new rounds", "[rendezvous]") {
+  auto store = std::make_shared<HashStore>();
+  auto nodes = join_all(store, std::vector<RendezvousOptions>(2, options("c10d", 2, 2)));
+  watch_all(nodes);
+  nodes[0]->handler->set_closed("job failed on node 0");
+  for (auto& n : nodes) CHECK(event_of(*n).kind == RoundEvent::Kind::kClosed);
+  CHECK_THROWS_AS(nodes[1]->handler->next_rendezvous(), ccrun::RendezvousClosedError);
+}
