@@ -442,18 +442,14 @@ class Agent {
       return;
     }
     if (stopping_) return;  // stopped by us: not a root cause
-    Failure f;
-    f.node_rank = info_.node_rank;
-    f.hostname = host_name();
-    f.addr = local_addr_;
+    Failure f = node_failure(
+        read_error_file((attempt_dir() / std::to_string(e.rank) / "error.json").string()));
     f.rank = e.rank;
     f.local_rank = e.local_rank;
     f.pid = e.pid;
     f.exit_code = e.exit_code;
     f.signal = e.signal;
     f.time_ms = std::chrono::duration_cast<milliseconds>(e.time.time_since_epoch()).count();
-    f.attempt = restart_count_;
-    f.message = read_error_file((attempt_dir() / std::to_string(e.rank) / "error.json").string());
     f.stderr_tail = e.stderr_tail;
     local_failures_.push_back(f);
     spdlog::error("ccrun: worker rank {} (pid {}) failed: {}", e.rank, e.pid,

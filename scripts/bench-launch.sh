@@ -69,22 +69,10 @@ table+=$'\n'"| worker crash to restarted workers running, ms (4 workers, default
 
 echo "$table"
 if ((!smoke)); then
-  doc=$here/docs/benchmarks.md
-  [[ -f $doc ]] || printf '# ccrun benchmarks\n' >"$doc"
-  section="<!-- bench-launch:begin -->
-Measured by \`scripts/bench-launch.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores. Peak RSS is
+  section="Measured by \`scripts/bench-launch.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores. Peak RSS is
 /usr/bin/time's maximum resident set of the launcher's process tree member with the
 largest RSS (the launcher itself: its workers are /bin/true).
 
-$table
-<!-- bench-launch:end -->"
-  python3 - "$doc" "$section" <<'PY'
-import re, sys
-path, section = sys.argv[1], sys.argv[2]
-text = open(path).read()
-pattern = re.compile(r"<!-- bench-launch:begin -->.*?<!-- bench-launch:end -->", re.S)
-text = pattern.sub(lambda m: section, text) if pattern.search(text) else \
-    text.rstrip("\n") + "\n\n## Launch\n" + section + "\n"
-open(path, "w").write(text)
-PY
+$table"
+  python3 "$here/scripts/write_bench_section.py" "$here/docs/benchmarks.md" bench-launch Launch "$section"
 fi

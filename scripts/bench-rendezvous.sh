@@ -95,22 +95,10 @@ if ((!smoke)); then
 fi
 echo "$table"
 if ((!smoke)); then
-  doc=$here/docs/benchmarks.md
-  [[ -f $doc ]] || printf '# ccrun benchmarks\n' >"$doc"
-  section="<!-- bench-rendezvous:begin -->
-Measured by \`scripts/bench-rendezvous.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores; every agent
+  section="Measured by \`scripts/bench-rendezvous.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores; every agent
 is a process on this machine, talking over loopback (ccrun: to one ccrun-rendezvous daemon;
 torchrun: its c10d backend, the first agent hosting the store).
 
-$table
-<!-- bench-rendezvous:end -->"
-  python3 - "$doc" "$section" <<'PY'
-import re, sys
-path, section = sys.argv[1], sys.argv[2]
-text = open(path).read()
-pattern = re.compile(r"<!-- bench-rendezvous:begin -->.*?<!-- bench-rendezvous:end -->", re.S)
-text = pattern.sub(lambda m: section, text) if pattern.search(text) else \
-    text.rstrip("\n") + "\n\n## Rendezvous\n" + section + "\n"
-open(path, "w").write(text)
-PY
+$table"
+  python3 "$here/scripts/write_bench_section.py" "$here/docs/benchmarks.md" bench-rendezvous Rendezvous "$section"
 fi

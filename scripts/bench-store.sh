@@ -89,23 +89,9 @@ fi
 
 echo "$table"
 if ((!smoke)); then
-  doc=$here/docs/benchmarks.md
-  [[ -f $doc ]] || printf '# ccrun benchmarks\n' >"$doc"
-  section="<!-- bench-store:begin -->
-Measured by \`scripts/bench-store.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores; the load generator
+  section="Measured by \`scripts/bench-store.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores; the load generator
 (one thread) and the server under test share the machine.
 
-$table
-<!-- bench-store:end -->"
-  python3 - "$doc" "$section" <<'PY'
-import re, sys
-path, section = sys.argv[1], sys.argv[2]
-text = open(path).read()
-pattern = re.compile(r"<!-- bench-store:begin -->.*?<!-- bench-store:end -->", re.S)
-if pattern.search(text):
-    text = pattern.sub(lambda m: section, text)
-else:
-    text = text.rstrip("\n") + "\n\n## Store\n" + section + "\n"
-open(path, "w").write(text)
-PY
+$table"
+  python3 "$here/scripts/write_bench_section.py" "$here/docs/benchmarks.md" bench-store Store "$section"
 fi

@@ -153,21 +153,8 @@ class Cluster:
         self.namespaces.append(switch)
         _ip("-n", switch, "link", "add", "br0", "type", "bridge")
         _ip("-n", switch, "link", "set", "br0", "up")
-        for i in range(n):
-            ns = f"{self.id}-n{i}"
-            _ip("netns", "add", ns)
-            self.namespaces.append(ns)
-            a, b = f"cra{os.getpid() % 10000}{i}", f"crb{os.getpid() % 10000}{i}"
-            _ip("link", "add", a, "netns", ns, "type", "veth", "peer", "name", b,
-                "netns", switch)
-            _ip("-n", ns, "link", "set", a, "name", "eth0")
-            addr = f"{self.subnet}.{i + 1}"
-            _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", "eth0")
-            _ip("-n", ns, "link", "set", "eth0", "up")
-            _ip("-n", ns, "link", "set", "lo", "up")
-            _ip("-n", switch, "link", "set", b, "master", "br0")
-            _ip("-n", switch, "link", "set", b, "up")
-            self.nodes.append(Node(self, i, ns, addr, b))
+        for _ in range(n):
+            self.add_node()
 
     def add_node(self):
         """One more node on the same bridge (a machine joining later)."""
