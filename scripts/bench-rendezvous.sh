@@ -24,6 +24,7 @@ if ((smoke)); then sizes=(2); torch_max=2; else sizes=(2 8 32 64); torch_max=32;
 
 "$build/rendezvous/ccrun-rendezvous" --port 0 --log-level warn >"$tmp/daemon.out" 2>&1 &
 pids+=($!)
+disown  # killed at exit; no job notice
 for _ in $(seq 100); do grep -q listening "$tmp/daemon.out" && break; sleep 0.05; done
 port=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$tmp/daemon.out")
 
@@ -80,6 +81,7 @@ if ((!smoke)); then
       --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "$id" --max-restarts 1 \
       --rdzv-conf is_host=0 --stop-grace 2 --no-python /bin/sh -c "$dworker" >/dev/null 2>&1 &
     agents+=($!); pids+=($!)
+    disown
   done
   for _ in $(seq 600); do [[ -f $out/attempt_0 && $(wc -l <"$out/attempt_0") -ge 3 ]] && break; sleep 0.1; done
   kill -9 "${agents[2]}"
