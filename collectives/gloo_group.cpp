@@ -1,0 +1,493 @@
+// The Gloo backend: a ProcessGroup over Gloo's TCP transport, bootstrapped
+// through a ccrun Store (see include/ccrun/collectives.h). Operations run in
+// issue order on the group's own thread; a failed operation breaks the group.
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
+#include <gloo/alltoallv.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/gather.h>
+#include <gloo/reduce.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/scatter.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "ccrun/collectives.h"
+#include "ccrun/prefix_store.h"
+#include "reduce_functions.h"
+
+namespace ccrun::collectives {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::string format_secs(milliseconds d) {
+  return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + "s"
+                               : std::to_string(d.count()) + "ms";
+}
+
+// gloo's Store interface onto ours.
+class GlooStore : public gloo::rendezvous::Store {
+ public:
+  GlooStore(std::shared_ptr<rendezvous::Store> store, milliseconds timeout)
+      : store_(std::move(store)), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_->set(key, std::string(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    store_->wait({key}, timeout_);
+    std::string v = store_->get(key);
+    return std::vector<char>(v.begin(), v.end());
+  }
+  void wait(const std::vector<std::string>& keys) override { store_->wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const milliseconds& timeout) override {
+    store_->wait(keys, timeout);
+  }
+
+ private:
+  std::shared_ptr<rendezvous::Store> store_;
+  milliseconds timeout_;
+};
+
+class GlooWork : public Work {
+ public:
+  void wait() override {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    if (error_) std::rethrow_exception(error_);
+  }
+  bool wait_for(milliseconds timeout) override {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [&] { return done_; })) return false;
+    if (error_) std::rethrow_exception(error_);
+    return true;
+  }
+  bool is_completed() override {
+    std::lock_guard lock(mu_);
+    return done_;
+  }
+  void finish(std::exception_ptr error) {
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+      error_ = error;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+// Calls f.template operator()<T>() with T an unsigned type of dtype's size
+// (gloo's options only use sizeof(T); reductions get their own functions).
+template <typename F>
+void with_width(DataType dtype, F&& f) {
+  switch (element_size(dtype)) {
+    case 1: f.template operator()<uint8_t>(); break;
+    case 2: f.template operator()<uint16_t>(); break;
+    case 4: f.template operator()<uint32_t>(); break;
+    default: f.template operator()<uint64_t>(); break;
+  }
+}
+
+class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooGroup> {
+ public:
+  GlooGroup(std::shared_ptr<rendezvous::Store> store, int rank, int size, milliseconds timeout,
+            std::string host, std::vector<int> global_ranks)
+      : store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout),
+        host_(std::move(host)), global_(std::move(global_ranks)) {
+    if (size < 1 || rank < 0 || rank >= size) {
+      throw Error("process group: rank " + std::to_string(rank) + " is not in a group of " +
+                  std::to_string(size) + "; check RANK and WORLD_SIZE");
+    }
+    names_ = "[";
+    for (size_t i = 0; i < global_.size(); ++i) names_ += (i ? "," : "") + std::to_string(global_[i]);
+    names_ += "]";
+    gloo::transport::tcp::attr attr;
+    if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
+      attr.iface = ifname;
+    } else {
+      attr.hostname = host_;
+    }
+    try {
+      device_ = gloo::transport::tcp::CreateDevice(attr);
+      auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+      ctx->setTimeout(timeout);
+      GlooStore gs(store_, timeout);
+      ctx->connectFullMesh(gs, device_);
+      context_ = ctx;
+    } catch (const ccrun::Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw Error("process group " + names_ + " rank " + std::to_string(rank) +
+                  ": cannot connect the group: " + e.what());
+    }
+    thread_ = std::thread([this] { run(); });
+  }
+
+  ~GlooGroup() override {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "gloo"; }
+
+  std::shared_ptr<Work> all_reduce(Buffer buf, ReduceOp op) override {
+    check_host("all_reduce", buf);
+    return submit("all_reduce", [this, buf, op] {
+      if (buf.count == 0) return;
+      with_width(buf.dtype, [&]<typename T>() {
+        gloo::AllreduceOptions o(context_);
+        o.setOutput(static_cast<T*>(buf.data), buf.count);
+        o.setReduceFunction(reduce_function(buf.dtype, op));
+        o.setTimeout(timeout_);
+        o.setTag(next_tag());
+        gloo::allreduce(o);
+      });
+      if (op == ReduceOp::Avg) divide(buf.data, buf.count, buf.dtype, size_);
+    });
+  }
+
+  std::shared_ptr<Work> broadcast(Buffer buf, int root) override {
+    check_host("broadcast", buf);
+    check_rank("broadcast", root);
+    return submit("broadcast", [this, buf, root] {
+      if (buf.count == 0) return;
+      with_width(buf.dtype, [&]<typename T>() {
+        gloo::BroadcastOptions o(context_);
+        o.setOutput(static_cast<T*>(buf.data), buf.count);
+        o.setRoot(root);
+        o.setTimeout(timeout_);
+        o.setTag(next_tag());
+        gloo::broadcast(o);
+      });
+    });
+  }
+
+  std::shared_ptr<Work> reduce(Buffer buf, int root, ReduceOp op) override {
+    check_host("reduce", buf);
+    check_rank("reduce", root);
+    return submit("reduce", [this, buf, root, op] {
+      if (buf.count == 0) return;
+      // gloo's reduce may use the output as scratch on every rank: reduce a
+      // copy, so non-root buffers stay as they were.
+      std::vector<char> scratch(static_cast<char*>(buf.data),
+                                static_cast<char*>(buf.data) + buf.count * element_size(buf.dtype));
+      with_width(buf.dtype, [&]<typename T>() {
+        gloo::ReduceOptions o(context_);
+        o.setInput(reinterpret_cast<T*>(scratch.data()), buf.count);
+        o.setOutput(reinterpret_cast<T*>(scratch.data()), buf.count);
+        o.setRoot(root);
+        o.setReduceFunction(reduce_function(buf.dtype, op));
+        o.setTimeout(timeout_);
+        o.setTag(next_tag());
+        gloo::reduce(o);
+      });
+      if (rank_ == root) {
+        std::memcpy(buf.data, scratch.data(), scratch.size());
+        if (op == ReduceOp::Avg) divide(buf.data, buf.count, buf.dtype, size_);
+      }
+    });
+  }
+
+  std::shared_ptr<Work> all_gather(Buffer send, Buffer recv) override {
+    check_pair("all_gather", send, recv, send.count * size_, recv.count, true);
+    return submit("all_gather", [this, send, recv] {
+      if (send.count == 0) return;
+      with_width(send.dtype, [&]<typename T>() {
+        gloo::AllgatherOptions o(context_);
+        o.setInput(static_cast<T*>(send.data), send.count);
+        o.setOutput(static_cast<T*>(recv.data), recv.count);
+        o.setTimeout(timeout_);
+        o.setTag(next_tag());
+        gloo::allgather(o);
+      });
+    });
+  }
+
+  std::shared_ptr<Work> gather(Buffer send, Buffer recv, int root) override {
+    check_rank("gather", root);
+    check_pair("gather", send, recv, send.count * size_, recv.count, rank_ == root);
+    return submit("gather", [this, send, recv, root] {
+      if (send.count == 0) return;
+      with_width(send.dtype, [&]<typename T>() {
+        gloo::GatherOptions o(context_);
+        o.setInput(static_cast<T*>(send.data), send.count);
+        if (rank_ == root) o.setOutput(static_cast<T*>(recv.data), recv.count);
+        o.setRoot(root);
+        o.setTimeout(timeout_);
+        o.setTag(next_tag());
+        gloo::gather(o);
+      });
+    });
+  }
+
+  std::shared_ptr<Work> scatter(Buffer send, Buffer recv, int root) override {
+    check_rank("scatter", root);
+    check_pair("scatter", recv, send, recv.count * size_, send.count, rank_ == root);
+    return submit("scatter", [this, send, recv, root] {
+      if (recv.count == 0) return;
+      with_width(recv.dtype, [&]<typename T>() {
+        gloo::ScatterOptions o(context_);
+        std::vector<T*> parts;
+        if (rank_ == root) {
+          for (int i = 0; i < size_; ++i) parts.push_back(static_cast<T*>(send.data) + i * recv.count);
+          o.setInputs(parts, recv.count);
+        }
+        o.setOutput(static_cast<T*>(recv.data), recv.count);
+        o.setRoot(root);
+        o.setTimeout(timeout_);
+        o.setTag(next_tag());
+        gloo::scatter(o);
+      });
+    });
+  }
+
+  std::shared_ptr<Work> reduce_scatter(Buffer send, Buffer recv, ReduceOp op) override {
+    check_pair("reduce_scatter", recv, send, recv.count * size_, send.count, true);
+    return submit("reduce_scatter", [this, send, recv, op] {
+      if (recv.count == 0) return;
+      size_t es = element_size(send.dtype);
+      std::vector<char> all(static_cast<char*>(send.data),
+                            static_cast<char*>(send.data) + send.count * es);
+      with_width(send.dtype, [&]<typename T>() {
+        gloo::AllreduceOptions o(context_);
+        o.setOutput(reinterpret_cast<T*>(all.data()), send.count);
+        o.setReduceFunction(reduce_function(send.dtype, op));
+        o.setTimeout(timeout_);
+        o.setTag(next_tag());
+        gloo::allreduce(o);
+      });
+      std::memcpy(recv.data, all.data() + rank_ * recv.count * es, recv.count * es);
+      if (op == ReduceOp::Avg) divide(recv.data, recv.count, recv.dtype, size_);
+    });
+  }
+
+  std::shared_ptr<Work> all_to_all(Buffer send, Buffer recv) override {
+    if (send.count % size_ != 0) {
+      throw Error(where("all_to_all") + ": send.count " + std::to_string(send.count) +
+                  " is not a multiple of the group size " + std::to_string(size_) +
+                  "; use the all_to_all with counts for uneven splits");
+    }
+    std::vector<size_t> counts(size_, send.count / size_);
+    return all_to_all(send, counts, recv, counts);
+  }
+
+  std::shared_ptr<Work> all_to_all(Buffer send, std::vector<size_t> send_counts, Buffer recv,
+                                   std::vector<size_t> recv_counts) override {
+    check_host("all_to_all", send);
+    check_host("all_to_all", recv);
+    if (send_counts.size() != size_t(size_) || recv_counts.size() != size_t(size_)) {
+      throw Error(where("all_to_all") + ": give one count per rank (" + std::to_string(size_) + ")");
+    }
+    size_t st = 0, rt = 0;
+    for (size_t c : send_counts) st += c;
+    for (size_t c : recv_counts) rt += c;
+    if (st > send.count || rt > recv.count || send.dtype != recv.dtype) {
+      throw Error(where("all_to_all") + ": the counts need " + std::to_string(st) + " elements to send and " +
+                  std::to_string(rt) + " to receive, the buffers hold " + std::to_string(send.count) +
+                  " and " + std::to_string(recv.count) + " (of one data type)");
+    }
+    return submit("all_to_all", [this, send, recv, send_counts, recv_counts, st, rt] {
+      if (st == 0 && rt == 0) {
+        barrier_now();  // gloo refuses empty buffers; stay collective
+        return;
+      }
+      // gloo needs non-null buffers: a zero-sized side gets one element.
+      std::vector<char> pad(element_size(send.dtype) * 2);
+      void* in = st ? send.data : pad.data();
+      void* out = rt ? recv.data : pad.data() + element_size(send.dtype);
+      with_width(send.dtype, [&]<typename T>() {
+        gloo::AlltoallvOptions o(context_);
+        o.setInput(static_cast<T*>(in), std::vector<int64_t>(send_counts.begin(), send_counts.end()));
+        o.setOutput(static_cast<T*>(out), std::vector<int64_t>(recv_counts.begin(), recv_counts.end()));
+        o.setTimeout(timeout_);
+        o.setTag(next_tag());
+        gloo::alltoallv(o);
+      });
+    });
+  }
+
+  std::shared_ptr<Work> send(Buffer buf, int dst, int tag) override {
+    check_host("send", buf);
+    check_rank("send", dst);
+    return submit("send", [this, buf, dst, tag] {
+      auto ub = context_->createUnboundBuffer(buf.data, buf.count * element_size(buf.dtype));
+      ub->send(dst, static_cast<uint64_t>(tag));
+      if (!ub->waitSend(nullptr, timeout_)) throw Error("aborted");
+    });
+  }
+
+  std::shared_ptr<Work> recv(Buffer buf, int src, int tag) override {
+    check_host("recv", buf);
+    check_rank("recv", src);
+    return submit("recv", [this, buf, src, tag] {
+      auto ub = context_->createUnboundBuffer(buf.data, buf.count * element_size(buf.dtype));
+      ub->recv(src, static_cast<uint64_t>(tag));
+      if (!ub->waitRecv(nullptr, timeout_)) throw Error("aborted");
+    });
+  }
+
+  std::shared_ptr<Work> barrier() override {
+    return submit("barrier", [this] { barrier_now(); });
+  }
+
+  std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks) override {
+    // Every rank counts the call, members or not, so prefixes agree.
+    int id = ++groups_made_;
+    int mine = -1;
+    std::vector<int> global;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      if (ranks[i] < 0 || ranks[i] >= size_) {
+        throw Error(where("new_group") + ": rank " + std::to_string(ranks[i]) +
+                    " is not in this group of " + std::to_string(size_));
+      }
+      if (ranks[i] == rank_) mine = int(i);
+      global.push_back(global_[ranks[i]]);
+    }
+    if (mine < 0) return nullptr;
+    auto sub = std::make_shared<rendezvous::PrefixStore>("group" + std::to_string(id), store_);
+    return std::make_shared<GlooGroup>(sub, mine, int(ranks.size()), timeout_, host_, global);
+  }
+
+ private:
+  std::string where(const std::string& op) const {
+    return op + " on group " + names_ + " rank " + std::to_string(global_[rank_]);
+  }
+
+  void check_host(const std::string& op, const Buffer& b) const {
+    if (b.device == DeviceType::Cuda) {
+      throw NotSupportedError(where(op) + ": CUDA buffers need the NCCL backend, which this "
+                              "build does not have; pass host buffers");
+    }
+    if (!b.data && b.count > 0) throw Error(where(op) + ": null buffer of " + std::to_string(b.count) + " elements");
+  }
+  void check_rank(const std::string& op, int r) const {
+    if (r < 0 || r >= size_) {
+      throw Error(where(op) + ": rank " + std::to_string(r) + " is outside the group (size " +
+                  std::to_string(size_) + ")");
+    }
+  }
+  // `big` must hold `need` elements (when `check_big`), of small's type.
+  void check_pair(const std::string& op, const Buffer& small, const Buffer& big, size_t need,
+                  size_t have, bool check_big) const {
+    check_host(op, small);
+    if (check_big) {
+      check_host(op, big);
+      if (have != need) {
+        throw Error(where(op) + ": the larger buffer holds " + std::to_string(have) +
+                    " elements; it must hold group size x count = " + std::to_string(need));
+      }
+      if (big.dtype != small.dtype) throw Error(where(op) + ": both buffers must have one data type");
+    }
+  }
+
+  uint32_t next_tag() { return tag_++; }
+
+  void barrier_now() {
+    gloo::BarrierOptions o(context_);
+    o.setTimeout(timeout_);
+    o.setTag(next_tag());
+    gloo::barrier(o);
+  }
+
+  std::shared_ptr<Work> submit(const std::string& op, std::function<void()> fn) {
+    auto work = std::make_shared<GlooWork>();
+    {
+      std::lock_guard lock(mu_);
+      queue_.push_back([this, op, fn = std::move(fn), work] {
+        if (!broken_.empty()) {
+          work->finish(std::make_exception_ptr(
+              Error(where(op) + ": the group failed earlier (" + broken_ + "); create a new one")));
+          return;
+        }
+        try {
+          fn();
+          work->finish(nullptr);
+        } catch (const std::exception& e) {
+          std::string what = e.what();
+          bool timed_out = what.find("imed out") != std::string::npos ||
+                           what.find("Timeout") != std::string::npos;
+          broken_ = what.substr(0, 300);
+          if (timed_out) {
+            work->finish(std::make_exception_ptr(TimeoutError(
+                where(op) + ": timed out after " + format_secs(timeout_) +
+                " waiting for the other ranks (" + broken_ + ")")));
+          } else {
+            work->finish(std::make_exception_ptr(Error(where(op) + ": " + broken_ +
+                                                       "; a peer may have died")));
+          }
+        }
+      });
+    }
+    cv_.notify_all();
+    return work;
+  }
+
+  void run() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      task();
+    }
+  }
+
+  std::shared_ptr<rendezvous::Store> store_;
+  int rank_, size_;
+  milliseconds timeout_;
+  std::string host_;
+  std::vector<int> global_;  // global rank of each group rank
+  std::string names_;        // "[0,1,2]"
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::Context> context_;
+  uint32_t tag_ = 0;         // worker thread only
+  int groups_made_ = 0;      // caller's thread only
+  std::string broken_;       // worker thread only
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;  // guarded by mu_
+  bool stopping_ = false;                    // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace
+}  // namespace ccrun::collectives
+
+namespace ccrun {
+
+std::shared_ptr<ProcessGroup> create_gloo_group(std::shared_ptr<rendezvous::Store> store, int rank,
+                                                int size, std::chrono::milliseconds timeout,
+                                                std::string host) {
+  std::vector<int> global(size);
+  for (int i = 0; i < size; ++i) global[i] = i;
+  return std::make_shared<collectives::GlooGroup>(std::move(store), rank, size, timeout,
+                                                  std::move(host), global);
+}
+
+}  // namespace ccrun

@@ -1,0 +1,113 @@
+// init_process_group: the default group from env://, tcp:// or file://
+// (see include/ccrun/collectives.h).
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include "ccrun/collectives.h"
+#include "ccrun/file_store.h"
+#include "ccrun/prefix_store.h"
+#include "ccrun/store_server.h"
+#include "ccrun/tcp_store.h"
+
+namespace ccrun {
+namespace {
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+int env_int(const char* name, int given) {
+  if (given >= 0) return given;
+  const char* v = std::getenv(name);
+  if (!v || !*v) {
+    throw ConfigError(std::string("init_process_group: ") + name +
+                      " is not set; launch with ccrun (or torchrun) or pass it in InitOptions");
+  }
+  try {
+    return std::stoi(v);
+  } catch (const std::exception&) {
+    throw ConfigError(std::string("init_process_group: ") + name + "=\"" + v + "\" is not a number");
+  }
+}
+
+// The store a rank-0 process hosts lives as long as the process.
+std::mutex g_server_mu;
+std::shared_ptr<rendezvous::StoreServer> g_server;
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> init_process_group(InitOptions o) {
+  if (o.backend == "nccl") {
+    throw NotSupportedError("init_process_group: backend \"nccl\": this build has no NCCL "
+                            "backend yet; use \"gloo\" with host buffers");
+  }
+  if (o.backend != "gloo" && o.backend != "auto") {
+    throw ConfigError("init_process_group: unknown backend \"" + o.backend + "\"; use gloo or auto");
+  }
+  int rank = env_int("RANK", o.rank);
+  int size = env_int("WORLD_SIZE", o.world_size);
+  std::shared_ptr<rendezvous::Store> store;
+  std::string host = "127.0.0.1";
+  const std::string& m = o.init_method;
+  if (m.rfind("file://", 0) == 0) {
+    store = std::make_shared<rendezvous::FileStore>(m.substr(7), o.timeout);
+  } else {
+    std::string addr;
+    uint16_t port = 0;
+    bool host_store = false;
+    std::string prefix = "collectives";
+    if (m.rfind("tcp://", 0) == 0) {
+      std::string ep = m.substr(6);
+      auto colon = ep.rfind(':');
+      if (colon == std::string::npos) {
+        throw ConfigError("init_process_group: \"" + m + "\": give tcp://host:port");
+      }
+      addr = ep.substr(0, colon);
+      port = uint16_t(std::stoi(ep.substr(colon + 1)));
+      host_store = rank == 0;
+    } else if (m == "env://") {
+      if (std::getenv("CCRUN_STORE_ADDR") && std::getenv("CCRUN_STORE_PORT")) {
+        // ccrun's agent advertises its store: no second store is needed.
+        addr = std::getenv("CCRUN_STORE_ADDR");
+        port = uint16_t(std::stoi(std::getenv("CCRUN_STORE_PORT")));
+        prefix = "ccrun/" + env_or("CCRUN_RUN_ID", "none") + "/collectives/attempt_" +
+                 env_or("CCRUN_ATTEMPT", "0");
+        spdlog::debug("init_process_group: using the agent's store {}:{}", addr, port);
+      } else {
+        addr = env_or("MASTER_ADDR", "");
+        std::string p = env_or("MASTER_PORT", "");
+        if (addr.empty() || p.empty()) {
+          throw ConfigError("init_process_group: env:// needs MASTER_ADDR and MASTER_PORT; "
+                            "launch with ccrun or set them");
+        }
+        port = uint16_t(std::stoi(p));
+        host_store = rank == 0 && env_or("TORCHELASTIC_USE_AGENT_STORE", "") != "True";
+      }
+    } else {
+      throw ConfigError("init_process_group: unknown init_method \"" + m +
+                        "\"; use env://, tcp://host:port or file:///path");
+    }
+    if (host_store) {
+      std::lock_guard lock(g_server_mu);
+      rendezvous::StoreServerOptions so;
+      so.host = "0.0.0.0";
+      so.port = port;
+      g_server = std::make_shared<rendezvous::StoreServer>(so);
+      g_server->start();
+    }
+    rendezvous::TcpStoreOptions to;
+    to.host = addr;
+    to.port = port;
+    to.timeout = o.timeout;
+    to.connect_timeout = o.timeout;
+    auto tcp = std::make_shared<rendezvous::TcpStore>(to);
+    host = tcp->local_address();
+    store = std::make_shared<rendezvous::PrefixStore>(prefix, tcp);
+  }
+  return create_gloo_group(store, rank, size, o.timeout, host);
+}
+
+}  // namespace ccrun

@@ -1,0 +1,124 @@
+// Element-wise reductions per data type (see reduce_functions.h).
+#include "reduce_functions.h"
+
+#include <gloo/types.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+namespace ccrun::collectives {
+namespace {
+
+// bfloat16 <-> float: the high half of a float32, rounded to nearest even.
+float bf16_to_float(uint16_t v) {
+  uint32_t bits = uint32_t(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+uint16_t float_to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu)) return uint16_t(bits >> 16 | 0x40);  // NaN
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return uint16_t(bits >> 16);
+}
+
+// How a stored element reads and writes as its compute type.
+template <typename T>
+struct Num {
+  using C = T;
+  static C get(const void* p, size_t i) { return static_cast<const T*>(p)[i]; }
+  static void put(void* p, size_t i, C v) { static_cast<T*>(p)[i] = v; }
+};
+struct Half {
+  using C = float;
+  static C get(const void* p, size_t i) {
+    return gloo::cpu_half2float(static_cast<const gloo::float16*>(p)[i]);
+  }
+  static void put(void* p, size_t i, C v) {
+    static_cast<gloo::float16*>(p)[i] = gloo::cpu_float2half_rn(v);
+  }
+};
+struct BHalf {
+  using C = float;
+  static C get(const void* p, size_t i) { return bf16_to_float(static_cast<const uint16_t*>(p)[i]); }
+  static void put(void* p, size_t i, C v) { static_cast<uint16_t*>(p)[i] = float_to_bf16(v); }
+};
+
+template <typename E, typename Op>
+void apply(void* c, const void* a, const void* b, size_t n) {
+  for (size_t i = 0; i < n; ++i) E::put(c, i, Op{}(E::get(a, i), E::get(b, i)));
+}
+
+struct Sum { template <typename C> C operator()(C x, C y) const { return x + y; } };
+struct Prod { template <typename C> C operator()(C x, C y) const { return x * y; } };
+struct Min { template <typename C> C operator()(C x, C y) const { return std::min(x, y); } };
+struct Max { template <typename C> C operator()(C x, C y) const { return std::max(x, y); } };
+
+template <typename E>
+ReduceFn for_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg: return &apply<E, Sum>;
+    case ReduceOp::Prod: return &apply<E, Prod>;
+    case ReduceOp::Min: return &apply<E, Min>;
+    case ReduceOp::Max: return &apply<E, Max>;
+  }
+  return &apply<E, Sum>;
+}
+
+template <typename E>
+void divide_as(void* data, size_t n, int d) {
+  for (size_t i = 0; i < n; ++i) {
+    E::put(data, i, static_cast<typename E::C>(E::get(data, i) / static_cast<typename E::C>(d)));
+  }
+}
+
+}  // namespace
+
+ReduceFn reduce_function(DataType dtype, ReduceOp op) {
+  switch (dtype) {
+    case DataType::Int8: return for_op<Num<int8_t>>(op);
+    case DataType::UInt8: return for_op<Num<uint8_t>>(op);
+    case DataType::Int32: return for_op<Num<int32_t>>(op);
+    case DataType::Int64: return for_op<Num<int64_t>>(op);
+    case DataType::Float16: return for_op<Half>(op);
+    case DataType::BFloat16: return for_op<BHalf>(op);
+    case DataType::Float32: return for_op<Num<float>>(op);
+    case DataType::Float64: return for_op<Num<double>>(op);
+  }
+  return nullptr;
+}
+
+void divide(void* data, size_t n, DataType dtype, int d) {
+  switch (dtype) {
+    case DataType::Int8: return divide_as<Num<int8_t>>(data, n, d);
+    case DataType::UInt8: return divide_as<Num<uint8_t>>(data, n, d);
+    case DataType::Int32: return divide_as<Num<int32_t>>(data, n, d);
+    case DataType::Int64: return divide_as<Num<int64_t>>(data, n, d);
+    case DataType::Float16: return divide_as<Half>(data, n, d);
+    case DataType::BFloat16: return divide_as<BHalf>(data, n, d);
+    case DataType::Float32: return divide_as<Num<float>>(data, n, d);
+    case DataType::Float64: return divide_as<Num<double>>(data, n, d);
+  }
+}
+
+}  // namespace ccrun::collectives
+
+namespace ccrun {
+size_t element_size(DataType t) {
+  switch (t) {
+    case DataType::Int8:
+    case DataType::UInt8: return 1;
+    case DataType::Float16:
+    case DataType::BFloat16: return 2;
+    case DataType::Int32:
+    case DataType::Float32: return 4;
+    case DataType::Int64:
+    case DataType::Float64: return 8;
+  }
+  return 1;
+}
+}  // namespace ccrun

@@ -1,0 +1,117 @@
+//===- ccrun/collectives.h - Process groups for workers ---------*- C++ -*-===//
+//
+// The collective library that workers launched by ccrun link
+// (ccrun::collectives). A ProcessGroup is bootstrapped from a Store (by
+// default the env:// variables ccrun and torchrun set) and runs collectives
+// over Gloo's TCP transport for host buffers.
+//
+//   auto pg = ccrun::init_process_group();            // RANK, WORLD_SIZE, ...
+//   std::vector<float> grad(n);
+//   pg->all_reduce({grad.data(), grad.size(), ccrun::DataType::Float32},
+//                  ccrun::ReduceOp::Avg)->wait();
+//
+// Every operation returns at once with a Work; the group's own thread runs
+// operations in the order they were issued. Work::wait() blocks until this
+// rank's part is done and rethrows its error; an operation that does not
+// complete within InitOptions::timeout fails with ccrun::TimeoutError, and
+// a failed group fails every later operation (never a hang).
+//
+// Operations are collective: every rank of the group issues them in the
+// same order. Status: the Gloo backend (host buffers) only; NCCL is not
+// built yet.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ccrun/error.h"
+#include "ccrun/store.h"
+
+namespace ccrun {
+
+enum class DataType { Int8, UInt8, Int32, Int64, Float16, BFloat16, Float32, Float64 };
+enum class ReduceOp { Sum, Prod, Min, Max, Avg };  // Avg on integers truncates
+enum class DeviceType { Host, Cuda };
+
+// Bytes of one element of `t`.
+size_t element_size(DataType t);
+
+// A buffer the caller owns and keeps alive until the operation's Work is done.
+struct Buffer {
+  void* data;
+  size_t count;  // elements
+  DataType dtype;
+  DeviceType device = DeviceType::Host;
+};
+
+// The completion of one operation on this rank.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Blocks until done; rethrows the operation's error.
+  virtual void wait() = 0;
+  // Waits at most `timeout`; false if not done yet. Rethrows its error.
+  virtual bool wait_for(std::chrono::milliseconds timeout) = 0;
+  virtual bool is_completed() = 0;
+};
+
+struct InitOptions {
+  std::string backend = "auto";        // "gloo", "auto" (gloo: NCCL is not built yet)
+  std::string init_method = "env://";  // "env://", "tcp://host:port", "file:///path"
+  int rank = -1, world_size = -1;      // -1: from the environment (RANK, WORLD_SIZE)
+  std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+};
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;
+
+  // In place: every rank's buf becomes the reduction of all ranks' bufs.
+  virtual std::shared_ptr<Work> all_reduce(Buffer buf, ReduceOp op = ReduceOp::Sum) = 0;
+  // In place: every rank's buf becomes root's.
+  virtual std::shared_ptr<Work> broadcast(Buffer buf, int root) = 0;
+  // In place on root; other ranks' buffers are left unchanged.
+  virtual std::shared_ptr<Work> reduce(Buffer buf, int root, ReduceOp op = ReduceOp::Sum) = 0;
+  // recv.count == size() * send.count; rank i's send lands at i * send.count.
+  virtual std::shared_ptr<Work> all_gather(Buffer send, Buffer recv) = 0;
+  // recv used on root only (size() * send.count).
+  virtual std::shared_ptr<Work> gather(Buffer send, Buffer recv, int root) = 0;
+  // send used on root only (size() * recv.count).
+  virtual std::shared_ptr<Work> scatter(Buffer send, Buffer recv, int root) = 0;
+  // send.count == size() * recv.count; rank i receives the reduction of slice i.
+  virtual std::shared_ptr<Work> reduce_scatter(Buffer send, Buffer recv,
+                                               ReduceOp op = ReduceOp::Sum) = 0;
+  // Equal splits: send.count == recv.count == size() * k.
+  virtual std::shared_ptr<Work> all_to_all(Buffer send, Buffer recv) = 0;
+  // Uneven splits: send_counts[i] elements go to rank i; recv_counts[i] come from it.
+  virtual std::shared_ptr<Work> all_to_all(Buffer send, std::vector<size_t> send_counts,
+                                           Buffer recv, std::vector<size_t> recv_counts) = 0;
+  // Point to point; `tag` tells apart concurrent messages between two ranks.
+  virtual std::shared_ptr<Work> send(Buffer buf, int dst, int tag = 0) = 0;
+  virtual std::shared_ptr<Work> recv(Buffer buf, int src, int tag = 0) = 0;
+  virtual std::shared_ptr<Work> barrier() = 0;
+  // Collective over this group: every rank calls it with the same ranks.
+  // Returns nullptr on ranks not in `ranks`.
+  virtual std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks) = 0;
+};
+
+// A group of `size` ranks that meet through `store` (all ranks pass stores
+// that share keys, e.g. TcpStores of one server or one HashStore).
+// `host` is the address this rank's transport listens on.
+std::shared_ptr<ProcessGroup> create_gloo_group(std::shared_ptr<rendezvous::Store> store,
+                                                int rank, int size,
+                                                std::chrono::milliseconds timeout,
+                                                std::string host = "127.0.0.1");
+
+// Bootstraps the default group from options.init_method.
+std::shared_ptr<ProcessGroup> init_process_group(InitOptions options = {});
+
+}  // namespace ccrun
