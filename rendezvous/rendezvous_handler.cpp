@@ -110,7 +110,16 @@ class Handler : public RendezvousHandler {
     }
     auto deadline = Clock::now() + o_.join_timeout;
     for (;;) {
-      auto info = dynamic_ ? join_dynamic(r, deadline) : join_static(r, deadline);
+      std::optional<RendezvousInfo> info;
+      try {
+        info = dynamic_ ? join_dynamic(r, deadline) : join_static(r, deadline);
+      } catch (const ConnectionError& e) {
+        // The store went away mid-join (a restarting daemon): the client
+        // reconnects on the next call, until join_timeout.
+        if (Clock::now() >= deadline) throw;
+        spdlog::warn("rendezvous '{}': {}; joining again", o_.run_id, e.what());
+        continue;
+      }
       if (info) {
         round_ = r;
         info_ = *info;

@@ -336,7 +336,7 @@ int64_t TcpStore::add(const std::string& key, int64_t delta) {
   wire::append_u8(req, type_byte(options_.protocol, wire::Query::kAdd));
   wire::append_bytes(req, key);
   wire::append_i64(req, delta);
-  return call(false, [&](Connection& c) {
+  return call(delta == 0, [&](Connection& c) {  // add(k, 0) only reads
     c.send(req);
     return c.recv_value<int64_t>(Clock::now() + options_.timeout);
   });

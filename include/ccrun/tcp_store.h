@@ -16,7 +16,7 @@
 //
 // Thread-safe: one connection, one request at a time. A call that loses the
 // connection reconnects on the next call; idempotent calls (get, wait,
-// check, set, multi_get, multi_set, num_keys, ping) retry once after a
+// check, set, multi_get, multi_set, num_keys, ping, add(k, 0)) retry once after a
 // reconnect, the others (add, compare_set, append, delete_key) throw
 // ConnectionError since the store may or may not have applied them.
 //

@@ -78,9 +78,17 @@ def test_1_three_nodes_torch_gloo_all_reduce(make_cluster, backend):
     check_torch_job(procs, c)
 
 
-def test_1_ccrun_collectives_all_reduce(make_cluster):
-    pytest.skip("skipped: the ccrun collectives library (issue 4) is not built yet, "
-                "so there is no collectives_check worker to run")
+@pytest.mark.parametrize("backend", ["static", "c10d"])
+def test_1_ccrun_collectives_across_namespaces(make_cluster, backend):
+    c = make_cluster(3)
+    worker = ["--no-python", binary("tests", "collectives_check")]
+    if backend == "static":
+        procs = start_static(c, worker)
+    else:
+        procs = start_dynamic(c, c.nodes, worker, "3", "s1cc")
+    codes = wait_all(procs, 180)
+    assert codes == [0, 0, 0], "\n".join(p.err()[-2000:] for p in procs)
+    assert sum(p.out().count("of 6: ok") for p in procs) == 6
 
 
 CRASH_ON_NODE_2 = ["--no-python", "/bin/sh", "-c",
