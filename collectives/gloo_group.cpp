@@ -330,9 +330,18 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
   std::shared_ptr<Work> send(Buffer buf, int dst, int tag) override {
     check_host("send", buf);
     check_rank("send", dst);
-    return submit("send", [this, buf, dst, tag] {
-      auto ub = context_->createUnboundBuffer(buf.data, buf.count * element_size(buf.dtype));
+    // Posted now from the caller's thread (as torch does), waited for in
+    // order on the group thread: a large send whose peer first sends too
+    // cannot deadlock, since the peer's recv is posted when it is called.
+    if (tag < 0) throw Error(where("send") + ": tag " + std::to_string(tag) + " is negative");
+    std::shared_ptr<gloo::transport::UnboundBuffer> ub;
+    try {
+      ub = context_->createUnboundBuffer(buf.data, buf.count * element_size(buf.dtype));
       ub->send(dst, static_cast<uint64_t>(tag));
+    } catch (const std::exception& e) {
+      throw Error(where("send") + ": cannot post to rank " + std::to_string(dst) + ": " + e.what());
+    }
+    return submit("send", [this, ub] {
       if (!ub->waitSend(nullptr, timeout_)) throw Error("aborted");
     });
   }
@@ -340,9 +349,15 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
   std::shared_ptr<Work> recv(Buffer buf, int src, int tag) override {
     check_host("recv", buf);
     check_rank("recv", src);
-    return submit("recv", [this, buf, src, tag] {
-      auto ub = context_->createUnboundBuffer(buf.data, buf.count * element_size(buf.dtype));
+    if (tag < 0) throw Error(where("recv") + ": tag " + std::to_string(tag) + " is negative");
+    std::shared_ptr<gloo::transport::UnboundBuffer> ub;
+    try {
+      ub = context_->createUnboundBuffer(buf.data, buf.count * element_size(buf.dtype));
       ub->recv(src, static_cast<uint64_t>(tag));
+    } catch (const std::exception& e) {
+      throw Error(where("recv") + ": cannot post to rank " + std::to_string(src) + ": " + e.what());
+    }
+    return submit("recv", [this, ub] {
       if (!ub->waitRecv(nullptr, timeout_)) throw Error("aborted");
     });
   }

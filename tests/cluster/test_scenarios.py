@@ -88,7 +88,7 @@ def test_1_ccrun_collectives_across_namespaces(make_cluster, backend):
         procs = start_dynamic(c, c.nodes, worker, "3", "s1cc")
     codes = wait_all(procs, 180)
     assert codes == [0, 0, 0], "\n".join(p.err()[-2000:] for p in procs)
-    assert sum(p.out().count("of 6: ok") for p in procs) == 6
+    assert sum(p.out().count("of 6: all operations correct") for p in procs) == 6
 
 
 CRASH_ON_NODE_2 = ["--no-python", "/bin/sh", "-c",
