@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# ccrun's collectives (Gloo backend) against torch.distributed's gloo backend
+# (python3-torch 1.13), both launched by ccrun, in one run: all_reduce,
+# all_gather, reduce_scatter and broadcast of float32 from 4 B to 64 MiB on
+# 2 and 4 ranks. Algorithm and bus bandwidth as nccl-tests defines them.
+#
+#   scripts/bench-collectives.sh          # 4 B .. 64 MiB, 2 and 4 ranks
+#   scripts/bench-collectives.sh --smoke  # 4 B .. 1 KiB, 2 ranks, for CI
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${BUILD_DIR:-$here/build}
+python=${CCRUN_TEST_PYTHON:-/usr/bin/python3}
+smoke=0
+[[ ${1:-} == --smoke ]] && smoke=1
+cmake --build "$build" --target ccrun collectives_bench >/dev/null
+if ((smoke)); then ranks=(2); max=1024; else ranks=(2 4); max=$((64 << 20)); fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+for n in "${ranks[@]}"; do
+  "$build/launcher/ccrun" --standalone --nproc-per-node "$n" --no-python \
+    "$build/tests/collectives_bench" "$max" 2>"$tmp/err" | sed 's/^\[0\]://' >"$tmp/ccrun-$n" ||
+    { cat "$tmp/err" >&2; exit 1; }
+  PYTHON_EXEC=$python "$build/launcher/ccrun" --standalone --nproc-per-node "$n" \
+    "$here/scripts/torch_collectives_bench.py" "$max" 2>"$tmp/err" | sed 's/^\[0\]://' >"$tmp/torch-$n" ||
+    { cat "$tmp/err" >&2; exit 1; }
+done
+
+table=$(python3 - "$tmp" "${ranks[@]}" <<'PY'
+import json, sys
+tmp, ranks = sys.argv[1], [int(r) for r in sys.argv[2:]]
+factor = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
+          "reduce_scatter": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0}
+def load(path):
+    return {(r["op"], r["bytes"]): r["us"] for r in map(json.loads, open(path)) }
+def size(b):
+    return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB" if b >= 1 << 10 else f"{b} B"
+print("| op | ranks | size | ccrun us | ccrun algbw GB/s | ccrun busbw GB/s | torch gloo us | torch busbw GB/s | ccrun / torch speed |")
+print("|---|---|---|---|---|---|---|---|---|")
+for n in ranks:
+    c, t = load(f"{tmp}/ccrun-{n}"), load(f"{tmp}/torch-{n}")
+    for (op, b), us in sorted(c.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        alg = b / us / 1e3
+        bus = alg * factor[op](n)
+        tu = t.get((op, b))
+        if tu:
+            tb = b / tu / 1e3 * factor[op](n)
+            print(f"| {op} | {n} | {size(b)} | {us:.1f} | {alg:.3f} | {bus:.3f} | {tu:.1f} | {tb:.3f} | {tu / us:.2f}x |")
+        else:
+            print(f"| {op} | {n} | {size(b)} | {us:.1f} | {alg:.3f} | {bus:.3f} | n/a (not in 1.13's gloo) | | |")
+PY
+)
+echo "$table"
+if ((!smoke)); then
+  section="Measured by \`scripts/bench-collectives.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores (all ranks on
+this machine, loopback TCP). float32; time is the mean per call; bus bandwidth as nccl-tests defines it.
+
+$table"
+  python3 "$here/scripts/write_bench_section.py" "$here/docs/benchmarks.md" bench-collectives Collectives "$section"
+fi

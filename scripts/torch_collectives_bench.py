@@ -1,0 +1,47 @@
+"""The torch side of scripts/bench-collectives.sh: torch.distributed's gloo
+backend (Debian's python3-torch 1.13), same ops, sizes and output format as
+tests/tools/collectives_bench.cpp. Run under ccrun."""
+import json
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+max_bytes = int(sys.argv[1]) if len(sys.argv) > 1 else 64 << 20
+dist.init_process_group("gloo")
+n, rank = dist.get_world_size(), dist.get_rank()
+for op in ["all_reduce", "all_gather", "reduce_scatter", "broadcast"]:
+    b = 4
+    while b <= max_bytes:
+        count = max(b // 4, 1)
+        part = max(count // n, 1)
+        buf = torch.ones(count)
+        small = torch.ones(part)
+        outs = [torch.ones(part) for _ in range(n)]
+
+        def once():
+            if op == "all_reduce":
+                dist.all_reduce(buf)
+            elif op == "broadcast":
+                dist.broadcast(buf, 0)
+            elif op == "all_gather":
+                dist.all_gather(outs, small)
+            else:
+                dist.reduce_scatter(small, outs)
+
+        try:
+            iters = max(3, min(200, (64 << 20) // b))
+            for _ in range(2):
+                once()
+            dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                once()
+            us = (time.perf_counter() - t0) / iters * 1e6
+        except RuntimeError as e:
+            us = None  # 1.13's gloo has no reduce_scatter
+        if rank == 0:
+            print(json.dumps({"op": op, "bytes": b, "ranks": n, "us": us}), flush=True)
+        b *= 16
+dist.barrier()

@@ -1,0 +1,52 @@
+// collectives_bench: timing of all_reduce, all_gather, reduce_scatter and
+// broadcast (float32) from 4 B to 64 MiB, run under ccrun. Rank 0 prints one
+// JSON line per (op, size) with the mean time per call.
+//
+//   ccrun --nproc-per-node 4 --no-python build/tests/collectives_bench [max_bytes]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "ccrun/collectives.h"
+
+using namespace ccrun;
+using Clock = std::chrono::steady_clock;
+
+int main(int argc, char** argv) {
+  size_t max_bytes = argc > 1 ? std::stoull(argv[1]) : (64u << 20);
+  auto pg = init_process_group();
+  int n = pg->size();
+  for (const std::string op : {"all_reduce", "all_gather", "reduce_scatter", "broadcast"}) {
+    for (size_t bytes = 4; bytes <= max_bytes; bytes *= 16) {
+      // `bytes` is the larger buffer (nccl-tests' size): the output of
+      // all_gather, the input of reduce_scatter.
+      size_t count = std::max<size_t>(bytes / 4, 1);
+      size_t part = std::max<size_t>(count / n, 1);
+      std::vector<float> big(part * n, 1.0f), small(part, 1.0f), buf(count, 1.0f);
+      auto once = [&] {
+        if (op == "all_reduce") pg->all_reduce({buf.data(), count, DataType::Float32})->wait();
+        if (op == "broadcast") pg->broadcast({buf.data(), count, DataType::Float32}, 0)->wait();
+        if (op == "all_gather") {
+          pg->all_gather({small.data(), part, DataType::Float32}, {big.data(), big.size(), DataType::Float32})->wait();
+        }
+        if (op == "reduce_scatter") {
+          pg->reduce_scatter({big.data(), big.size(), DataType::Float32}, {small.data(), part, DataType::Float32})->wait();
+        }
+      };
+      int iters = int(std::max<size_t>(3, std::min<size_t>(200, (size_t(64) << 20) / bytes)));
+      for (int i = 0; i < 2; ++i) once();
+      pg->barrier()->wait();
+      auto t0 = Clock::now();
+      for (int i = 0; i < iters; ++i) once();
+      double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters;
+      if (pg->rank() == 0) {
+        std::printf("{\"op\":\"%s\",\"bytes\":%zu,\"ranks\":%d,\"us\":%.2f}\n", op.c_str(), bytes, n, us);
+        std::fflush(stdout);
+      }
+    }
+  }
+  pg->barrier()->wait();
+  return 0;
+}
