@@ -10,9 +10,18 @@
 #include "ccrun/prefix_store.h"
 #include "ccrun/store_server.h"
 #include "ccrun/tcp_store.h"
+#ifdef CCRUN_HAVE_NCCL
+#include "nccl_group.h"
+#endif
 
 namespace ccrun {
 namespace {
+
+#ifdef CCRUN_HAVE_NCCL
+constexpr bool CCRUN_NCCL_BUILT = true;
+#else
+constexpr bool CCRUN_NCCL_BUILT = false;
+#endif
 
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -39,10 +48,22 @@ std::shared_ptr<rendezvous::StoreServer> g_server;
 
 }  // namespace
 
+bool nccl_available() {
+#ifdef CCRUN_HAVE_NCCL
+  return collectives::nccl_available();
+#else
+  return false;
+#endif
+}
+
 std::shared_ptr<ProcessGroup> init_process_group(InitOptions o) {
-  if (o.backend == "nccl") {
-    throw NotSupportedError("init_process_group: backend \"nccl\": this build has no NCCL "
-                            "backend yet; use \"gloo\" with host buffers");
+  bool nccl = o.backend == "nccl" || (o.backend == "auto" && nccl_available());
+  if (nccl && !nccl_available()) {
+    throw NotSupportedError("init_process_group: backend \"nccl\": " +
+                            std::string(CCRUN_NCCL_BUILT ? "no CUDA device is visible here"
+                                                         : "this build has no NCCL backend "
+                                                           "(CUDA and NCCL were not found at build time)") +
+                            "; use \"gloo\" with host buffers");
   }
   if (o.backend != "gloo" && o.backend != "auto") {
     throw ConfigError("init_process_group: unknown backend \"" + o.backend + "\"; use gloo or auto");
@@ -107,6 +128,9 @@ std::shared_ptr<ProcessGroup> init_process_group(InitOptions o) {
     host = tcp->local_address();
     store = std::make_shared<rendezvous::PrefixStore>(prefix, tcp);
   }
+#ifdef CCRUN_HAVE_NCCL
+  if (nccl) return collectives::create_nccl_group(store, rank, size, o.timeout);
+#endif
   return create_gloo_group(store, rank, size, o.timeout, host);
 }
 

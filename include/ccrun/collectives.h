@@ -17,8 +17,8 @@
 // a failed group fails every later operation (never a hang).
 //
 // Operations are collective: every rank of the group issues them in the
-// same order. Status: the Gloo backend (host buffers) only; NCCL is not
-// built yet.
+// same order. Backends: Gloo for host buffers; NCCL for CUDA buffers in
+// builds that found CUDA and NCCL (CCRUN_WITH_NCCL).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -61,7 +61,7 @@ class Work {
 };
 
 struct InitOptions {
-  std::string backend = "auto";        // "gloo", "auto" (gloo: NCCL is not built yet)
+  std::string backend = "auto";        // "nccl", "gloo", "auto" = nccl if built and a GPU exists
   std::string init_method = "env://";  // "env://", "tcp://host:port", "file:///path"
   int rank = -1, world_size = -1;      // -1: from the environment (RANK, WORLD_SIZE)
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
@@ -111,7 +111,11 @@ std::shared_ptr<ProcessGroup> create_gloo_group(std::shared_ptr<rendezvous::Stor
                                                 std::chrono::milliseconds timeout,
                                                 std::string host = "127.0.0.1");
 
-// Bootstraps the default group from options.init_method.
+// Whether this build has the NCCL backend and a CUDA device is visible.
+bool nccl_available();
+
+// Bootstraps the default group from options.init_method. backend "nccl"
+// (CUDA buffers) needs nccl_available(); "auto" picks it when available.
 std::shared_ptr<ProcessGroup> init_process_group(InitOptions options = {});
 
 }  // namespace ccrun
