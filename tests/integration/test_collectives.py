@@ -11,7 +11,7 @@ from helpers import binary, free_port, run_ccrun
 
 @pytest.mark.parametrize("nproc", [2, 3, 4, 8])
 def test_every_op_under_ccrun(nproc):
-    r = run_ccrun("--nproc-per-node", str(nproc), "--no-python",
+    r = run_ccrun("--standalone", "--nproc-per-node", str(nproc), "--no-python",
                   binary("tests", "collectives_check"), timeout=180)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.count("all operations correct") == nproc

@@ -5,7 +5,7 @@ from helpers import binary, run_ccrun
 
 def train(tmp_path, nproc):
     out = tmp_path / f"w{nproc}.txt"
-    r = run_ccrun("--nproc-per-node", str(nproc), "--no-python", binary("examples", "train_logreg"),
+    r = run_ccrun("--standalone", "--nproc-per-node", str(nproc), "--no-python", binary("examples", "train_logreg"),
                   "--steps", "60", "--samples", "4096", "--out", str(out), timeout=180)
     assert r.returncode == 0, r.stderr[-3000:]
     return [float(v) for v in out.read_text().split()]

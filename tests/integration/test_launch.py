@@ -33,7 +33,8 @@ def two_nodes(nnodes_args, progs, timeout=120, env=None):
 
 
 def test_env_one_node_four_workers():
-    r = run_ccrun("--nproc-per-node", "4", "--no-python", PY, PRINT_ENV,
+    port = str(free_port())
+    r = run_ccrun("--master-port", port, "--nproc-per-node", "4", "--no-python", PY, PRINT_ENV,
                   env={"EXTRA": "x", "OMP_NUM_THREADS": ""})
     assert r.returncode == 0, r.stderr
     envs = parse_env_lines(r.stdout)
@@ -43,7 +44,7 @@ def test_env_one_node_four_workers():
         assert e["WORLD_SIZE"] == "4" and e["LOCAL_WORLD_SIZE"] == "4"
         assert e["GROUP_RANK"] == "0" and e["GROUP_WORLD_SIZE"] == "1"
         assert e["ROLE_RANK"] == str(rank) and e["ROLE_NAME"] == "default"
-        assert e["MASTER_ADDR"] == "127.0.0.1" and e["MASTER_PORT"] == "29500"
+        assert e["MASTER_ADDR"] == "127.0.0.1" and e["MASTER_PORT"] == port
         assert e["TORCHELASTIC_RESTART_COUNT"] == "0"
         assert e["TORCHELASTIC_USE_AGENT_STORE"] == "True"
         assert e["TORCHELASTIC_ERROR_FILE"].endswith(f"/{rank}/error.json")
@@ -97,14 +98,14 @@ CRASH = ('if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "$RANK" = 1 ]; then '
 
 
 def test_crash_with_a_restart_left_succeeds():
-    r = run_ccrun("--nproc-per-node", "2", "--max-restarts", "1", "--no-python", "/bin/sh", "-c", CRASH)
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", "--max-restarts", "1", "--no-python", "/bin/sh", "-c", CRASH)
     assert r.returncode == 0, r.stderr
     assert "[0]:attempt 1 ok" in r.stdout and "[1]:attempt 1 ok" in r.stdout
     assert "[1]:attempt 0 ok" not in r.stdout  # rank 1 failed in attempt 0
 
 
 def test_crash_without_restarts_reports_root_cause(tmp_path):
-    r = run_ccrun("--nproc-per-node", "2", "--log-dir", str(tmp_path), "--rdzv-id", "crashjob",
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", "--log-dir", str(tmp_path), "--rdzv-id", "crashjob",
                   "--no-python", "/bin/sh", "-c", CRASH + "; sleep 30")
     assert r.returncode == 1
     assert "Root cause" in r.stderr
@@ -118,7 +119,7 @@ def test_crash_without_restarts_reports_root_cause(tmp_path):
 
 
 def test_sigsegv_is_named_in_the_report():
-    r = run_ccrun("--nproc-per-node", "2", "--no-python", "/bin/sh", "-c",
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", "--no-python", "/bin/sh", "-c",
                   'if [ "$RANK" = 1 ]; then kill -SEGV $$; fi; sleep 30')
     assert r.returncode == 1
     assert "SIGSEGV" in r.stderr
@@ -128,7 +129,7 @@ def test_sigterm_to_ccrun_stops_workers_and_exits_143(tmp_path):
     marker = tmp_path / "got"
     script = (f'trap "echo $RANK >> {marker}; exit 0" TERM; echo up; '
               'while true; do sleep 0.05; done')
-    p = spawn_ccrun("--nproc-per-node", "2", "--no-python", "/bin/sh", "-c", script)
+    p = spawn_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", "--no-python", "/bin/sh", "-c", script)
     deadline = time.time() + 30
     seen = ""
     while seen.count("up") < 2 and time.time() < deadline:
@@ -154,7 +155,7 @@ def pids_in_session(sid):
 
 
 def test_sigkill_to_ccrun_leaves_no_worker(tmp_path):
-    p = spawn_ccrun("--nproc-per-node", "3", "--no-python", "/bin/sh", "-c", "echo up; sleep 60")
+    p = spawn_ccrun("--master-port", str(free_port()), "--nproc-per-node", "3", "--no-python", "/bin/sh", "-c", "echo up; sleep 60")
     seen = ""
     deadline = time.time() + 30
     while seen.count("up") < 3 and time.time() < deadline:
@@ -171,7 +172,7 @@ def test_sigkill_to_ccrun_leaves_no_worker(tmp_path):
 
 def test_local_ranks_filter_and_line_integrity():
     script = 'i=0; while [ $i -lt 200 ]; do echo "rank-$RANK-line-$i-xxxxxxxxxxxxxxxxxxxxxxxx"; i=$((i+1)); done'
-    r = run_ccrun("--nproc-per-node", "3", "--local-ranks-filter", "0,2", "--no-python",
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "3", "--local-ranks-filter", "0,2", "--no-python",
                   "/bin/sh", "-c", script)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
@@ -184,7 +185,7 @@ def test_local_ranks_filter_and_line_integrity():
 
 
 def test_a_missing_program_is_reported():
-    r = run_ccrun("--nproc-per-node", "1", "--no-python", "/nonexistent/trainer")
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "1", "--no-python", "/nonexistent/trainer")
     assert r.returncode == 1
     assert 'cannot execute "/nonexistent/trainer"' in r.stderr
 
