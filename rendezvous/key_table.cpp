@@ -13,8 +13,8 @@ const std::string* KeyTable::find(const std::string& key) const {
 void KeyTable::set(const std::string& key, std::string value) {
   auto [it, inserted] = data_.try_emplace(key);
   it->second = std::move(value);
+  // Waiters only park on missing keys: an existing key has none to wake.
   if (inserted) wake(key);
-  else if (!waiting_.empty()) wake(key);
 }
 
 bool KeyTable::add(const std::string& key, int64_t delta, int64_t& result) {
