@@ -72,24 +72,31 @@ bool StoreSession::paused() const {
 void StoreSession::do_wait_readable() {
   if (closed_ || reading_ || paused()) return;
   reading_ = true;
-  socket_.async_wait(asio::ip::tcp::socket::wait_read,
-                     [self = shared_from_this()](boost::system::error_code ec) {
-                       self->reading_ = false;
-                       self->on_readable(ec);
-                     });
+  // A read, not a wait for readability: Asio re-arms epoll (epoll_ctl) for
+  // every async_wait, while a read stays registered and costs at most one
+  // speculative recv.
+  socket_.async_read_some(asio::buffer(first_),
+                          [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+                            self->reading_ = false;
+                            self->on_read(ec, n);
+                          });
 }
 
-void StoreSession::on_readable(const boost::system::error_code& ec) {
+void StoreSession::on_read(const boost::system::error_code& ec, size_t n) {
   if (closed_) return;
-  if (ec) {
+  bool eof = false;
+  if (ec == asio::error::eof) {
+    eof = true;
+  } else if (ec) {
     if (ec != asio::error::operation_aborted) close();
     return;
   }
+  in_.append(first_.data(), n);
+  // The small first buffer was filled: the rest waits in the socket.
   thread_local std::array<char, 64 * 1024> buffer;
-  bool eof = false;
-  for (int i = 0; i < kReadsPerEvent; ++i) {
+  for (int i = 0; !eof && n == first_.size() && i < kReadsPerEvent; ++i) {
     boost::system::error_code rec;
-    size_t n = socket_.read_some(asio::buffer(buffer), rec);
+    n = socket_.read_some(asio::buffer(buffer), rec);
     if (rec == asio::error::would_block || rec == asio::error::try_again) break;
     if (rec) {
       eof = true;

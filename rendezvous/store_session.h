@@ -12,6 +12,7 @@
 
 #include <utility>  // boost 1.74 asio uses std::exchange without it
 #include <boost/asio.hpp>
+#include <array>
 #include <memory>
 #include <string>
 #include <unordered_set>
@@ -49,7 +50,7 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
 
  private:
   void do_wait_readable();
-  void on_readable(const boost::system::error_code& ec);
+  void on_read(const boost::system::error_code& ec, size_t n);
   // Parses and handles requests from `in_`; stops when one blocks.
   void process();
   void handle(wire::Request& req);
@@ -71,10 +72,11 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   wire::Dialect dialect_ = wire::Dialect::kUnknown;
   bool authenticated_ = false;
   bool closed_ = false;
-  bool reading_ = false;         // an async_wait for readability is armed
+  bool reading_ = false;         // a read is armed
   bool write_in_flight_ = false;
   bool close_after_flush_ = false;  // authentication was denied
 
+  std::array<char, 256> first_;  // what each read receives first
   std::string in_;       // bytes received and not yet parsed
   size_t in_needed_ = 0; // parse again only once in_ has this many bytes
   std::string out_;      // replies not yet handed to the socket

@@ -54,17 +54,28 @@ hz=$(getconf CLK_TCK)
 # Server CPU per request: what a server costs, whoever saturates the cores
 # (here the load generator and the server share two).
 us_per_op() { awk -v t="$1" -v hz="$hz" -v ops="$2" 'BEGIN{ if (ops > 0) printf "%.2f", t / hz * 1e6 / ops; else print "n/a" }'; }
+# The load generator's own CPU per request bounds what any server can show
+# here: with both CPU-bound on the same cores, a server costing nothing would
+# reach at most cores / generator-CPU-per-request.
+gen_us() { awk -v ops="$2" '{ if (ops > 0) printf "%.2f", ($1 + $2) * 1e6 / ops; else print "n/a" }' "$1"; }
+cores=$(nproc)
 for c in "${clients[@]}"; do
   t0=$(cpu_ticks "$ccrun_pid")
-  a=$("$bench" --port "$ccrun_port" throughput --clients "$c" --seconds "$secs")
+  a=$(/usr/bin/time -o "$tmp/gen-a" -f "%U %S" "$bench" --port "$ccrun_port" throughput --clients "$c" --seconds "$secs")
   ta=$(( $(cpu_ticks "$ccrun_pid") - t0 ))
   t0=$(cpu_ticks "$torch_pid")
-  b=$("$bench" --port "$torch_port" throughput --clients "$c" --seconds "$secs")
+  b=$(/usr/bin/time -o "$tmp/gen-b" -f "%U %S" "$bench" --port "$torch_port" throughput --clients "$c" --seconds "$secs")
   tb=$(( $(cpu_ticks "$torch_pid") - t0 ))
   ua=$(us_per_op "$ta" "$(value "$a" ops)"); ub=$(us_per_op "$tb" "$(value "$b" ops)")
+  ga=$(gen_us "$tmp/gen-a" "$(value "$a" ops)"); gb=$(gen_us "$tmp/gen-b" "$(value "$b" ops)")
   a=$(value "$a" ops_per_s); b=$(value "$b" ops_per_s)
   table+=$'\n'"| set/get/add, $c client(s), ops/s | $a | $b | $(ratio "$a" "$b")x |"
   table+=$'\n'"| set/get/add, $c client(s), server CPU us per request | $ua | $ub | $(ratio "$ub" "$ua")x less |"
+  table+=$'\n'"| set/get/add, $c client(s), load generator CPU us per request | $ga | $gb | |"
+  if ((c > 1)); then
+    bound=$(awk -v g="$gb" -v n="$cores" 'BEGIN{ if (g > 0) printf "%.0f", n * 1e6 / g; else print "n/a" }')
+    table+=$'\n'"| set/get/add, $c client(s), ops/s of a server costing nothing ($cores cores / generator CPU) | $bound | | $(ratio "$bound" "$b")x (the most any server can show here) |"
+  fi
 done
 for n in "${barriers[@]}"; do
   a=$("$bench" --port "$ccrun_port" barrier --clients "$n")
