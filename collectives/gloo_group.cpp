@@ -24,11 +24,15 @@
 #include "ccrun/collectives.h"
 #include "ccrun/prefix_store.h"
 #include "reduce_functions.h"
+#include "ring_reduce_scatter.h"
 
 namespace ccrun::collectives {
 namespace {
 
 using std::chrono::milliseconds;
+
+// Slot prefix of ccrun's own algorithms; gloo's use 0x01-0x08 (gloo/types.h).
+constexpr uint8_t kReduceScatterSlotPrefix = 0x40;
 
 std::string format_secs(milliseconds d) {
   return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + "s"
@@ -266,18 +270,9 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
     check_pair("reduce_scatter", recv, send, recv.count * size_, send.count, true);
     return submit("reduce_scatter", [this, send, recv, op] {
       if (recv.count == 0) return;
-      size_t es = element_size(send.dtype);
-      std::vector<char> all(static_cast<char*>(send.data),
-                            static_cast<char*>(send.data) + send.count * es);
-      with_width(send.dtype, [&]<typename T>() {
-        gloo::AllreduceOptions o(context_);
-        o.setOutput(reinterpret_cast<T*>(all.data()), send.count);
-        o.setReduceFunction(reduce_function(send.dtype, op));
-        o.setTimeout(timeout_);
-        o.setTag(next_tag());
-        gloo::allreduce(o);
-      });
-      std::memcpy(recv.data, all.data() + rank_ * recv.count * es, recv.count * es);
+      ring_reduce_scatter(context_, send.data, recv.data, recv.count, element_size(send.dtype),
+                          reduce_function(send.dtype, op),
+                          gloo::Slot::build(kReduceScatterSlotPrefix, next_tag()), timeout_);
       if (op == ReduceOp::Avg) divide(recv.data, recv.count, recv.dtype, size_);
     });
   }

@@ -157,6 +157,27 @@ TEST_CASE("broadcast, reduce, all_gather, gather, scatter, reduce_scatter", "[co
   }
 }
 
+TEST_CASE("reduce_scatter: parts larger than a ring segment, odd sizes, input unchanged", "[collectives]") {
+  // 300001 floats per part: three 512 KiB segments, the last one short.
+  const size_t part = 300'001;
+  for (int size : {2, 3, 5}) {
+    run_ranks(size, [&](ProcessGroup& pg) {
+      int r = pg.rank();
+      std::vector<float> send(part * size), recv(part, -1.0f);
+      for (size_t i = 0; i < send.size(); ++i) send[i] = float((i % 1000) * (r + 1));
+      const auto before = send;
+      pg.reduce_scatter({send.data(), send.size(), DataType::Float32},
+                        {recv.data(), part, DataType::Float32}, ReduceOp::Avg)->wait();
+      const float scale = float(size + 1) / 2;  // mean of 1..size
+      for (size_t i = 0; i < part; ++i) {
+        size_t g = r * part + i;
+        REQUIRE(recv[i] == Approx(float(g % 1000) * scale));
+      }
+      REQUIRE(send == before);
+    });
+  }
+}
+
 TEST_CASE("all_to_all: equal and uneven splits, counts of 0", "[collectives]") {
   for (int size : {1, 2, 3, 4}) {
     run_ranks(size, [size](ProcessGroup& pg) {

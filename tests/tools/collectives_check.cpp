@@ -1,7 +1,8 @@
 // collectives_check: a worker program that bootstraps a process group (env://
 // by default, as under ccrun or torchrun), runs every operation on several
 // data types and reduce ops and checks each result against a reference
-// computed here. Exit 0: all correct; 1: a wrong result; 2: an operation
+// computed here: every operation, every data type, every reduce op, counts
+// 0, 1, 7 and 1M+1. Exit 0: all correct; 1: a wrong result; 2: an operation
 // failed (the ccrun::Error is printed on stderr). `--die-after-barrier R`
 // makes rank R exit(3) after the first barrier, so that tests can see the
 // other ranks fail with an error instead of hanging.
@@ -61,104 +62,192 @@ double reduce_ref(ReduceOp op, int size, size_t i, bool integral) {
 
 bool close(double got, double want) { return std::abs(got - want) <= 0.01 * std::abs(want) + 1e-9; }
 
+// A data type as this check reads and writes it: through double.
+struct Type {
+  DataType dt;
+  const char* name;
+  size_t width;
+  bool integral;
+  void (*put)(void*, size_t, double);
+  double (*get)(const void*, size_t);
+};
 template <typename T>
-void check_all_reduce(ProcessGroup& pg, DataType dt, ReduceOp op, size_t n, T (*load)(double),
-                      double (*read)(T), bool integral) {
-  std::vector<T> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = load(value(pg.rank(), i));
-  pg.all_reduce({v.data(), n, dt}, op)->wait();
-  for (size_t i = 0; i < n; ++i) {
-    double want = reduce_ref(op, pg.size(), i, integral);
-    if (!close(read(v[i]), want)) {
-      expect(false, "all_reduce dtype " + std::to_string(int(dt)) + " op " +
-                        std::to_string(int(op)) + " [" + std::to_string(i) + "]: got " +
-                        std::to_string(read(v[i])) + ", want " + std::to_string(want));
-      return;
+void put_as(void* p, size_t i, double x) { static_cast<T*>(p)[i] = T(x); }
+template <typename T>
+double get_as(const void* p, size_t i) { return double(static_cast<const T*>(p)[i]); }
+void put_half(void* p, size_t i, double x) { static_cast<uint16_t*>(p)[i] = to_half(x); }
+double get_half(const void* p, size_t i) { return from_half(static_cast<const uint16_t*>(p)[i]); }
+void put_bf16(void* p, size_t i, double x) { static_cast<uint16_t*>(p)[i] = to_bf16(x); }
+double get_bf16(const void* p, size_t i) { return from_bf16(static_cast<const uint16_t*>(p)[i]); }
+
+const Type kTypes[] = {
+    {DataType::Int8, "int8", 1, true, put_as<int8_t>, get_as<int8_t>},
+    {DataType::UInt8, "uint8", 1, true, put_as<uint8_t>, get_as<uint8_t>},
+    {DataType::Int32, "int32", 4, true, put_as<int32_t>, get_as<int32_t>},
+    {DataType::Int64, "int64", 8, true, put_as<int64_t>, get_as<int64_t>},
+    {DataType::Float16, "float16", 2, false, put_half, get_half},
+    {DataType::BFloat16, "bfloat16", 2, false, put_bf16, get_bf16},
+    {DataType::Float32, "float32", 4, false, put_as<float>, get_as<float>},
+    {DataType::Float64, "float64", 8, false, put_as<double>, get_as<double>},
+};
+
+const char* op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Prod: return "prod";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Avg: return "avg";
+  }
+  return "?";
+}
+
+// n elements of one type, filled by f(i).
+struct Data {
+  Data(const Type& t, size_t n) : t(t), n(n), bytes(std::max<size_t>(n, 1) * t.width) {}
+  template <typename F>
+  Data& fill(F f) {
+    for (size_t i = 0; i < n; ++i) t.put(bytes.data(), i, f(i));
+    return *this;
+  }
+  Buffer buf() { return {bytes.data(), n, t.dt}; }
+  // Compares with want(i); reports the first difference.
+  template <typename F>
+  void expect_eq(F want, const std::string& what) const {
+    for (size_t i = 0; i < n; ++i) {
+      double got = t.get(bytes.data(), i), w = want(i);
+      if (!close(got, w)) {
+        expect(false, what + " [" + std::to_string(i) + "]: got " + std::to_string(got) +
+                          ", want " + std::to_string(w));
+        return;
+      }
     }
   }
-}
+  const Type& t;
+  size_t n;
+  std::vector<char> bytes;
+};
 
-template <typename T>
-T load_as(double x) { return T(x); }
-template <typename T>
-double read_as(T x) { return double(x); }
+// What rank r moves at index i (exact in every type, different per rank).
+double moved(int r, size_t i) { return double((size_t(r) * 7 + i) % 50 + 1); }
 
-void check_all_reduces(ProcessGroup& pg) {
-  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg}) {
-    // Products of up to 8 values of at most 4 overflow 8 bits: check those on
-    // groups where they fit.
-    bool small = op != ReduceOp::Prod || pg.size() <= 4;
-    if (small) check_all_reduce<int8_t>(pg, DataType::Int8, op, 5, load_as, read_as, true);
-    if (small) check_all_reduce<uint8_t>(pg, DataType::UInt8, op, 5, load_as, read_as, true);
-    check_all_reduce<int32_t>(pg, DataType::Int32, op, 7, load_as, read_as, true);
-    check_all_reduce<int64_t>(pg, DataType::Int64, op, 3, load_as, read_as, true);
-    check_all_reduce<float>(pg, DataType::Float32, op, 1001, load_as, read_as, false);
-    check_all_reduce<double>(pg, DataType::Float64, op, 2, load_as, read_as, false);
-    check_all_reduce<uint16_t>(pg, DataType::Float16, op, 9, to_half, from_half, false);
-    check_all_reduce<uint16_t>(pg, DataType::BFloat16, op, 9, to_bf16, from_bf16, false);
-  }
-}
-
-void check_others(ProcessGroup& pg) {
+// all_reduce, reduce and reduce_scatter of n elements (per rank) with `op`.
+void check_reductions(ProcessGroup& pg, const Type& t, ReduceOp op, size_t n) {
   const int r = pg.rank(), p = pg.size();
-  const size_t k = 3;
-  std::vector<double> v(k, r);
-  // broadcast from the last rank.
-  pg.broadcast({v.data(), k, DataType::Float64}, p - 1)->wait();
-  expect(v == std::vector<double>(k, p - 1), "broadcast from " + std::to_string(p - 1));
-  // reduce (Sum) to rank 0; other ranks keep their buffer.
-  std::vector<int64_t> red(k, r + 1);
-  pg.reduce({red.data(), k, DataType::Int64}, 0)->wait();
-  expect(red == std::vector<int64_t>(k, r == 0 ? int64_t(p) * (p + 1) / 2 : r + 1), "reduce to 0");
-  // all_gather / gather: rank i's k values land at i*k.
-  std::vector<float> mine(k, float(r)), all(k * p, -1), want(k * p);
-  for (int i = 0; i < p; ++i) std::fill_n(want.begin() + i * k, k, float(i));
-  pg.all_gather({mine.data(), k, DataType::Float32}, {all.data(), all.size(), DataType::Float32})->wait();
-  expect(all == want, "all_gather");
+  const std::string what = std::string(t.name) + " " + op_name(op) + " count " + std::to_string(n);
+  auto mine = [&](size_t i) { return value(r, i); };
+  auto ref = [&](size_t i) { return reduce_ref(op, p, i, t.integral); };
+
+  Data a(t, n);
+  a.fill(mine);
+  pg.all_reduce(a.buf(), op)->wait();
+  a.expect_eq(ref, "all_reduce " + what);
+
+  const int root = p - 1;
+  Data b(t, n);
+  b.fill(mine);
+  pg.reduce(b.buf(), root, op)->wait();
+  if (r == root) {
+    b.expect_eq(ref, "reduce to " + std::to_string(root) + " " + what);
+  } else {
+    b.expect_eq(mine, "reduce (non-root keeps its buffer) " + what);
+  }
+
+  Data in(t, n * p), out(t, n);
+  in.fill(mine);
+  pg.reduce_scatter(in.buf(), out.buf(), op)->wait();
+  out.expect_eq([&](size_t i) { return ref(r * n + i); }, "reduce_scatter " + what);
+  in.expect_eq(mine, "reduce_scatter (input unchanged) " + what);
+}
+
+// The operations that move data without reducing it, n elements per rank.
+void check_movement(ProcessGroup& pg, const Type& t, size_t n) {
+  const int r = pg.rank(), p = pg.size();
+  const std::string what = std::string(t.name) + " count " + std::to_string(n);
+  auto mine = [&](size_t i) { return moved(r, i); };
+
+  const int broot = p - 1;
+  Data b(t, n);
+  b.fill(mine);
+  pg.broadcast(b.buf(), broot)->wait();
+  b.expect_eq([&](size_t i) { return moved(broot, i); }, "broadcast from " + std::to_string(broot) + " " + what);
+
+  Data send(t, n), all(t, n * p);
+  send.fill(mine);
+  pg.all_gather(send.buf(), all.buf())->wait();
+  auto gathered = [&](size_t i) { return moved(int(i / n), i % n); };
+  all.expect_eq(gathered, "all_gather " + what);
+
   const int groot = 1 % p;
-  std::fill(all.begin(), all.end(), -1.0f);
-  pg.gather({mine.data(), k, DataType::Float32}, {all.data(), all.size(), DataType::Float32}, groot)->wait();
-  if (r == groot) expect(all == want, "gather to " + std::to_string(groot));
-  // scatter from 0: rank i receives slice i.
-  std::vector<float> got(k, -1);
-  pg.scatter({want.data(), want.size(), DataType::Float32}, {got.data(), k, DataType::Float32}, 0)->wait();
-  expect(got == std::vector<float>(k, float(r)), "scatter from 0");
-  // reduce_scatter: every rank sends j+r at slot j; rank r gets sum_q (r+q).
-  std::vector<int32_t> rs_in(k * p), rs_out(k, -1);
-  for (int j = 0; j < p; ++j) std::fill_n(rs_in.begin() + j * k, k, j + r);
-  pg.reduce_scatter({rs_in.data(), rs_in.size(), DataType::Int32}, {rs_out.data(), k, DataType::Int32})->wait();
-  expect(rs_out == std::vector<int32_t>(k, r * p + p * (p - 1) / 2), "reduce_scatter");
-  // all_to_all, equal: rank r sends 100*r+j to rank j.
-  std::vector<int64_t> a_in(k * p), a_out(k * p, -1), a_want(k * p);
-  for (int j = 0; j < p; ++j) {
-    std::fill_n(a_in.begin() + j * k, k, 100 * r + j);
-    std::fill_n(a_want.begin() + j * k, k, 100 * j + r);
-  }
-  pg.all_to_all({a_in.data(), a_in.size(), DataType::Int64}, {a_out.data(), a_out.size(), DataType::Int64})->wait();
-  expect(a_out == a_want, "all_to_all (equal)");
-  // all_to_all, uneven: rank r sends (r+j)%3 elements to j (some 0).
+  Data g(t, r == groot ? n * p : 0);
+  pg.gather(send.buf(), g.buf(), groot)->wait();
+  g.expect_eq(gathered, "gather to " + std::to_string(groot) + " " + what);
+
+  Data parts(t, r == 0 ? n * p : 0), got(t, n);
+  parts.fill([&](size_t i) { return moved(0, i); });
+  pg.scatter(parts.buf(), got.buf(), 0)->wait();
+  got.expect_eq([&](size_t i) { return moved(0, r * n + i); }, "scatter from 0 " + what);
+
+  // all_to_all, equal: block j of rank q goes to rank j.
+  Data ain(t, n * p), aout(t, n * p);
+  ain.fill(mine);
+  pg.all_to_all(ain.buf(), aout.buf())->wait();
+  aout.expect_eq([&](size_t i) { return moved(int(i / n), r * n + i % n); }, "all_to_all (equal) " + what);
+
+  // all_to_all, uneven: rank q sends ((q + j) % 3) * n elements to rank j,
+  // element k of them moved(q, 1000 * j + k); some counts are 0.
   std::vector<size_t> sc(p), rc(p);
-  std::vector<int64_t> u_in, u_want;
+  size_t st = 0, rt = 0;
   for (int j = 0; j < p; ++j) {
-    sc[j] = size_t((r + j) % 3);
-    rc[j] = size_t((j + r) % 3);
-    u_in.insert(u_in.end(), sc[j], 100 * r + j);
-    u_want.insert(u_want.end(), rc[j], 100 * j + r);
+    sc[j] = size_t((r + j) % 3) * n;
+    rc[j] = size_t((j + r) % 3) * n;
+    st += sc[j];
+    rt += rc[j];
   }
-  std::vector<int64_t> u_out(u_want.size(), -1);
-  pg.all_to_all({u_in.data(), u_in.size(), DataType::Int64}, sc,
-                {u_out.data(), u_out.size(), DataType::Int64}, rc)->wait();
-  expect(u_out == u_want, "all_to_all (uneven)");
+  Data uin(t, st), uout(t, rt);
+  std::vector<double> uwant;
+  for (int j = 0; j < p; ++j) {
+    for (size_t k = 0; k < rc[j]; ++k) uwant.push_back(moved(j, 1000 * size_t(r) + k));
+  }
+  size_t at = 0;
+  for (int j = 0; j < p; ++j) {
+    for (size_t k = 0; k < sc[j]; ++k) t.put(uin.bytes.data(), at++, moved(r, 1000 * size_t(j) + k));
+  }
+  pg.all_to_all(uin.buf(), sc, uout.buf(), rc)->wait();
+  uout.expect_eq([&](size_t i) { return uwant[i]; }, "all_to_all (uneven) " + what);
+
   // send/recv around a ring.
   if (p > 1) {
-    std::vector<int32_t> out(k, r), in(k, -1);
-    auto s = pg.send({out.data(), k, DataType::Int32}, (r + 1) % p, 7);
-    auto q = pg.recv({in.data(), k, DataType::Int32}, (r + p - 1) % p, 7);
+    Data out(t, n), in(t, n);
+    out.fill(mine);
+    auto s = pg.send(out.buf(), (r + 1) % p, 7);
+    auto q = pg.recv(in.buf(), (r + p - 1) % p, 7);
     s->wait();
     q->wait();
-    expect(in == std::vector<int32_t>(k, (r + p - 1) % p), "send/recv ring");
+    in.expect_eq([&](size_t i) { return moved((r + p - 1) % p, i); }, "send/recv ring " + what);
   }
+}
+
+void check_all(ProcessGroup& pg) {
+  const int p = pg.size();
+  for (const Type& t : kTypes) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg}) {
+      // Products of up to 8 values of at most 4 overflow 8 bits: check
+      // those on groups where they fit.
+      if (op == ReduceOp::Prod && t.width == 1 && p > 4) continue;
+      for (size_t n : {size_t(0), size_t(1), size_t(7)}) check_reductions(pg, t, op, n);
+    }
+    for (size_t n : {size_t(0), size_t(1), size_t(7)}) check_movement(pg, t, n);
+  }
+  // Large counts: 1M+1 elements through every operation.
+  const size_t big = 1'000'001;
+  check_reductions(pg, kTypes[6], ReduceOp::Sum, big);  // float32
+  check_reductions(pg, kTypes[2], ReduceOp::Max, big);  // int32
+  check_movement(pg, kTypes[1], big);                   // uint8
+  check_movement(pg, kTypes[6], big);                   // float32
+
   // A subgroup of the even ranks.
+  const int r = pg.rank();
   std::vector<int> evens;
   for (int i = 0; i < p; i += 2) evens.push_back(i);
   auto sub = pg.new_group(evens);
@@ -193,8 +282,7 @@ int main(int argc, char** argv) {
       std::cerr << "collectives_check: rank " << die_rank << " exits on purpose" << std::endl;
       _exit(3);
     }
-    check_all_reduces(*pg);
-    check_others(*pg);
+    check_all(*pg);
     pg->barrier()->wait();
     std::cout << "collectives_check: rank " << pg->rank() << " of " << pg->size() << ": "
               << (g_wrong ? "FAILED" : "all operations correct") << std::endl;
