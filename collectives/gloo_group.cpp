@@ -272,7 +272,8 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
       if (recv.count == 0) return;
       ring_reduce_scatter(context_, send.data, recv.data, recv.count, element_size(send.dtype),
                           reduce_function(send.dtype, op),
-                          gloo::Slot::build(kReduceScatterSlotPrefix, next_tag()), timeout_);
+                          gloo::Slot::build(kReduceScatterSlotPrefix, next_tag()), timeout_,
+                          scratch_);
       if (op == ReduceOp::Avg) divide(recv.data, recv.count, recv.dtype, size_);
     });
   }
@@ -478,6 +479,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
   uint32_t tag_ = 0;         // worker thread only
   int groups_made_ = 0;      // caller's thread only
   std::string broken_;       // worker thread only
+  std::vector<char> scratch_;  // worker thread only: reduce_scatter's buffers
 
   std::mutex mu_;
   std::condition_variable cv_;

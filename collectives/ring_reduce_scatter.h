@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "reduce_functions.h"
 
@@ -23,10 +24,12 @@ namespace ccrun::collectives {
 // Reduces `send` (context size x `count` elements of `elem_size` bytes) over
 // every rank of `context` and writes part `rank` of the result (`count`
 // elements) to `recv`. `send` is left as it was. `slot` must be the same on
-// every rank and used by nothing else in flight. Throws gloo's exceptions on
+// every rank and used by nothing else in flight. `scratch` grows to 2 x
+// count elements and is kept for the next call. Throws gloo's exceptions on
 // timeout or a broken peer.
 void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& context, const void* send,
                          void* recv, size_t count, size_t elem_size, ReduceFn reduce,
-                         uint64_t slot, std::chrono::milliseconds timeout);
+                         uint64_t slot, std::chrono::milliseconds timeout,
+                         std::vector<char>& scratch);
 
 }  // namespace ccrun::collectives
