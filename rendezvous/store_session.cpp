@@ -51,7 +51,7 @@ void StoreSession::start() {
   socket_.non_blocking(true, ec);
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);
   spdlog::debug("store: connection from {}", peer_);
-  do_wait_readable();
+  do_read();
 }
 
 void StoreSession::close() {
@@ -69,7 +69,7 @@ bool StoreSession::paused() const {
          (waiter_ && in_.size() > kMaxBufferedWhileParked);
 }
 
-void StoreSession::do_wait_readable() {
+void StoreSession::do_read() {
   if (closed_ || reading_ || paused()) return;
   reading_ = true;
   // A read, not a wait for readability: Asio re-arms epoll (epoll_ctl) for
@@ -116,7 +116,7 @@ void StoreSession::on_read(const boost::system::error_code& ec, size_t n) {
     close();
     return;
   }
-  do_wait_readable();
+  do_read();
 }
 
 void StoreSession::process() {
@@ -276,7 +276,7 @@ void StoreSession::on_wait_ready() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
     if (self->closed_) return;
     self->process();
-    self->do_wait_readable();
+    self->do_read();
   });
 }
 
@@ -345,7 +345,7 @@ void StoreSession::on_written(const boost::system::error_code& ec) {
     return;
   }
   flush();
-  do_wait_readable();
+  do_read();
 }
 
 void StoreSession::fail(const std::string& why) {

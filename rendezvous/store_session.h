@@ -1,8 +1,8 @@
 //===- store_session.h - One client connection of the store server -*- C++ -*-//
 //
 // A `StoreSession` owns one client's socket and moves through short steps,
-// as in Asio's chat_server example: wait until readable -> read what is
-// there -> parse and handle each whole request -> queue replies -> write.
+// as in Asio's chat_server example: read (a small first buffer, then what
+// else is there) -> parse and handle each whole request -> queue replies -> write.
 // A request that blocks (WAIT, GET or MULTI_GET of missing keys) parks the
 // session on its keys; later requests wait behind it, except CANCEL_WAIT.
 // Any protocol error closes this session only.
@@ -49,7 +49,7 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   bool closed() const { return closed_; }
 
  private:
-  void do_wait_readable();
+  void do_read();
   void on_read(const boost::system::error_code& ec, size_t n);
   // Parses and handles requests from `in_`; stops when one blocks.
   void process();
