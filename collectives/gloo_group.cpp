@@ -23,6 +23,7 @@
 
 #include "ccrun/collectives.h"
 #include "ccrun/prefix_store.h"
+#include "direct_exchange.h"
 #include "reduce_functions.h"
 #include "ring_reduce_scatter.h"
 
@@ -31,8 +32,28 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// Slot prefix of ccrun's own algorithms; gloo's use 0x01-0x08 (gloo/types.h).
+// Slot prefixes of ccrun's own algorithms; gloo's use 0x01-0x08 (gloo/types.h).
 constexpr uint8_t kReduceScatterSlotPrefix = 0x40;
+constexpr uint8_t kDirectSlotPrefix = 0x41;
+
+// Up to this many bytes (the larger buffer of an operation: all_gather's
+// output, reduce_scatter's input) all_reduce, all_gather, broadcast and
+// reduce_scatter use the one-step exchanges of direct_exchange.h instead of
+// rings and trees. CCRUN_GLOO_DIRECT_BYTES overrides it (0 turns them off).
+constexpr size_t kDirectMaxBytes = 64 * 1024;
+
+size_t direct_max_bytes_from_env() {
+  const char* v = std::getenv("CCRUN_GLOO_DIRECT_BYTES");
+  if (!v || !*v) return kDirectMaxBytes;
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(v, &end, 10);
+  if (*end != '\0' || *v == '-') {
+    throw Error(std::string("CCRUN_GLOO_DIRECT_BYTES=\"") + v +
+                "\" is not a byte count; give one such as 65536, or 0 to turn the one-step "
+                "algorithms off");
+  }
+  return size_t(n);
+}
 
 std::string format_secs(milliseconds d) {
   return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + "s"
@@ -112,7 +133,8 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
   GlooGroup(std::shared_ptr<rendezvous::Store> store, int rank, int size, milliseconds timeout,
             std::string host, std::vector<int> global_ranks)
       : store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout),
-        host_(std::move(host)), global_(std::move(global_ranks)) {
+        host_(std::move(host)), global_(std::move(global_ranks)),
+        direct_max_(direct_max_bytes_from_env()) {
     if (size < 1 || rank < 0 || rank >= size) {
       throw Error("process group: rank " + std::to_string(rank) + " is not in a group of " +
                   std::to_string(size) + "; check RANK and WORLD_SIZE");
@@ -159,6 +181,13 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
     check_host("all_reduce", buf);
     return submit("all_reduce", [this, buf, op] {
       if (buf.count == 0) return;
+      const size_t bytes = buf.count * element_size(buf.dtype);
+      if (bytes <= direct_max_) {
+        direct_all_reduce(direct(), buf.data, buf.count, element_size(buf.dtype),
+                          reduce_function(buf.dtype, op), scratch_);
+        if (op == ReduceOp::Avg) divide(buf.data, buf.count, buf.dtype, size_);
+        return;
+      }
       with_width(buf.dtype, [&]<typename T>() {
         gloo::AllreduceOptions o(context_);
         o.setOutput(static_cast<T*>(buf.data), buf.count);
@@ -176,6 +205,8 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
     check_rank("broadcast", root);
     return submit("broadcast", [this, buf, root] {
       if (buf.count == 0) return;
+      const size_t bytes = buf.count * element_size(buf.dtype);
+      if (bytes <= direct_max_) return direct_broadcast(direct(), buf.data, bytes, root);
       with_width(buf.dtype, [&]<typename T>() {
         gloo::BroadcastOptions o(context_);
         o.setOutput(static_cast<T*>(buf.data), buf.count);
@@ -217,6 +248,10 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
     check_pair("all_gather", send, recv, send.count * size_, recv.count, true);
     return submit("all_gather", [this, send, recv] {
       if (send.count == 0) return;
+      const size_t bytes = send.count * element_size(send.dtype);
+      if (bytes * size_ <= direct_max_) {
+        return direct_all_gather(direct(), send.data, recv.data, bytes);
+      }
       with_width(send.dtype, [&]<typename T>() {
         gloo::AllgatherOptions o(context_);
         o.setInput(static_cast<T*>(send.data), send.count);
@@ -270,10 +305,15 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
     check_pair("reduce_scatter", recv, send, recv.count * size_, send.count, true);
     return submit("reduce_scatter", [this, send, recv, op] {
       if (recv.count == 0) return;
-      ring_reduce_scatter(context_, send.data, recv.data, recv.count, element_size(send.dtype),
-                          reduce_function(send.dtype, op),
-                          gloo::Slot::build(kReduceScatterSlotPrefix, next_tag()), timeout_,
-                          scratch_);
+      if (send.count * element_size(send.dtype) <= direct_max_) {
+        direct_reduce_scatter(direct(), send.data, recv.data, recv.count, element_size(send.dtype),
+                              reduce_function(send.dtype, op), scratch_);
+      } else {
+        ring_reduce_scatter(context_, send.data, recv.data, recv.count, element_size(send.dtype),
+                            reduce_function(send.dtype, op),
+                            gloo::Slot::build(kReduceScatterSlotPrefix, next_tag()), timeout_,
+                            scratch_);
+      }
       if (op == ReduceOp::Avg) divide(recv.data, recv.count, recv.dtype, size_);
     });
   }
@@ -414,6 +454,9 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
 
   uint32_t next_tag() { return tag_++; }
 
+  // The next one-step exchange's slot, context and timeout.
+  Exchange direct() { return {context_, gloo::Slot::build(kDirectSlotPrefix, next_tag()), timeout_}; }
+
   void barrier_now() {
     gloo::BarrierOptions o(context_);
     o.setTimeout(timeout_);
@@ -474,12 +517,13 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
   std::string host_;
   std::vector<int> global_;  // global rank of each group rank
   std::string names_;        // "[0,1,2]"
+  size_t direct_max_;        // see kDirectMaxBytes
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
   uint32_t tag_ = 0;         // worker thread only
   int groups_made_ = 0;      // caller's thread only
   std::string broken_;       // worker thread only
-  std::vector<char> scratch_;  // worker thread only: reduce_scatter's buffers
+  std::vector<char> scratch_;  // worker thread only: reduce_scatter's and direct_*'s buffers
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -1,0 +1,119 @@
+// One-step collectives for small buffers over gloo's unbound buffers (see
+// direct_exchange.h).
+#include "direct_exchange.h"
+
+#include <gloo/common/error.h>
+
+#include <cstring>
+
+namespace ccrun::collectives {
+namespace {
+
+using Unbound = gloo::transport::UnboundBuffer;
+
+void wait_recvs(Unbound& b, int count, const Exchange& x) {
+  for (int i = 0; i < count; ++i) {
+    if (!b.waitRecv(nullptr, x.timeout)) throw gloo::IoException("receive aborted");
+  }
+}
+void wait_sends(Unbound& b, int count, const Exchange& x) {
+  for (int i = 0; i < count; ++i) {
+    if (!b.waitSend(nullptr, x.timeout)) throw gloo::IoException("send aborted");
+  }
+}
+
+// Peer k of n - 1 for rank r: r+1, r+2, ... so that ranks start on
+// different peers instead of all sending to rank 0 first.
+int peer(int r, int k, int n) { return (r + k) % n; }
+
+// c = slot 0 op slot 1 op ... op slot n-1, always in that order.
+void reduce_in_rank_order(void* c, const char* slots, size_t bytes, int n, size_t count,
+                          ReduceFn reduce) {
+  if (n == 1) {
+    std::memcpy(c, slots, bytes);
+    return;
+  }
+  reduce(c, slots, slots + bytes, count);
+  for (int i = 2; i < n; ++i) reduce(c, c, slots + i * bytes, count);
+}
+
+}  // namespace
+
+void direct_all_reduce(const Exchange& x, void* data, size_t count, size_t elem_size,
+                       ReduceFn reduce, std::vector<char>& scratch) {
+  const int n = x.context->size, r = x.context->rank;
+  const size_t bytes = count * elem_size;
+  if (n == 1 || bytes == 0) return;
+  if (scratch.size() < n * bytes) scratch.resize(n * bytes);
+  char* slots = scratch.data();
+  std::memcpy(slots + r * bytes, data, bytes);
+  auto buf = x.context->createUnboundBuffer(slots, n * bytes);
+  for (int k = 1; k < n; ++k) {
+    int p = peer(r, k, n);
+    buf->recv(p, x.slot, p * bytes, bytes);
+  }
+  for (int k = 1; k < n; ++k) buf->send(peer(r, k, n), x.slot, r * bytes, bytes);
+  wait_recvs(*buf, n - 1, x);
+  reduce_in_rank_order(data, slots, bytes, n, count, reduce);
+  wait_sends(*buf, n - 1, x);
+}
+
+void direct_all_gather(const Exchange& x, const void* send, void* recv, size_t bytes) {
+  const int n = x.context->size, r = x.context->rank;
+  char* out = static_cast<char*>(recv);
+  if (bytes == 0) return;
+  if (out + r * bytes != send) std::memcpy(out + r * bytes, send, bytes);
+  if (n == 1) return;
+  auto buf = x.context->createUnboundBuffer(out, n * bytes);
+  for (int k = 1; k < n; ++k) {
+    int p = peer(r, k, n);
+    buf->recv(p, x.slot, p * bytes, bytes);
+  }
+  for (int k = 1; k < n; ++k) buf->send(peer(r, k, n), x.slot, r * bytes, bytes);
+  wait_recvs(*buf, n - 1, x);
+  wait_sends(*buf, n - 1, x);
+}
+
+void direct_broadcast(const Exchange& x, void* data, size_t bytes, int root) {
+  const int n = x.context->size, r = x.context->rank;
+  if (n == 1 || bytes == 0) return;
+  auto buf = x.context->createUnboundBuffer(data, bytes);
+  if (r == root) {
+    for (int k = 1; k < n; ++k) buf->send(peer(r, k, n), x.slot, 0, bytes);
+    wait_sends(*buf, n - 1, x);
+  } else {
+    buf->recv(root, x.slot, 0, bytes);
+    wait_recvs(*buf, 1, x);
+  }
+}
+
+void direct_reduce_scatter(const Exchange& x, const void* send, void* recv, size_t count,
+                           size_t elem_size, ReduceFn reduce, std::vector<char>& scratch) {
+  const int n = x.context->size, r = x.context->rank;
+  const size_t bytes = count * elem_size;
+  const char* in = static_cast<const char*>(send);
+  if (bytes == 0) return;
+  if (n == 1) {
+    std::memcpy(recv, in, bytes);
+    return;
+  }
+  if (scratch.size() < n * bytes) scratch.resize(n * bytes);
+  char* slots = scratch.data();  // slot p: rank p's part r
+  std::memcpy(slots + r * bytes, in + r * bytes, bytes);
+  auto slotb = x.context->createUnboundBuffer(slots, n * bytes);
+  // gloo's buffers are not const; the input is only ever sent from.
+  auto inb = x.context->createUnboundBuffer(const_cast<char*>(in), n * bytes);
+  for (int k = 1; k < n; ++k) {
+    int p = peer(r, k, n);
+    slotb->recv(p, x.slot, p * bytes, bytes);
+  }
+  for (int k = 1; k < n; ++k) {
+    int p = peer(r, k, n);
+    inb->send(p, x.slot, p * bytes, bytes);
+  }
+  wait_recvs(*slotb, n - 1, x);
+  reduce_in_rank_order(recv, slots, bytes, n, count, reduce);
+  wait_sends(*inb, n - 1, x);
+}
+
+}  // namespace ccrun::collectives
