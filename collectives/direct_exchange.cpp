@@ -26,15 +26,12 @@ void wait_sends(Unbound& b, int count, const Exchange& x) {
 // different peers instead of all sending to rank 0 first.
 int peer(int r, int k, int n) { return (r + k) % n; }
 
-// c = slot 0 op slot 1 op ... op slot n-1, always in that order.
-void reduce_in_rank_order(void* c, const char* slots, size_t bytes, int n, size_t count,
-                          ReduceFn reduce) {
-  if (n == 1) {
-    std::memcpy(c, slots, bytes);
-    return;
-  }
-  reduce(c, slots, slots + bytes, count);
-  for (int i = 2; i < n; ++i) reduce(c, c, slots + i * bytes, count);
+// c = part(0) op part(1) op ... op part(n-1), always in that order; c may
+// be part(0) but no later part.
+template <typename Part>
+void reduce_in_rank_order(void* c, Part part, int n, size_t count, ReduceFn reduce) {
+  reduce(c, part(0), part(1), count);
+  for (int i = 2; i < n; ++i) reduce(c, c, part(i), count);
 }
 
 }  // namespace
@@ -54,7 +51,9 @@ void direct_all_reduce(const Exchange& x, void* data, size_t count, size_t elem_
   }
   for (int k = 1; k < n; ++k) buf->send(peer(r, k, n), x.slot, r * bytes, bytes);
   wait_recvs(*buf, n - 1, x);
-  reduce_in_rank_order(data, slots, bytes, n, count, reduce);
+  // `data` is written from the first step on, so its own part is read from
+  // the copy in slot r.
+  reduce_in_rank_order(data, [&](int i) { return slots + i * bytes; }, n, count, reduce);
   wait_sends(*buf, n - 1, x);
 }
 
@@ -98,8 +97,7 @@ void direct_reduce_scatter(const Exchange& x, const void* send, void* recv, size
     return;
   }
   if (scratch.size() < n * bytes) scratch.resize(n * bytes);
-  char* slots = scratch.data();  // slot p: rank p's part r
-  std::memcpy(slots + r * bytes, in + r * bytes, bytes);
+  char* slots = scratch.data();  // slot p: rank p's part r; slot r unused
   auto slotb = x.context->createUnboundBuffer(slots, n * bytes);
   // gloo's buffers are not const; the input is only ever sent from.
   auto inb = x.context->createUnboundBuffer(const_cast<char*>(in), n * bytes);
@@ -112,7 +110,8 @@ void direct_reduce_scatter(const Exchange& x, const void* send, void* recv, size
     inb->send(p, x.slot, p * bytes, bytes);
   }
   wait_recvs(*slotb, n - 1, x);
-  reduce_in_rank_order(recv, slots, bytes, n, count, reduce);
+  auto part = [&](int i) -> const char* { return i == r ? in + r * bytes : slots + i * bytes; };
+  reduce_in_rank_order(recv, part, n, count, reduce);
   wait_sends(*inb, n - 1, x);
 }
 

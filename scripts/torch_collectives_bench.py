@@ -32,7 +32,7 @@ for op in ["all_reduce", "all_gather", "reduce_scatter", "broadcast"]:
 
         try:
             iters = max(3, min(200, (64 << 20) // b))
-            for _ in range(2):
+            for _ in range(max(2, iters // 10)):  # as collectives_bench.cpp
                 once()
             dist.barrier()
             t0 = time.perf_counter()

@@ -49,6 +49,27 @@ def test_env_init(n):
         assert "all operations correct" in out
 
 
+@pytest.mark.parametrize("direct_bytes", ["0", "1000000000"])
+def test_every_size_through_either_algorithm(direct_bytes):
+    # 0: rings and trees even for one element; 1e9: one-step exchanges even
+    # for 1M+1 elements. The default mixes both by size.
+    port = free_port()
+    res = run_ranks(3, [], {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                            "CCRUN_GLOO_DIRECT_BYTES": direct_bytes})
+    for rc, out, err in res:
+        assert rc == 0, err
+        assert "all operations correct" in out
+
+
+def test_bad_direct_bytes_is_named():
+    port = free_port()
+    res = run_ranks(1, [], {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                            "CCRUN_GLOO_DIRECT_BYTES": "64k"})
+    rc, out, err = res[0]
+    assert rc != 0
+    assert 'CCRUN_GLOO_DIRECT_BYTES="64k" is not a byte count' in err
+
+
 def test_tcp_init():
     port = free_port()
     res = run_ranks(2, ["--init-method", f"tcp://127.0.0.1:{port}"])
