@@ -183,21 +183,32 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
     check_host("all_reduce", buf);
     return submit("all_reduce", [this, buf, op] {
       if (buf.count == 0) return;
-      const size_t bytes = buf.count * element_size(buf.dtype);
-      if (use_direct(bytes)) {
-        direct_all_reduce(direct(), buf.data, buf.count, element_size(buf.dtype),
-                          reduce_function(buf.dtype, op), scratch_);
-        if (op == ReduceOp::Avg) divide(buf.data, buf.count, buf.dtype, size_);
-        return;
+      const size_t elem = element_size(buf.dtype), chunk = buf.count / size_;
+      const ReduceFn fn = reduce_function(buf.dtype, op);
+      char* data = static_cast<char*>(buf.data);
+      if (use_direct(buf.count * elem) || chunk == 0) {
+        direct_all_reduce(direct(), data, buf.count, elem, fn, scratch_);
+      } else {
+        // A reduce-scatter ring (ccrun's, pipelined, reducing in place into
+        // chunk `rank`) then gloo's all_gather ring in place: each rank sends
+        // 2(n-1)/n of the buffer, as in gloo's all_reduce, which measured
+        // slower (docs/collectives.md). The count % size last elements, if
+        // any, go in one step.
+        const size_t main = chunk * size_;
+        ring_reduce_scatter(context_, data, data + rank_ * chunk * elem, chunk, elem, fn,
+                            gloo::Slot::build(kReduceScatterSlotPrefix, next_tag()), timeout_,
+                            scratch_);
+        if (main < buf.count) {
+          direct_all_reduce(direct(), data + main * elem, buf.count - main, elem, fn, scratch_);
+        }
+        with_width(buf.dtype, [&]<typename T>() {
+          gloo::AllgatherOptions o(context_);
+          o.setOutput(reinterpret_cast<T*>(data), main);  // no input: in place
+          o.setTimeout(timeout_);
+          o.setTag(next_tag());
+          gloo::allgather(o);
+        });
       }
-      with_width(buf.dtype, [&]<typename T>() {
-        gloo::AllreduceOptions o(context_);
-        o.setOutput(static_cast<T*>(buf.data), buf.count);
-        o.setReduceFunction(reduce_function(buf.dtype, op));
-        o.setTimeout(timeout_);
-        o.setTag(next_tag());
-        gloo::allreduce(o);
-      });
       if (op == ReduceOp::Avg) divide(buf.data, buf.count, buf.dtype, size_);
     });
   }

@@ -23,7 +23,8 @@ namespace ccrun::collectives {
 
 // Reduces `send` (context size x `count` elements of `elem_size` bytes) over
 // every rank of `context` and writes part `rank` of the result (`count`
-// elements) to `recv`. `send` is left as it was. `slot` must be the same on
+// elements) to `recv`. `send` is left as it was, except where `recv` is
+// its part `rank` (allowed: all_reduce reduces in place that way). `slot` must be the same on
 // every rank and used by nothing else in flight. `scratch` grows to 2 x
 // count elements and is kept for the next call. Throws gloo's exceptions on
 // timeout or a broken peer.

@@ -1,4 +1,4 @@
-"""ccrun's collectives library launched by ccrun itself, at world sizes 2, 3, 4
+"""ccrun's collectives library launched by ccrun itself, at world sizes 1, 2, 3, 4
 and 8 (the group bootstraps from the agent's store) and with two agents. The
 tcp:// and file:// init methods and a dying rank are in
 tests/collectives/test_processes.py."""
@@ -9,7 +9,7 @@ import pytest
 from helpers import binary, free_port, run_ccrun
 
 
-@pytest.mark.parametrize("nproc", [2, 3, 4, 8])
+@pytest.mark.parametrize("nproc", [1, 2, 3, 4, 8])
 def test_every_op_under_ccrun(nproc):
     r = run_ccrun("--standalone", "--nproc-per-node", str(nproc), "--no-python",
                   binary("tests", "collectives_check"), timeout=180)
