@@ -11,14 +11,18 @@ import torch.distributed as dist
 max_bytes = int(sys.argv[1]) if len(sys.argv) > 1 else 64 << 20
 dist.init_process_group("gloo")
 n, rank = dist.get_world_size(), dist.get_rank()
+# Allocated once for the largest size, as in collectives_bench.cpp; each size
+# uses views of these.
+max_count = max(max_bytes // 4, 1)
+big_buf, small_buf, buf_all = torch.ones(max_count + n), torch.ones(max_count), torch.ones(max_count)
 for op in ["all_reduce", "all_gather", "reduce_scatter", "broadcast"]:
     b = 4
     while b <= max_bytes:
         count = max(b // 4, 1)
         part = max(count // n, 1)
-        buf = torch.ones(count)
-        small = torch.ones(part)
-        outs = [torch.ones(part) for _ in range(n)]
+        buf = buf_all[:count]
+        small = small_buf[:part]
+        outs = [big_buf[i * part:(i + 1) * part] for i in range(n)]
 
         def once():
             if op == "all_reduce":
@@ -32,7 +36,7 @@ for op in ["all_reduce", "all_gather", "reduce_scatter", "broadcast"]:
 
         try:
             iters = max(3, min(200, (64 << 20) // b))
-            for _ in range(max(2, iters // 10)):  # as collectives_bench.cpp
+            for _ in range(max(2, iters // 2)):  # as collectives_bench.cpp
                 once()
             dist.barrier()
             t0 = time.perf_counter()

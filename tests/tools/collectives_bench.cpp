@@ -18,27 +18,33 @@ int main(int argc, char** argv) {
   size_t max_bytes = argc > 1 ? std::stoull(argv[1]) : (64u << 20);
   auto pg = init_process_group();
   int n = pg->size();
+  // Buffers for the largest size, allocated and touched once: freeing and
+  // faulting in tens of MiB between sizes made the next small size's
+  // timings swing.
+  const size_t max_count = std::max<size_t>(max_bytes / 4, 1);
+  std::vector<float> big_buf(max_count + n, 1.0f), small_buf(max_count, 1.0f), buf(max_count, 1.0f);
   for (const std::string op : {"all_reduce", "all_gather", "reduce_scatter", "broadcast"}) {
     for (size_t bytes = 4; bytes <= max_bytes; bytes *= 16) {
       // `bytes` is the larger buffer (nccl-tests' size): the output of
       // all_gather, the input of reduce_scatter.
       size_t count = std::max<size_t>(bytes / 4, 1);
       size_t part = std::max<size_t>(count / n, 1);
-      std::vector<float> big(part * n, 1.0f), small(part, 1.0f), buf(count, 1.0f);
+      float* big = big_buf.data();  // part * n elements
+      float* small = small_buf.data();  // part elements
       auto once = [&] {
         if (op == "all_reduce") pg->all_reduce({buf.data(), count, DataType::Float32})->wait();
         if (op == "broadcast") pg->broadcast({buf.data(), count, DataType::Float32}, 0)->wait();
         if (op == "all_gather") {
-          pg->all_gather({small.data(), part, DataType::Float32}, {big.data(), big.size(), DataType::Float32})->wait();
+          pg->all_gather({small, part, DataType::Float32}, {big, part * n, DataType::Float32})->wait();
         }
         if (op == "reduce_scatter") {
-          pg->reduce_scatter({big.data(), big.size(), DataType::Float32}, {small.data(), part, DataType::Float32})->wait();
+          pg->reduce_scatter({big, part * n, DataType::Float32}, {small, part, DataType::Float32})->wait();
         }
       };
       int iters = int(std::max<size_t>(3, std::min<size_t>(200, (size_t(64) << 20) / bytes)));
-      // Warm-up as long as a tenth of the run: the first calls after a
-      // change of size pay for page faults and the scheduler settling.
-      for (int i = 0; i < std::max(2, iters / 10); ++i) once();
+      // Warm-up half as long as the run: the first calls after a change of
+      // size pay for the scheduler and the sockets settling.
+      for (int i = 0; i < std::max(2, iters / 2); ++i) once();
       pg->barrier()->wait();
       auto t0 = Clock::now();
       for (int i = 0; i < iters; ++i) once();
