@@ -5,7 +5,8 @@
 // ccrun's own path: argument checks, Work and event, stream handoff. One
 // JSON line per size. Exits 77 (skipped) without NCCL or a CUDA device.
 //
-//   scripts/bench-nccl-overhead.sh   (or run it directly)
+//   scripts/bench-nccl-overhead.sh            (or run it directly)
+//   build/tests/nccl_overhead_bench [max_bytes]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,9 +22,11 @@
 
 using Clock = std::chrono::steady_clock;
 
-int main() {
+int main(int argc, char** argv) {
 #ifndef CCRUN_HAVE_NCCL
   std::fprintf(stderr, "nccl_overhead_bench: skipped: this build has no NCCL backend\n");
+  (void)argc;
+  (void)argv;
   return 77;
 #else
   if (!ccrun::nccl_available()) {
@@ -49,7 +52,7 @@ int main() {
   if (ncclResult_t r = ncclCommInitRank(&comm, 1, id, 0); r != ncclSuccess) return fail("ncclCommInitRank", ncclGetErrorString(r));
   cudaStream_t stream;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-  const size_t max_bytes = size_t(64) << 20;
+  const size_t max_bytes = argc > 1 ? std::stoull(argv[1]) : size_t(64) << 20;
   float* d = nullptr;
   if (cudaError_t e = cudaMalloc(&d, max_bytes); e != cudaSuccess) return fail("cudaMalloc", cudaGetErrorString(e));
 
