@@ -2,7 +2,9 @@
 // include/ccrun/collectives.h). Built only when CUDA and NCCL are found
 // (CCRUN_WITH_NCCL). The unique id travels through the group's store; each
 // group owns one communicator and one stream; an operation is enqueued on
-// that stream at once and completes through a CUDA event. A Work that is not
+// that stream at once, after the work already issued on the default stream
+// (which is where a caller's kernels filling the buffer usually run), and
+// completes through a CUDA event. A Work that is not
 // done by the group timeout aborts the communicator (ncclCommAbort), so
 // every pending and later operation fails instead of hanging.
 #include <cuda_runtime.h>
@@ -22,6 +24,11 @@ namespace ccrun::collectives {
 namespace {
 
 using std::chrono::milliseconds;
+
+std::string format_secs(milliseconds d) {
+  return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + "s"
+                               : std::to_string(d.count()) + "ms";
+}
 
 ncclDataType_t nccl_type(DataType t) {
   switch (t) {
@@ -71,8 +78,8 @@ class NcclWork : public Work {
   void wait() override {
     if (!wait_for(timeout_)) {
       state_->abort(where_ + ": timed out");
-      throw TimeoutError(where_ + ": timed out after " + std::to_string(timeout_.count() / 1000) +
-                         "s waiting for the other ranks; the communicator was aborted");
+      throw TimeoutError(where_ + ": timed out after " + format_secs(timeout_) +
+                         " waiting for the other ranks; the communicator was aborted");
     }
   }
   bool wait_for(milliseconds timeout) override {
@@ -128,6 +135,7 @@ class NcclGroup : public ProcessGroup {
     names_ += "]";
     int devices = 0;
     check(cudaGetDeviceCount(&devices), "process group " + names_);
+    if (devices == 0) throw Error("process group " + names_ + ": no CUDA device is visible; use the gloo backend");
     const char* lr = std::getenv("LOCAL_RANK");
     device_ = (lr ? std::atoi(lr) : rank) % devices;
     check(cudaSetDevice(device_), "process group " + names_);
@@ -146,10 +154,23 @@ class NcclGroup : public ProcessGroup {
       check(ncclCommInitRank(&state_->comm, size, id, rank), "process group " + names_ + " rank " + std::to_string(rank));
     }
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "process group " + names_);
+    check(cudaEventCreateWithFlags(&issued_, cudaEventDisableTiming), "process group " + names_);
   }
   ~NcclGroup() override {
+    // Operations still in flight get the group timeout to finish; a peer
+    // that never joins them must not hang the destructor.
+    auto deadline = std::chrono::steady_clock::now() + timeout_;
+    while (!state_->aborted && cudaStreamQuery(stream_) == cudaErrorNotReady) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        state_->abort("the group was destroyed with operations pending");
+        break;
+      }
+      std::this_thread::sleep_for(milliseconds(1));
+    }
     cudaStreamSynchronize(stream_);
     if (!state_->aborted) ncclCommDestroy(state_->comm);
+    if (scratch_) cudaFree(scratch_);
+    cudaEventDestroy(issued_);
     cudaStreamDestroy(stream_);
   }
 
@@ -292,6 +313,11 @@ class NcclGroup : public ProcessGroup {
     }
     if (state_->aborted) throw Error(where(op) + ": the group failed earlier (" + state_->why + "); create a new one");
     check(cudaSetDevice(device_), where(op));
+    // The group's stream does not synchronise with the default stream by
+    // itself: wait for what was issued there (and, through the legacy
+    // default stream, on every blocking stream) before touching the buffers.
+    check(cudaEventRecord(issued_, cudaStreamLegacy), where(op));
+    check(cudaStreamWaitEvent(stream_, issued_, 0), where(op));
     check(enqueue(stream_), where(op));
     cudaEvent_t ev;
     check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), where(op));
@@ -307,7 +333,8 @@ class NcclGroup : public ProcessGroup {
   int device_ = 0;
   std::shared_ptr<CommState> state_;
   cudaStream_t stream_ = nullptr;
-  void* scratch_ = nullptr;
+  cudaEvent_t issued_ = nullptr;  // recorded on the default stream before each operation
+  void* scratch_ = nullptr;       // barrier's one int
 };
 
 }  // namespace
