@@ -14,6 +14,8 @@
 #include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <spdlog/spdlog.h>
+
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -24,6 +26,7 @@
 #include "ccrun/collectives.h"
 #include "ccrun/prefix_store.h"
 #include "direct_exchange.h"
+#include "local_copy.h"
 #include "reduce_functions.h"
 #include "ring_reduce_scatter.h"
 
@@ -35,6 +38,8 @@ using std::chrono::milliseconds;
 // Slot prefixes of ccrun's own algorithms; gloo's use 0x01-0x08 (gloo/types.h).
 constexpr uint8_t kReduceScatterSlotPrefix = 0x40;
 constexpr uint8_t kDirectSlotPrefix = 0x41;
+constexpr uint8_t kLocalAddressSlotPrefix = 0x42;
+constexpr uint8_t kLocalAckSlotPrefix = 0x43;
 
 // all_reduce, all_gather, broadcast and reduce_scatter use the one-step
 // exchanges of direct_exchange.h instead of rings and trees while a rank
@@ -157,6 +162,11 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
       GlooStore gs(store_, timeout);
       ctx->connectFullMesh(gs, device_);
       context_ = ctx;
+      local_ = LocalPeers::probe(*store_, rank, size, timeout);
+      spdlog::debug("process group {} rank {}: {}", names_, rank,
+                    local_ ? "every rank reads the others' memory directly (process_vm_readv) "
+                             "for large broadcasts and all_gathers"
+                           : "large transfers go over TCP");
     } catch (const ccrun::Error&) {
       throw;
     } catch (const std::exception& e) {
@@ -201,13 +211,17 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
         if (main < buf.count) {
           direct_all_reduce(direct(), data + main * elem, buf.count - main, elem, fn, scratch_);
         }
-        with_width(buf.dtype, [&]<typename T>() {
-          gloo::AllgatherOptions o(context_);
-          o.setOutput(reinterpret_cast<T*>(data), main);  // no input: in place
-          o.setTimeout(timeout_);
-          o.setTag(next_tag());
-          gloo::allgather(o);
-        });
+        if (local_) {
+          local_all_gather(local(), data + rank_ * chunk * elem, data, chunk * elem);
+        } else {
+          with_width(buf.dtype, [&]<typename T>() {
+            gloo::AllgatherOptions o(context_);
+            o.setOutput(reinterpret_cast<T*>(data), main);  // no input: in place
+            o.setTimeout(timeout_);
+            o.setTag(next_tag());
+            gloo::allgather(o);
+          });
+        }
       }
       if (op == ReduceOp::Avg) divide(buf.data, buf.count, buf.dtype, size_);
     });
@@ -220,6 +234,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
       if (buf.count == 0) return;
       const size_t bytes = buf.count * element_size(buf.dtype);
       if (use_direct(bytes)) return direct_broadcast(direct(), buf.data, bytes, root);
+      if (local_) return local_broadcast(local(), buf.data, bytes, root);
       with_width(buf.dtype, [&]<typename T>() {
         gloo::BroadcastOptions o(context_);
         o.setOutput(static_cast<T*>(buf.data), buf.count);
@@ -263,6 +278,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
       if (send.count == 0) return;
       const size_t bytes = send.count * element_size(send.dtype);
       if (use_direct(bytes)) return direct_all_gather(direct(), send.data, recv.data, bytes);
+      if (local_) return local_all_gather(local(), send.data, recv.data, bytes);
       with_width(send.dtype, [&]<typename T>() {
         gloo::AllgatherOptions o(context_);
         o.setInput(static_cast<T*>(send.data), send.count);
@@ -472,6 +488,13 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
   // The next one-step exchange's slot, context and timeout.
   Exchange direct() { return {context_, gloo::Slot::build(kDirectSlotPrefix, next_tag()), timeout_}; }
 
+  // The next single-copy transfer's (local_ must be set).
+  LocalExchange local() {
+    uint32_t tag = next_tag();
+    return {context_, local_.get(), gloo::Slot::build(kLocalAddressSlotPrefix, tag),
+            gloo::Slot::build(kLocalAckSlotPrefix, tag), timeout_};
+  }
+
   void barrier_now() {
     gloo::BarrierOptions o(context_);
     o.setTimeout(timeout_);
@@ -535,6 +558,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
   size_t direct_max_;        // see kDirectMaxBytes
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
+  std::unique_ptr<LocalPeers> local_;  // set when every rank can read every other's memory
   uint32_t tag_ = 0;         // worker thread only
   int groups_made_ = 0;      // caller's thread only
   std::string broken_;       // worker thread only

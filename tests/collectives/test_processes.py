@@ -49,15 +49,38 @@ def test_env_init(n):
         assert "all operations correct" in out
 
 
-@pytest.mark.parametrize("direct_bytes", ["0", "1000000000"])
-def test_every_size_through_either_algorithm(direct_bytes):
-    # 0: rings and trees even for one element; 1e9: one-step exchanges even
-    # for 1M+1 elements. The default mixes both by size.
+@pytest.mark.parametrize("direct_bytes,local_copy", [("0", "1"), ("0", "0"), ("1000000000", "1")])
+def test_every_size_through_either_algorithm(direct_bytes, local_copy):
+    # 0: rings, trees and single-copy reads even for one element (or, with
+    # local copy off, gloo's TCP rings and trees); 1e9: one-step exchanges
+    # even for 1M+1 elements. The default mixes them by size.
     port = free_port()
     res = run_ranks(3, [], {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                            "CCRUN_GLOO_DIRECT_BYTES": direct_bytes})
+                            "CCRUN_GLOO_DIRECT_BYTES": direct_bytes,
+                            "CCRUN_GLOO_LOCAL_COPY": local_copy})
     for rc, out, err in res:
         assert rc == 0, err
+        assert "all operations correct" in out
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a rank as another user")
+def test_ranks_that_cannot_read_each_other_fall_back_to_tcp():
+    # Rank 1 runs as nobody: it may not read rank 0's memory (rank 0, root,
+    # could read its). Both must agree to use TCP, not deadlock half-way.
+    port = free_port()
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "CCRUN_GLOO_DIRECT_BYTES": "0"}
+    procs = []
+    for r in range(2):
+        e = {k: v for k, v in os.environ.items() if not k.startswith("CCRUN_STORE")}
+        e.update(env, RANK=str(r), WORLD_SIZE="2")
+        cmd = [os.path.abspath(CHECK)]
+        if r == 1:
+            cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + cmd
+        procs.append(subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True))
+    for p in procs:
+        out, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err
         assert "all operations correct" in out
 
 
