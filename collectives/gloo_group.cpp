@@ -205,9 +205,17 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
         // slower (docs/collectives.md). The count % size last elements, if
         // any, go in one step.
         const size_t main = chunk * size_;
-        ring_reduce_scatter(context_, data, data + rank_ * chunk * elem, chunk, elem, fn,
-                            gloo::Slot::build(kReduceScatterSlotPrefix, next_tag()), timeout_,
-                            scratch_);
+        if (local_) {
+          // Peers read chunk `rank` of this buffer while this rank writes
+          // its own chunk; they are done before the gather below sends them
+          // this rank's address, so no acknowledgement is needed here.
+          local_reduce_scatter(local(), data, data + rank_ * chunk * elem, chunk, elem, fn, false,
+                               scratch_);
+        } else {
+          ring_reduce_scatter(context_, data, data + rank_ * chunk * elem, chunk, elem, fn,
+                              gloo::Slot::build(kReduceScatterSlotPrefix, next_tag()), timeout_,
+                              scratch_);
+        }
         if (main < buf.count) {
           direct_all_reduce(direct(), data + main * elem, buf.count - main, elem, fn, scratch_);
         }
@@ -335,6 +343,9 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
       if (use_direct(recv.count * element_size(send.dtype))) {
         direct_reduce_scatter(direct(), send.data, recv.data, recv.count, element_size(send.dtype),
                               reduce_function(send.dtype, op), scratch_);
+      } else if (local_) {
+        local_reduce_scatter(local(), send.data, recv.data, recv.count, element_size(send.dtype),
+                             reduce_function(send.dtype, op), true, scratch_);
       } else {
         ring_reduce_scatter(context_, send.data, recv.data, recv.count, element_size(send.dtype),
                             reduce_function(send.dtype, op),

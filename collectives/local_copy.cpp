@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -158,6 +159,77 @@ void local_all_gather(const LocalExchange& x, const void* send, void* recv, size
   wait_sends(*addrb, n - 1, x);
   wait_sends(*ackb, n - 1, x);
   wait_recvs(*ackb, n - 1, x);
+}
+
+namespace {
+
+// Exchanges this rank's `mine` with every peer: addrs[p] becomes rank p's.
+std::unique_ptr<Unbound> exchange_addresses(const LocalExchange& x, std::vector<uint64_t>& addrs,
+                                            uint64_t mine) {
+  const int n = x.context->size, r = x.context->rank;
+  addrs.assign(n, 0);
+  addrs[r] = mine;
+  auto b = x.context->createUnboundBuffer(addrs.data(), n * sizeof(uint64_t));
+  for (int k = 1; k < n; ++k) {
+    int p = (r + k) % n;
+    b->recv(p, x.address_slot, p * sizeof(uint64_t), sizeof(uint64_t));
+  }
+  for (int k = 1; k < n; ++k) b->send((r + k) % n, x.address_slot, r * sizeof(uint64_t), sizeof(uint64_t));
+  wait_recvs(*b, n - 1, x);
+  wait_sends(*b, n - 1, x);
+  return b;
+}
+
+// Tells every peer this rank is done reading, and waits until they all are.
+void exchange_acks(const LocalExchange& x) {
+  const int n = x.context->size, r = x.context->rank;
+  auto b = x.context->createUnboundBuffer(nullptr, 0);
+  for (int k = 1; k < n; ++k) b->recv((r + k) % n, x.ack_slot, 0, 0);
+  for (int k = 1; k < n; ++k) b->send((r + k) % n, x.ack_slot, 0, 0);
+  wait_sends(*b, n - 1, x);
+  wait_recvs(*b, n - 1, x);
+}
+
+// Reads and reductions go by segments this size, so that the buffers they
+// use stay in cache.
+constexpr size_t kReduceSegmentBytes = 256 * 1024;
+
+}  // namespace
+
+void local_reduce_scatter(const LocalExchange& x, const void* send, void* recv, size_t count,
+                          size_t elem_size, ReduceFn reduce, bool wait_for_readers,
+                          std::vector<char>& scratch) {
+  const int n = x.context->size, r = x.context->rank;
+  const size_t bytes = count * elem_size;
+  const char* in = static_cast<const char*>(send);
+  char* out = static_cast<char*>(recv);
+  if (bytes == 0) return;
+  if (n == 1) {
+    if (out != in) std::memcpy(out, in, bytes);
+    return;
+  }
+  std::vector<uint64_t> addrs;
+  exchange_addresses(x, addrs, reinterpret_cast<uintptr_t>(send));
+  const size_t seg = std::max(elem_size, kReduceSegmentBytes / elem_size * elem_size);
+  if (scratch.size() < 3 * seg) scratch.resize(3 * seg);
+  // own: this rank's part (copied, since `out` may be it); a, b: peers'.
+  char* own = scratch.data();
+  char* a = own + seg;
+  char* b = a + seg;
+  for (size_t off = 0; off < bytes; off += seg) {
+    const size_t len = std::min(seg, bytes - off), elems = len / elem_size;
+    std::memcpy(own, in + r * bytes + off, len);
+    auto part = [&](int i, char* into) -> const char* {
+      if (i == r) return own;
+      x.peers->read(i, addrs[i] + r * bytes + off, into, len);
+      return into;
+    };
+    const char* p0 = part(0, a);
+    const char* p1 = part(1, b);
+    reduce(out + off, p0, p1, elems);
+    for (int i = 2; i < n; ++i) reduce(out + off, out + off, part(i, a), elems);
+  }
+  if (wait_for_readers) exchange_acks(x);
 }
 
 }  // namespace ccrun::collectives

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "ccrun/store.h"
+#include "reduce_functions.h"
 
 namespace ccrun::collectives {
 
@@ -63,5 +64,15 @@ void local_broadcast(const LocalExchange& x, void* data, size_t bytes, int root)
 // may be part `rank` of `recv`. Returns once every rank has read this rank's
 // part.
 void local_all_gather(const LocalExchange& x, const void* send, void* recv, size_t bytes);
+
+// `recv` (count elements) becomes part `rank` of the reduction over every
+// rank's `send` (size x count elements), the contributions combined in rank
+// order (same bits on every rank). `recv` may be part `rank` of `send`.
+// Peers read `send` while this runs; with `wait_for_readers`, this returns
+// only once every peer is done with it (false: the caller makes sure by a
+// later step, as all_reduce's gather does). `scratch` is reused.
+void local_reduce_scatter(const LocalExchange& x, const void* send, void* recv, size_t count,
+                          size_t elem_size, ReduceFn reduce, bool wait_for_readers,
+                          std::vector<char>& scratch);
 
 }  // namespace ccrun::collectives
