@@ -39,13 +39,16 @@ for op in ["all_reduce", "all_gather", "reduce_scatter", "broadcast"]:
             for _ in range(max(2, iters // 2)):  # as collectives_bench.cpp
                 once()
             dist.barrier()
-            t0 = time.perf_counter()
-            for _ in range(iters):
+            times = []
+            for _ in range(iters):  # each call on its own, as collectives_bench.cpp
+                t0 = time.perf_counter()
                 once()
-            us = (time.perf_counter() - t0) / iters * 1e6
+                times.append((time.perf_counter() - t0) * 1e6)
+            mean = sum(times) / iters
+            us = sorted(times)[iters // 2]
         except RuntimeError as e:
-            us = None  # 1.13's gloo has no reduce_scatter
+            us = mean = None  # 1.13's gloo has no reduce_scatter
         if rank == 0:
-            print(json.dumps({"op": op, "bytes": b, "ranks": n, "us": us}), flush=True)
+            print(json.dumps({"op": op, "bytes": b, "ranks": n, "us": us, "mean_us": mean}), flush=True)
         b *= 16
 dist.barrier()
