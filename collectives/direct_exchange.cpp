@@ -2,25 +2,12 @@
 // direct_exchange.h).
 #include "direct_exchange.h"
 
-#include <gloo/common/error.h>
-
 #include <cstring>
+
+#include "unbound_waits.h"
 
 namespace ccrun::collectives {
 namespace {
-
-using Unbound = gloo::transport::UnboundBuffer;
-
-void wait_recvs(Unbound& b, int count, const Exchange& x) {
-  for (int i = 0; i < count; ++i) {
-    if (!b.waitRecv(nullptr, x.timeout)) throw gloo::IoException("receive aborted");
-  }
-}
-void wait_sends(Unbound& b, int count, const Exchange& x) {
-  for (int i = 0; i < count; ++i) {
-    if (!b.waitSend(nullptr, x.timeout)) throw gloo::IoException("send aborted");
-  }
-}
 
 // Peer k of n - 1 for rank r: r+1, r+2, ... so that ranks start on
 // different peers instead of all sending to rank 0 first.
@@ -50,11 +37,11 @@ void direct_all_reduce(const Exchange& x, void* data, size_t count, size_t elem_
     buf->recv(p, x.slot, p * bytes, bytes);
   }
   for (int k = 1; k < n; ++k) buf->send(peer(r, k, n), x.slot, r * bytes, bytes);
-  wait_recvs(*buf, n - 1, x);
+  wait_recvs(*buf, n - 1, x.timeout);
   // `data` is written from the first step on, so its own part is read from
   // the copy in slot r.
   reduce_in_rank_order(data, [&](int i) { return slots + i * bytes; }, n, count, reduce);
-  wait_sends(*buf, n - 1, x);
+  wait_sends(*buf, n - 1, x.timeout);
 }
 
 void direct_all_gather(const Exchange& x, const void* send, void* recv, size_t bytes) {
@@ -69,8 +56,8 @@ void direct_all_gather(const Exchange& x, const void* send, void* recv, size_t b
     buf->recv(p, x.slot, p * bytes, bytes);
   }
   for (int k = 1; k < n; ++k) buf->send(peer(r, k, n), x.slot, r * bytes, bytes);
-  wait_recvs(*buf, n - 1, x);
-  wait_sends(*buf, n - 1, x);
+  wait_recvs(*buf, n - 1, x.timeout);
+  wait_sends(*buf, n - 1, x.timeout);
 }
 
 void direct_broadcast(const Exchange& x, void* data, size_t bytes, int root) {
@@ -79,10 +66,10 @@ void direct_broadcast(const Exchange& x, void* data, size_t bytes, int root) {
   auto buf = x.context->createUnboundBuffer(data, bytes);
   if (r == root) {
     for (int k = 1; k < n; ++k) buf->send(peer(r, k, n), x.slot, 0, bytes);
-    wait_sends(*buf, n - 1, x);
+    wait_sends(*buf, n - 1, x.timeout);
   } else {
     buf->recv(root, x.slot, 0, bytes);
-    wait_recvs(*buf, 1, x);
+    wait_recvs(*buf, 1, x.timeout);
   }
 }
 
@@ -109,10 +96,10 @@ void direct_reduce_scatter(const Exchange& x, const void* send, void* recv, size
     int p = peer(r, k, n);
     inb->send(p, x.slot, p * bytes, bytes);
   }
-  wait_recvs(*slotb, n - 1, x);
+  wait_recvs(*slotb, n - 1, x.timeout);
   auto part = [&](int i) -> const char* { return i == r ? in + r * bytes : slots + i * bytes; };
   reduce_in_rank_order(recv, part, n, count, reduce);
-  wait_sends(*inb, n - 1, x);
+  wait_sends(*inb, n - 1, x.timeout);
 }
 
 }  // namespace ccrun::collectives

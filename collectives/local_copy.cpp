@@ -14,6 +14,8 @@
 #include <sstream>
 #include <string>
 
+#include "unbound_waits.h"
+
 namespace ccrun::collectives {
 namespace {
 
@@ -38,19 +40,6 @@ bool read_from(pid_t pid, uint64_t addr, void* dst, size_t len) {
     len -= size_t(n);
   }
   return true;
-}
-
-using Unbound = gloo::transport::UnboundBuffer;
-
-void wait_recvs(Unbound& b, int count, const LocalExchange& x) {
-  for (int i = 0; i < count; ++i) {
-    if (!b.waitRecv(nullptr, x.timeout)) throw gloo::IoException("receive aborted");
-  }
-}
-void wait_sends(Unbound& b, int count, const LocalExchange& x) {
-  for (int i = 0; i < count; ++i) {
-    if (!b.waitSend(nullptr, x.timeout)) throw gloo::IoException("send aborted");
-  }
 }
 
 }  // namespace
@@ -118,14 +107,14 @@ void local_broadcast(const LocalExchange& x, void* data, size_t bytes, int root)
       ackb->recv(p, x.ack_slot, 0, 0);
       addrb->send(p, x.address_slot);
     }
-    wait_sends(*addrb, n - 1, x);
-    wait_recvs(*ackb, n - 1, x);
+    wait_sends(*addrb, n - 1, x.timeout);
+    wait_recvs(*ackb, n - 1, x.timeout);
   } else {
     addrb->recv(root, x.address_slot);
-    wait_recvs(*addrb, 1, x);
+    wait_recvs(*addrb, 1, x.timeout);
     x.peers->read(root, addr, data, bytes);
     ackb->send(root, x.ack_slot, 0, 0);
-    wait_sends(*ackb, 1, x);
+    wait_sends(*ackb, 1, x.timeout);
   }
 }
 
@@ -148,7 +137,7 @@ void local_all_gather(const LocalExchange& x, const void* send, void* recv, size
     ackb->recv(p, x.ack_slot, 0, 0);
   }
   for (int k = 1; k < n; ++k) addrb->send((r + k) % n, x.address_slot, r * sizeof(uint64_t), sizeof(uint64_t));
-  wait_recvs(*addrb, n - 1, x);
+  wait_recvs(*addrb, n - 1, x.timeout);
   for (int k = 1; k < n; ++k) {
     int p = (r + k) % n;
     x.peers->read(p, addrs[p], out + p * bytes, bytes);
@@ -156,15 +145,15 @@ void local_all_gather(const LocalExchange& x, const void* send, void* recv, size
   // Done reading: tell every peer, and wait until every peer is done with
   // this rank's part before the caller may touch it again.
   for (int k = 1; k < n; ++k) ackb->send((r + k) % n, x.ack_slot, 0, 0);
-  wait_sends(*addrb, n - 1, x);
-  wait_sends(*ackb, n - 1, x);
-  wait_recvs(*ackb, n - 1, x);
+  wait_sends(*addrb, n - 1, x.timeout);
+  wait_sends(*ackb, n - 1, x.timeout);
+  wait_recvs(*ackb, n - 1, x.timeout);
 }
 
 namespace {
 
 // Exchanges this rank's `mine` with every peer: addrs[p] becomes rank p's.
-std::unique_ptr<Unbound> exchange_addresses(const LocalExchange& x, std::vector<uint64_t>& addrs,
+std::unique_ptr<gloo::transport::UnboundBuffer> exchange_addresses(const LocalExchange& x, std::vector<uint64_t>& addrs,
                                             uint64_t mine) {
   const int n = x.context->size, r = x.context->rank;
   addrs.assign(n, 0);
@@ -175,8 +164,8 @@ std::unique_ptr<Unbound> exchange_addresses(const LocalExchange& x, std::vector<
     b->recv(p, x.address_slot, p * sizeof(uint64_t), sizeof(uint64_t));
   }
   for (int k = 1; k < n; ++k) b->send((r + k) % n, x.address_slot, r * sizeof(uint64_t), sizeof(uint64_t));
-  wait_recvs(*b, n - 1, x);
-  wait_sends(*b, n - 1, x);
+  wait_recvs(*b, n - 1, x.timeout);
+  wait_sends(*b, n - 1, x.timeout);
   return b;
 }
 
@@ -186,8 +175,8 @@ void exchange_acks(const LocalExchange& x) {
   auto b = x.context->createUnboundBuffer(nullptr, 0);
   for (int k = 1; k < n; ++k) b->recv((r + k) % n, x.ack_slot, 0, 0);
   for (int k = 1; k < n; ++k) b->send((r + k) % n, x.ack_slot, 0, 0);
-  wait_sends(*b, n - 1, x);
-  wait_recvs(*b, n - 1, x);
+  wait_sends(*b, n - 1, x.timeout);
+  wait_recvs(*b, n - 1, x.timeout);
 }
 
 // Reads and reductions go by segments this size, so that the buffers they
