@@ -1,9 +1,8 @@
 // Element-wise reductions per data type (see reduce_functions.h).
 #include "reduce_functions.h"
 
-#include <gloo/types.h>
-
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 
@@ -25,6 +24,42 @@ uint16_t float_to_bf16(float f) {
   return uint16_t(bits >> 16);
 }
 
+// IEEE half <-> float, exact both ways (round to nearest even into half,
+// subnormals, infinities and NaN kept), by bit manipulation through
+// std::bit_cast. gloo's cpu_half2float/cpu_float2half_rn pun through
+// pointer casts; once -O3 vectorized the loops below, that undefined
+// behaviour left elements unwritten (a float16 sum of 3 elements wrote 2).
+float half_to_float(uint16_t h) {
+  const uint32_t shifted_exp = 0x7c00u << 13;
+  uint32_t o = uint32_t(h & 0x7fffu) << 13;
+  const uint32_t exp = shifted_exp & o;
+  o += uint32_t(127 - 15) << 23;
+  if (exp == shifted_exp) {
+    o += uint32_t(128 - 16) << 23;  // infinity or NaN
+  } else if (exp == 0) {            // zero or subnormal: renormalise in float
+    o += 1u << 23;
+    o = std::bit_cast<uint32_t>(std::bit_cast<float>(o) - std::bit_cast<float>(113u << 23));
+  }
+  return std::bit_cast<float>(o | uint32_t(h & 0x8000u) << 16);
+}
+uint16_t float_to_half(float f) {
+  uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint32_t sign = x & 0x80000000u;
+  x ^= sign;
+  uint16_t o;
+  if (x >= (127u + 16u) << 23) {           // beyond half's range: infinity (or NaN)
+    o = x > (255u << 23) ? 0x7e00 : 0x7c00;
+  } else if (x < 113u << 23) {             // a half subnormal or zero: let float rounding do it
+    const uint32_t magic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
+    o = uint16_t(std::bit_cast<uint32_t>(std::bit_cast<float>(x) + std::bit_cast<float>(magic)) - magic);
+  } else {                                 // normal: round the mantissa to nearest even
+    const uint32_t mant_odd = (x >> 13) & 1u;
+    x += (uint32_t(15) << 23) - (uint32_t(127) << 23) + 0xfffu + mant_odd;
+    o = uint16_t(x >> 13);
+  }
+  return uint16_t(o | sign >> 16);
+}
+
 // How a stored element reads and writes as its compute type.
 template <typename T>
 struct Num {
@@ -34,12 +69,8 @@ struct Num {
 };
 struct Half {
   using C = float;
-  static C get(const void* p, size_t i) {
-    return gloo::cpu_half2float(static_cast<const gloo::float16*>(p)[i]);
-  }
-  static void put(void* p, size_t i, C v) {
-    static_cast<gloo::float16*>(p)[i] = gloo::cpu_float2half_rn(v);
-  }
+  static C get(const void* p, size_t i) { return half_to_float(static_cast<const uint16_t*>(p)[i]); }
+  static void put(void* p, size_t i, C v) { static_cast<uint16_t*>(p)[i] = float_to_half(v); }
 };
 struct BHalf {
   using C = float;
