@@ -73,6 +73,29 @@ void direct_broadcast(const Exchange& x, void* data, size_t bytes, int root) {
   }
 }
 
+void direct_reduce(const Exchange& x, void* data, size_t count, size_t elem_size, ReduceFn reduce,
+                   int root, std::vector<char>& scratch) {
+  const int n = x.context->size, r = x.context->rank;
+  const size_t bytes = count * elem_size;
+  if (n == 1 || bytes == 0) return;
+  if (r != root) {
+    auto buf = x.context->createUnboundBuffer(data, bytes);
+    buf->send(root, x.slot, 0, bytes);
+    wait_sends(*buf, 1, x.timeout);
+    return;
+  }
+  if (scratch.size() < n * bytes) scratch.resize(n * bytes);
+  char* slots = scratch.data();
+  std::memcpy(slots + r * bytes, data, bytes);
+  auto buf = x.context->createUnboundBuffer(slots, n * bytes);
+  for (int k = 1; k < n; ++k) {
+    int p = peer(r, k, n);
+    buf->recv(p, x.slot, p * bytes, bytes);
+  }
+  wait_recvs(*buf, n - 1, x.timeout);
+  reduce_in_rank_order(data, [&](int i) { return slots + i * bytes; }, n, count, reduce);
+}
+
 void direct_reduce_scatter(const Exchange& x, const void* send, void* recv, size_t count,
                            size_t elem_size, ReduceFn reduce, std::vector<char>& scratch) {
   const int n = x.context->size, r = x.context->rank;

@@ -47,6 +47,11 @@ void direct_all_gather(const Exchange& x, const void* send, void* recv, size_t b
 // `bytes` of `data` on every rank become those of `root`.
 void direct_broadcast(const Exchange& x, void* data, size_t bytes, int root);
 
+// On root, `data` (count elements) becomes the reduction over every rank's
+// `data`; other ranks' buffers are left as they were.
+void direct_reduce(const Exchange& x, void* data, size_t count, size_t elem_size, ReduceFn reduce,
+                   int root, std::vector<char>& scratch);
+
 // `recv` (count elements) becomes part `rank` of the reduction over every
 // rank's `send` (size x count elements); `send` is left as it was.
 void direct_reduce_scatter(const Exchange& x, const void* send, void* recv, size_t count,

@@ -183,6 +183,34 @@ void exchange_acks(const LocalExchange& x) {
 // use stay in cache.
 constexpr size_t kReduceSegmentBytes = 256 * 1024;
 
+// out = part(0) op part(1) op ... op part(n-1) over `bytes`, segment by
+// segment, where part(i) is rank i's memory at addrs[i] + peer_offset and
+// this rank's own part is `own_src` (copied per segment, since `out` may be
+// it).
+void reduce_from_peers(const LocalExchange& x, const std::vector<uint64_t>& addrs,
+                       size_t peer_offset, const char* own_src, char* out, size_t bytes,
+                       size_t elem_size, ReduceFn reduce, std::vector<char>& scratch) {
+  const int n = x.context->size, r = x.context->rank;
+  const size_t seg = std::max(elem_size, kReduceSegmentBytes / elem_size * elem_size);
+  if (scratch.size() < 3 * seg) scratch.resize(3 * seg);
+  char* own = scratch.data();
+  char* a = own + seg;
+  char* b = a + seg;
+  for (size_t off = 0; off < bytes; off += seg) {
+    const size_t len = std::min(seg, bytes - off), elems = len / elem_size;
+    std::memcpy(own, own_src + off, len);
+    auto part = [&](int i, char* into) -> const char* {
+      if (i == r) return own;
+      x.peers->read(i, addrs[i] + peer_offset + off, into, len);
+      return into;
+    };
+    const char* p0 = part(0, a);
+    const char* p1 = part(1, b);
+    reduce(out + off, p0, p1, elems);
+    for (int i = 2; i < n; ++i) reduce(out + off, out + off, part(i, a), elems);
+  }
+}
+
 }  // namespace
 
 void local_reduce_scatter(const LocalExchange& x, const void* send, void* recv, size_t count,
@@ -199,26 +227,92 @@ void local_reduce_scatter(const LocalExchange& x, const void* send, void* recv, 
   }
   std::vector<uint64_t> addrs;
   exchange_addresses(x, addrs, reinterpret_cast<uintptr_t>(send));
-  const size_t seg = std::max(elem_size, kReduceSegmentBytes / elem_size * elem_size);
-  if (scratch.size() < 3 * seg) scratch.resize(3 * seg);
-  // own: this rank's part (copied, since `out` may be it); a, b: peers'.
-  char* own = scratch.data();
-  char* a = own + seg;
-  char* b = a + seg;
-  for (size_t off = 0; off < bytes; off += seg) {
-    const size_t len = std::min(seg, bytes - off), elems = len / elem_size;
-    std::memcpy(own, in + r * bytes + off, len);
-    auto part = [&](int i, char* into) -> const char* {
-      if (i == r) return own;
-      x.peers->read(i, addrs[i] + r * bytes + off, into, len);
-      return into;
-    };
-    const char* p0 = part(0, a);
-    const char* p1 = part(1, b);
-    reduce(out + off, p0, p1, elems);
-    for (int i = 2; i < n; ++i) reduce(out + off, out + off, part(i, a), elems);
-  }
+  reduce_from_peers(x, addrs, r * bytes, in + r * bytes, out, bytes, elem_size, reduce, scratch);
   if (wait_for_readers) exchange_acks(x);
+}
+
+namespace {
+
+// Non-root ranks send root their address and wait until root says it is
+// done; root gets every address (addrs[p]), runs `work`, then says so.
+template <typename Work>
+void gather_addresses_then(const LocalExchange& x, uint64_t mine, int root, Work&& work) {
+  const int n = x.context->size, r = x.context->rank;
+  std::vector<uint64_t> addrs(n, 0);
+  addrs[r] = mine;
+  auto b = x.context->createUnboundBuffer(addrs.data(), n * sizeof(uint64_t));
+  auto ack = x.context->createUnboundBuffer(nullptr, 0);
+  if (r != root) {
+    ack->recv(root, x.ack_slot, 0, 0);
+    b->send(root, x.address_slot, r * sizeof(uint64_t), sizeof(uint64_t));
+    wait_sends(*b, 1, x.timeout);
+    wait_recvs(*ack, 1, x.timeout);
+    return;
+  }
+  for (int p = 0; p < n; ++p) {
+    if (p != r) b->recv(p, x.address_slot, p * sizeof(uint64_t), sizeof(uint64_t));
+  }
+  wait_recvs(*b, n - 1, x.timeout);
+  work(addrs);
+  for (int p = 0; p < n; ++p) {
+    if (p != r) ack->send(p, x.ack_slot, 0, 0);
+  }
+  wait_sends(*ack, n - 1, x.timeout);
+}
+
+}  // namespace
+
+void local_reduce(const LocalExchange& x, void* data, size_t count, size_t elem_size,
+                  ReduceFn reduce, int root, std::vector<char>& scratch) {
+  const int n = x.context->size;
+  const size_t bytes = count * elem_size;
+  if (n == 1 || bytes == 0) return;
+  char* out = static_cast<char*>(data);
+  gather_addresses_then(x, reinterpret_cast<uintptr_t>(data), root, [&](const std::vector<uint64_t>& addrs) {
+    reduce_from_peers(x, addrs, 0, out, out, bytes, elem_size, reduce, scratch);
+  });
+}
+
+void local_gather(const LocalExchange& x, const void* send, void* recv, size_t bytes, int root) {
+  const int n = x.context->size, r = x.context->rank;
+  if (bytes == 0) return;
+  char* out = static_cast<char*>(recv);
+  gather_addresses_then(x, reinterpret_cast<uintptr_t>(send), root, [&](const std::vector<uint64_t>& addrs) {
+    for (int p = 0; p < n; ++p) {
+      if (p == r) {
+        if (out + r * bytes != send) std::memcpy(out + r * bytes, send, bytes);
+      } else {
+        x.peers->read(p, addrs[p], out + p * bytes, bytes);
+      }
+    }
+  });
+}
+
+void local_scatter(const LocalExchange& x, const void* send, void* recv, size_t bytes, int root) {
+  const int n = x.context->size, r = x.context->rank;
+  if (bytes == 0) return;
+  const char* in = static_cast<const char*>(send);
+  if (r == root && in + r * bytes != recv) std::memcpy(recv, in + r * bytes, bytes);
+  if (n == 1) return;
+  // The reverse of gather: root's address out, every rank reads its part.
+  uint64_t addr = reinterpret_cast<uintptr_t>(send);
+  auto b = x.context->createUnboundBuffer(&addr, sizeof addr);
+  auto ack = x.context->createUnboundBuffer(nullptr, 0);
+  if (r == root) {
+    for (int p = 0; p < n; ++p) {
+      if (p == r) continue;
+      ack->recv(p, x.ack_slot, 0, 0);
+      b->send(p, x.address_slot);
+    }
+    wait_sends(*b, n - 1, x.timeout);
+    wait_recvs(*ack, n - 1, x.timeout);
+  } else {
+    b->recv(root, x.address_slot);
+    wait_recvs(*b, 1, x.timeout);
+    x.peers->read(root, addr + r * bytes, recv, bytes);
+    ack->send(root, x.ack_slot, 0, 0);
+    wait_sends(*ack, 1, x.timeout);
+  }
 }
 
 }  // namespace ccrun::collectives

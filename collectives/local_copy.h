@@ -75,4 +75,16 @@ void local_reduce_scatter(const LocalExchange& x, const void* send, void* recv, 
                           size_t elem_size, ReduceFn reduce, bool wait_for_readers,
                           std::vector<char>& scratch);
 
+// On root, `data` (count elements) becomes the reduction over every rank's
+// `data`, read from the peers in segments; other ranks' buffers are left as
+// they were, and they return once root is done reading them.
+void local_reduce(const LocalExchange& x, void* data, size_t count, size_t elem_size,
+                  ReduceFn reduce, int root, std::vector<char>& scratch);
+
+// Root's `recv` (size x `bytes`) gets rank p's `send` at part p.
+void local_gather(const LocalExchange& x, const void* send, void* recv, size_t bytes, int root);
+
+// Rank p's `recv` (`bytes`) gets part p of root's `send`.
+void local_scatter(const LocalExchange& x, const void* send, void* recv, size_t bytes, int root);
+
 }  // namespace ccrun::collectives
