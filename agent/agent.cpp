@@ -2,36 +2,56 @@
 // workers, and restarts or reports (see include/ccrun/agent.h).
 //
 // One io_context carries every event of a node: worker exits (pidfds),
-// worker output (pipes), stop signals (signal_set) and the rendezvous
-// round's end (posted by the rendezvous watcher thread).
+// worker output (pipes), stop signals (signal_set), the rendezvous round's
+// end (posted by the rendezvous watcher thread) and the completion of store
+// calls. Store calls block (they may wait for other nodes, or reconnect to a
+// store that is gone), so they never run on the io_context's thread: the
+// agent's own sequence (setup, join, leave, close) runs them on a thread of
+// their own while the io_context serves signals (run_off_loop), and calls
+// made while workers run (the exit-barrier mark, a restart request) run as
+// background tasks (StoreTasks). Every store client shares one
+// StoreInterrupt: a stop signal triggers it, so no state (forming, running,
+// stopping, exit barrier, leaving) waits for a store before it can stop.
 //
-// Worker states of one attempt, in order:
-//   kRunning   spawned; output flows through LogMux
-//   kStopping  a failure here or an end of round elsewhere: SIGTERM sent,
-//              SIGKILL after stop_grace
-//   kStopped   every worker reaped; the attempt's outcome is known
+// States of one node, in order:
+//   kForming   joining a rendezvous round (run_off_loop)
+//   kRunning   workers spawned; output flows through LogMux
+//   kStopping  a failure here, an end of round elsewhere or a signal:
+//              SIGTERM sent, SIGKILL after stop_grace
+//   kBarrier   every local worker exited 0; waiting for the other nodes
+//   kLeaving   the job is over here; the hosting node waits for the others
+//              to read the end before it stops serving the store
+//
+// Signals: the first SIGINT/SIGTERM (or --signals-to-handle) stops the job
+// for good, whatever state it is in: the signal goes to the workers, then
+// SIGTERM, then SIGKILL after stop_grace; no restart; exit 128+N. A second
+// signal SIGKILLs the workers at once.
 #include "ccrun/agent.h"
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <utility>
 #include <boost/asio.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <list>
 #include <optional>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "ccrun/error.h"
 #include "ccrun/rendezvous.h"
+#include "ccrun/store_interrupt.h"
 #include "ccrun/store_server.h"
 #include "ccrun/tcp_store.h"
+#include "descendants.h"
 #include "failure_report.h"
 #include "janitor.h"
 #include "log_mux.h"
+#include "run_logs.h"
 #include "worker_env.h"
 #include "worker_group.h"
 
@@ -45,6 +65,8 @@ using rendezvous::RoundEvent;
 using std::chrono::milliseconds;
 
 constexpr uint16_t kDefaultRdzvPort = 29400;
+// How long a signalled agent tries to tell the other nodes it stopped.
+constexpr milliseconds kCloseOnSignalTimeout{3'000};
 
 int64_t now_ms() {
   return std::chrono::duration_cast<milliseconds>(
@@ -81,32 +103,83 @@ std::pair<std::string, uint16_t> split_endpoint(const std::string& ep, uint16_t 
   return {host, port};
 }
 
+std::string random_hex(int words) {
+  std::random_device rd;
+  std::string out;
+  for (int i = 0; i < words; ++i) {
+    char buf[9];
+    std::snprintf(buf, sizeof buf, "%08x", rd());
+    out += buf;
+  }
+  return out;
+}
+
+// Store calls made while the workers run, each on a thread of its own, so
+// that the io_context never blocks on the store. Their completions are
+// posted back to the io_context. join() waits for all of them.
+class StoreTasks {
+ public:
+  explicit StoreTasks(asio::io_context& io) : io_(io) {}
+  ~StoreTasks() { join(); }
+
+  // Runs `call` on a new thread; `on_error` runs on the io_context with the
+  // message when it throws (InterruptedError is not an error: the agent
+  // interrupted it on purpose).
+  void run(std::function<void()> call, std::function<void(const std::string&)> on_error) {
+    threads_.emplace_back([this, call = std::move(call), on_error = std::move(on_error)] {
+      try {
+        call();
+      } catch (const InterruptedError&) {
+      } catch (const std::exception& e) {
+        std::string what = e.what();
+        asio::post(io_, [on_error, what] { on_error(what); });
+      }
+    });
+  }
+
+  void join() {
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+    threads_.clear();
+  }
+
+ private:
+  asio::io_context& io_;
+  std::list<std::thread> threads_;
+};
+
 class Agent {
  public:
-  explicit Agent(const JobSpec& spec) : spec_(spec), signals_(io_) {}
+  explicit Agent(const JobSpec& spec)
+      : spec_(spec), signals_(io_), agent_token_(random_hex(4)) {}
 
   int run() {
-    Janitor::instance();  // forked before any thread of ours exists
+    Janitor::start(agent_token_);  // forked before any thread of ours exists
     setup_signals();
-    try {
-      setup_store();
-    } catch (const Error& e) {
-      std::fprintf(stderr, "ccrun: %s\n", e.what());
-      return 1;
-    }
+    interrupt_ = std::make_shared<rendezvous::StoreInterrupt>();
     if (spec_.nproc_per_node > 1 && !std::getenv("OMP_NUM_THREADS")) {
       std::fprintf(stderr,
                    "ccrun: setting OMP_NUM_THREADS environment variable for each process to "
                    "be 1 in default, to avoid your system being overloaded, please further "
                    "tune the variable for optimal performance in your application as needed.\n");
     }
-    int status = loop();
+    int status = 1;
+    try {
+      status = loop();
+    } catch (const InterruptedError&) {
+      status = exit_signalled();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ccrun: %s\n", e.what());
+      status = signalled_ ? exit_signalled() : 1;
+    }
     cleanup();
     return status;
   }
 
  private:
   enum class Outcome { kSucceeded, kFailedHere, kRoundEnded, kSignalled };
+  enum class State { kForming, kRunning, kStopping, kBarrier, kLeaving };
 
   void setup_signals() {
     std::vector<std::string> names = spec_.signals_to_handle;
@@ -129,12 +202,24 @@ class Agent {
     });
   }
 
+  // Every state reacts here: store calls in flight are interrupted, the
+  // workers stop, and the attempt's outcome is kSignalled (never a restart).
   void on_signal(int signo) {
-    if (signalled_ == 0) {
-      spdlog::warn("ccrun: received {}; stopping the workers (SIGKILL after {}s)",
-                   signal_name(signo), spec_.stop_grace.count() / 1000);
+    if (signalled_ != 0) {
+      spdlog::warn("ccrun: received {} again; killing the workers now", signal_name(signo));
+      signalled_again_ = true;
+      interrupt_->trigger();
+      if (group_) group_->kill_now();
+      return;
     }
     signalled_ = signo;
+    spdlog::warn("ccrun: received {} while {}; stopping{}", signal_name(signo), state_name(),
+                 group_ && group_->running() > 0
+                     ? " the workers (SIGKILL after " +
+                           std::to_string(spec_.stop_grace.count() / 1000) + "s)"
+                     : "");
+    interrupt_->trigger();
+    stopping_ = true;
     if (group_ && group_->running() > 0) {
       // Forward the signal itself first; SIGTERM and then SIGKILL follow.
       group_->signal_all(signo);
@@ -142,6 +227,54 @@ class Agent {
     } else {
       finish(Outcome::kSignalled);
     }
+  }
+
+  const char* state_name() const {
+    switch (state_) {
+      case State::kForming: return "waiting for the other nodes";
+      case State::kRunning: return "running the workers";
+      case State::kStopping: return "stopping the workers";
+      case State::kBarrier: return "waiting at the exit barrier";
+      case State::kLeaving: return "leaving the job";
+    }
+    return "running";
+  }
+
+  // Runs `fn` on a thread of its own while the io_context serves signals
+  // and whatever else is pending; rethrows what `fn` threw. A signal
+  // interrupts the store calls of `fn` (InterruptedError).
+  void run_off_loop(const std::function<void()>& fn) {
+    std::exception_ptr error;
+    bool done = false;
+    std::thread t([&] {
+      try {
+        fn();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      asio::post(io_, [&done] { done = true; });
+    });
+    io_.restart();
+    while (!done) io_.run_one();
+    t.join();
+    if (error) std::rethrow_exception(error);
+  }
+
+  // Like run_off_loop for best-effort calls after a stop: bounded by
+  // `timeout` (then interrupted) and by a further signal.
+  void run_bounded(const std::function<void()>& fn, milliseconds timeout) {
+    interrupt_->reset();
+    if (signalled_again_) return;
+    asio::steady_timer deadline(io_, timeout);
+    deadline.async_wait([this](boost::system::error_code ec) {
+      if (!ec) interrupt_->trigger();
+    });
+    try {
+      run_off_loop(fn);
+    } catch (const std::exception& e) {
+      spdlog::debug("ccrun: {}", e.what());
+    }
+    deadline.cancel();
   }
 
   void setup_store() {
@@ -185,22 +318,31 @@ class Agent {
         port = server->port();
         server_ = std::move(server);
       } catch (const Error& e) {
-        // With c10d, another agent of this machine may host it already.
+        // With c10d, another agent of this machine may host it already:
+        // that is normal, not an error.
         if (r.backend == "static" || spec_.standalone || r.is_host.value_or(false)) throw;
-        spdlog::info("ccrun: not hosting the store ({}); joining it as a client", e.what());
+        spdlog::debug("ccrun: another process serves {}:{} ({}); joining it as a client", host,
+                      port, e.what());
       }
     }
     store_opts_.host = host;
     store_opts_.port = port;
     store_opts_.token = token;
     store_opts_.timeout = std::max(r.read_timeout, milliseconds(1000));
-    store_opts_.connect_timeout = r.join_timeout;
-    store_ = std::make_shared<rendezvous::TcpStore>(store_opts_);
-    store_->set_timeout(r.join_timeout);
-    local_addr_ = spec_.local_addr.empty() ? store_->local_address() : spec_.local_addr;
+    store_opts_.interrupt = interrupt_;
+    // The first connection may wait for a store that starts later (another
+    // node's agent); once it answered, a store that stops answering for the
+    // keep-alive window is lost.
+    auto first = store_opts_;
+    first.connect_timeout = r.join_timeout;
+    store_opts_.connect_timeout = r.keep_alive_interval * r.keep_alive_max_attempt;
+    {
+      rendezvous::TcpStore store(first);
+      local_addr_ = spec_.local_addr.empty() ? store.local_address() : spec_.local_addr;
+    }
     gloo_ifname_ = interface_of(local_addr_);
 
-    run_id_ = spec_.standalone && r.id == "none" ? random_id() : r.id;
+    run_id_ = spec_.standalone && r.id == "none" ? random_hex(2) : r.id;
     rendezvous::RendezvousOptions ro;
     ro.run_id = run_id_;
     ro.backend = spec_.standalone ? "c10d" : r.backend;
@@ -217,70 +359,55 @@ class Agent {
     ro.keep_alive_interval = r.keep_alive_interval;
     ro.keep_alive_max_attempt = r.keep_alive_max_attempt;
     auto opts = store_opts_;
-    rdzv_ = rendezvous::create_rendezvous_handler(ro, [opts] {
-      auto s = std::make_shared<rendezvous::TcpStore>(opts);
-      return s;
-    });
+    rdzv_ = rendezvous::create_rendezvous_handler(
+        ro, [opts] { return std::make_shared<rendezvous::TcpStore>(opts); });
   }
 
-  static std::string random_id() {
-    std::random_device rd;
-    char buf[17];
-    std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
-    return buf;
+  // Where the store is, from the spec alone (before setup_store ran).
+  std::string store_address_hint() const {
+    if (spec_.rdzv.backend == "static") {
+      return spec_.master_addr + ":" + std::to_string(spec_.master_port);
+    }
+    return spec_.rdzv.endpoint;
   }
 
-  // Blocks in next_rendezvous on a thread while signals are still served.
-  std::optional<RendezvousInfo> rendezvous_round(std::exception_ptr& error) {
-    std::optional<RendezvousInfo> result;
-    std::atomic<bool> done{false};
-    std::thread t([&] {
-      try {
-        result = rdzv_->next_rendezvous();
-      } catch (...) {
-        error = std::current_exception();
-      }
-      done = true;
-      asio::post(io_, [this] { io_.stop(); });
-    });
-    io_.restart();
-    while (!done && signalled_ == 0) {
-      io_.run();
-      io_.restart();
-    }
-    if (!done) {
-      t.detach();  // blocked in the store; the process exits now
-      return std::nullopt;
-    }
-    t.join();
-    return result;
+  std::string store_endpoint() const {
+    bool v6 = store_opts_.host.find(':') != std::string::npos;
+    return (v6 ? "[" + store_opts_.host + "]" : store_opts_.host) + ":" +
+           std::to_string(store_opts_.port);
   }
 
   int loop() {
+    state_ = State::kForming;
+    // A store that does not answer at once (another node's agent starts
+    // later, a host name that does not resolve yet) is said, once.
+    asio::steady_timer slow(io_, std::chrono::seconds(5));
+    slow.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      spdlog::warn("ccrun: no answer yet from the store at {}; retrying for up to {}s "
+                   "(--rdzv-conf join_timeout)",
+                   spec_.standalone ? "127.0.0.1" : store_address_hint(),
+                   spec_.rdzv.join_timeout.count() / 1000);
+    });
+    run_off_loop([this] { setup_store(); });
+    slow.cancel();
+    logs_dir_ = std::make_unique<RunLogs>(spec_.logs.log_dir, run_id_);
+    if (logs_dir_->kept()) spdlog::info("ccrun: logs in {}", logs_dir_->root().string());
     int restarts_left = spec_.max_restarts;
     for (;;) {
-      std::exception_ptr error;
-      auto info = rendezvous_round(error);
-      if (signalled_) return exit_signalled();
-      if (error) {
-        try {
-          std::rethrow_exception(error);
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "ccrun: %s\n", e.what());
-        }
-        return 1;
-      }
-      info_ = *info;
+      state_ = State::kForming;
+      run_off_loop([this] { info_ = rdzv_->next_rendezvous(); });
       spdlog::info("ccrun: attempt {} (round {}): node {} of {}, ranks {}..{} of {}, master {}:{}",
                    restart_count_, info_.round, info_.node_rank, info_.num_nodes,
                    info_.rank_offset, info_.rank_offset + spec_.nproc_per_node - 1,
                    info_.world_size, info_.master_addr, info_.master_port);
       Outcome outcome = run_attempt();
+      if (outcome == Outcome::kSignalled || signalled_) return exit_signalled();
       if (outcome == Outcome::kSucceeded) {
-        rdzv_->leave(server_ != nullptr, milliseconds(60'000));
+        state_ = State::kLeaving;
+        run_off_loop([this] { rdzv_->leave(server_ != nullptr, milliseconds(60'000)); });
         return 0;
       }
-      if (outcome == Outcome::kSignalled) return exit_signalled();
 
       RoundEvent ev;
       ev.kind = RoundEvent::Kind::kRestartRequested;  // a failure here
@@ -313,16 +440,22 @@ class Agent {
         case RoundEvent::Kind::kClosed:
           fatal = ev.detail.empty() ? "the job was stopped on another node" : ev.detail;
           break;
+        case RoundEvent::Kind::kStoreLost:
+          return store_lost(ev.detail);
         default:
           break;
       }
       if (fatal.empty() && counts && restarts_left == 0) {
         fatal = "no restarts left (--max-restarts " + std::to_string(spec_.max_restarts) + ")";
       }
+      collect_failures();
       if (!fatal.empty()) {
         report(fatal);
-        rdzv_->set_closed(fatal);
-        rdzv_->leave(server_ != nullptr, milliseconds(10'000));
+        state_ = State::kLeaving;
+        run_off_loop([&] {
+          rdzv_->set_closed(fatal);
+          rdzv_->leave(server_ != nullptr, milliseconds(10'000));
+        });
         return 1;
       }
       if (counts) {
@@ -335,55 +468,63 @@ class Agent {
     }
   }
 
+  // The store stopped answering for the keep-alive window: nothing can be
+  // agreed with the other nodes any more, so this node ends now.
+  int store_lost(const std::string& detail) {
+    std::string what = lost_in_barrier_
+                           ? "at the exit barrier (this node's workers all exited 0; the other "
+                             "nodes' outcome is unknown)"
+                           : "while the workers ran";
+    std::fprintf(stderr,
+                 "ccrun: lost the store %s %s: %s; no answer for %llds, giving up. Was "
+                 "ccrun-rendezvous (or the agent hosting the store) stopped? A restarted "
+                 "ccrun-rendezvous starts empty; restart the job.\n",
+                 store_endpoint().c_str(), what.c_str(), detail.c_str(),
+                 static_cast<long long>(
+                     (spec_.rdzv.keep_alive_interval * spec_.rdzv.keep_alive_max_attempt).count() /
+                     1000));
+    collect_failures_local();
+    if (!all_failures_.empty()) report("lost the store " + store_endpoint());
+    return 1;
+  }
+
   int exit_signalled() {
-    try {
-      rdzv_->set_closed("ccrun received " + signal_name(signalled_) + " on node " +
-                        std::to_string(info_.node_rank));
-    } catch (const Error&) {
+    std::string reason = "ccrun received " + signal_name(signalled_) + " on node " +
+                         std::to_string(info_.node_rank);
+    if (rdzv_) {
+      state_ = State::kLeaving;
+      run_bounded([&] { rdzv_->set_closed(reason); }, kCloseOnSignalTimeout);
     }
     return 128 + signalled_;
-  }
-
-  fs::path attempt_dir() const {
-    return logs_root() / ("attempt_" + std::to_string(restart_count_));
-  }
-
-  fs::path logs_root() const {
-    if (!spec_.logs.log_dir.empty()) return fs::path(spec_.logs.log_dir) / run_id_;
-    return tmp_root();
-  }
-
-  const fs::path& tmp_root() const {
-    if (tmp_dir_.empty()) {
-      std::string tmpl = (fs::temp_directory_path() / "ccrun-XXXXXX").string();
-      if (mkdtemp(tmpl.data())) tmp_dir_ = tmpl;
-    }
-    return tmp_dir_;
   }
 
   Outcome run_attempt() {
     event_.reset();
     local_failures_.clear();
     outcome_.reset();
-    stopping_ = false;
+    stopping_ = signalled_ != 0;
+    lost_in_barrier_ = false;
     exited_ok_ = 0;
+    ++generation_;
+    state_ = State::kRunning;
     logs_ = std::make_unique<LogMux>(io_);
-    group_ = std::make_unique<WorkerGroup>(io_, *logs_);
+    group_ = std::make_unique<WorkerGroup>(io_, *logs_, agent_token_);
+    tasks_ = std::make_unique<StoreTasks>(io_);
     EnvContext ctx{&spec_, &info_, run_id_, restart_count_, store_opts_.host,
                    store_opts_.port, gloo_ifname_};
-    bool files = !spec_.logs.log_dir.empty();
+    bool files = logs_dir_->kept();
     std::vector<WorkerSpec> specs;
     for (int lr = 0; lr < spec_.nproc_per_node; ++lr) {
       WorkerSpec w;
       w.local_rank = lr;
       w.rank = info_.rank_offset + lr;
-      fs::path dir = attempt_dir() / std::to_string(w.rank);
-      std::error_code ec;
-      fs::create_directories(dir, ec);
+      fs::path dir = logs_dir_->rank_dir(restart_count_, w.rank);
       std::string error_file = (dir / "error.json").string();
+      std::error_code ec;
       fs::remove(error_file, ec);
       w.argv = spec_.entrypoint;
       w.env = worker_environment(ctx, lr, error_file);
+      w.env.push_back(std::string(kAgentTokenVar) + "=" + agent_token_);
       auto bits = [&](const std::map<int, int>& m, int def) {
         auto it = m.find(lr);
         return it == m.end() ? def : it->second;
@@ -396,24 +537,35 @@ class Agent {
       w.err = {prefix, shown && !(redirect & 2), 2, files ? (dir / "stderr.log").string() : ""};
       specs.push_back(std::move(w));
     }
-    try {
-      group_->start(specs, [this](const WorkerExit& e) { on_worker_exit(e); });
-    } catch (const Error& e) {
-      std::fprintf(stderr, "ccrun: %s\n", e.what());
-      Failure f = node_failure(e.what());
-      local_failures_.push_back(f);
-      rdzv_->request_restart(f.to_json());
-      outcome_ = Outcome::kFailedHere;
+    if (signalled_) {
+      outcome_ = Outcome::kSignalled;
+    } else {
+      try {
+        group_->start(specs, [this](const WorkerExit& e) { on_worker_exit(e); });
+      } catch (const Error& e) {
+        std::fprintf(stderr, "ccrun: %s\n", e.what());
+        Failure f = node_failure(e.what());
+        local_failures_.push_back(f);
+        tell_restart(f);
+        stopping_ = true;
+        group_->stop(spec_.stop_grace, [this] { finish(Outcome::kFailedHere); });
+      }
     }
-    rdzv_->watch([this](const RoundEvent& ev) {
-      asio::post(io_, [this, ev] { on_round_event(ev); });
+    int gen = generation_;
+    rdzv_->watch([this, gen](const RoundEvent& ev) {
+      asio::post(io_, [this, gen, ev] {
+        if (gen == generation_) on_round_event(ev);
+      });
     });
     io_.restart();
-    while (!outcome_) {
-      io_.run();
-      io_.restart();
-    }
-    rdzv_->shutdown();
+    while (!outcome_) io_.run_one();
+    // The watcher and the store tasks may be blocked on the store: wait for
+    // them while signals are still served (a signal interrupts them).
+    run_off_loop([this] {
+      rdzv_->shutdown();
+      tasks_->join();
+    });
+    if (signalled_) outcome_ = Outcome::kSignalled;
     Outcome o = *outcome_;
     group_.reset();
     return o;
@@ -430,20 +582,30 @@ class Agent {
     return f;
   }
 
+  void tell_restart(const Failure& f) {
+    std::string json = f.to_json();
+    tasks_->run([this, json] { rdzv_->request_restart(json); },
+                [](const std::string& what) {
+                  spdlog::error("ccrun: cannot tell the other nodes: {}", what);
+                });
+  }
+
   void on_worker_exit(const WorkerExit& e) {
     if (!e.failed()) {
       if (++exited_ok_ == spec_.nproc_per_node && !stopping_) {
-        try {
-          rdzv_->mark_done();
-        } catch (const Error& err) {
-          spdlog::error("ccrun: exit barrier: {}", err.what());
-        }
+        state_ = State::kBarrier;
+        lost_in_barrier_ = true;
+        tasks_->run([this] { rdzv_->mark_done(); },
+                    [](const std::string& what) {
+                      // The watcher tells it again while the store lives.
+                      spdlog::warn("ccrun: exit barrier: {}; trying again", what);
+                    });
       }
       return;
     }
     if (stopping_) return;  // stopped by us: not a root cause
-    Failure f = node_failure(
-        read_error_file((attempt_dir() / std::to_string(e.rank) / "error.json").string()));
+    Failure f = node_failure(read_error_file(
+        (logs_dir_->rank_dir(restart_count_, e.rank) / "error.json").string()));
     f.rank = e.rank;
     f.local_rank = e.local_rank;
     f.pid = e.pid;
@@ -455,11 +617,8 @@ class Agent {
     spdlog::error("ccrun: worker rank {} (pid {}) failed: {}", e.rank, e.pid,
                   e.signal ? signal_name(e.signal) : "exit code " + std::to_string(e.exit_code));
     stopping_ = true;
-    try {
-      rdzv_->request_restart(f.to_json());
-    } catch (const Error& err) {
-      spdlog::error("ccrun: cannot tell the other nodes: {}", err.what());
-    }
+    state_ = State::kStopping;
+    tell_restart(f);
     group_->stop(spec_.stop_grace, [this] { finish(Outcome::kFailedHere); });
   }
 
@@ -472,65 +631,92 @@ class Agent {
     }
     if (stopping_) return;
     stopping_ = true;
+    state_ = State::kStopping;
     group_->stop(spec_.stop_grace, [this] { finish(Outcome::kRoundEnded); });
   }
 
   void finish(Outcome o) {
     if (!outcome_) outcome_ = o;
-    io_.stop();
+  }
+
+  // The failures of the attempt that just ended, kept for the report.
+  void collect_failures() {
+    std::vector<std::string> records;
+    try {
+      run_off_loop([&] { records = rdzv_->failures(); });
+    } catch (const InterruptedError&) {
+      throw;
+    } catch (const Error& e) {
+      spdlog::warn("ccrun: cannot read the other nodes' failures: {}", e.what());
+    }
+    if (records.empty()) {
+      collect_failures_local();
+      return;
+    }
+    last_failures_.clear();
+    for (const auto& j : records) last_failures_.push_back(Failure::from_json(j));
+    all_failures_.insert(all_failures_.end(), last_failures_.begin(), last_failures_.end());
+  }
+
+  void collect_failures_local() {
+    last_failures_ = local_failures_;
+    all_failures_.insert(all_failures_.end(), local_failures_.begin(), local_failures_.end());
+    local_failures_.clear();
   }
 
   void report(const std::string& reason) {
-    std::vector<Failure> all;
-    try {
-      for (const auto& j : rdzv_->failures()) all.push_back(Failure::from_json(j));
-    } catch (const Error&) {
-      all = local_failures_;
-    }
-    if (all.empty() && dead_node_) {
+    std::vector<Failure> final = last_failures_;
+    if (final.empty() && dead_node_) {
       Failure f;
       f.node_rank = dead_node_->node_rank;
       f.message = dead_node_->detail;
       f.time_ms = now_ms();
       f.attempt = restart_count_;
-      all.push_back(f);
+      final.push_back(f);
+      all_failures_.push_back(f);
     }
-    std::string text = format_report(run_id_, all);
+    std::string text = format_report(run_id_, final);
     std::fprintf(stderr, "%s  reason    : %s\n", text.c_str(), reason.c_str());
-    if (!spec_.logs.log_dir.empty()) {
-      std::ofstream(logs_root() / "failure_report.json") << report_json(run_id_, all) << "\n";
+    if (logs_dir_ && logs_dir_->kept()) {
+      logs_dir_->write_file("failure_report.json",
+                            report_json(run_id_, final, all_failures_, reason) + "\n");
     }
   }
 
   void cleanup() {
+    group_.reset();
+    tasks_.reset();
     rdzv_.reset();
     if (server_) server_->stop();
-    if (!tmp_dir_.empty()) {
-      std::error_code ec;
-      fs::remove_all(tmp_dir_, ec);
-    }
+    logs_dir_.reset();
   }
 
   const JobSpec& spec_;
   asio::io_context io_{1};
   asio::signal_set signals_;
   int signalled_ = 0;
+  bool signalled_again_ = false;
+  std::string agent_token_;
+  std::shared_ptr<rendezvous::StoreInterrupt> interrupt_;
+  State state_ = State::kForming;
 
   std::unique_ptr<rendezvous::StoreServer> server_;
   rendezvous::TcpStoreOptions store_opts_;
-  std::shared_ptr<rendezvous::TcpStore> store_;
   std::unique_ptr<rendezvous::RendezvousHandler> rdzv_;
-  std::string run_id_, local_addr_, gloo_ifname_;
-  mutable fs::path tmp_dir_;
+  std::string run_id_ = "none", local_addr_, gloo_ifname_;
+  std::unique_ptr<RunLogs> logs_dir_;
 
   RendezvousInfo info_;
   int restart_count_ = 0;
+  int generation_ = 0;  // attempts started; stale round events are dropped
   std::unique_ptr<LogMux> logs_;
   std::unique_ptr<WorkerGroup> group_;
+  std::unique_ptr<StoreTasks> tasks_;
   std::optional<Outcome> outcome_;
   std::optional<RoundEvent> event_, dead_node_;
-  std::vector<Failure> local_failures_;
+  std::vector<Failure> local_failures_, last_failures_, all_failures_;
   bool stopping_ = false;
+  bool lost_in_barrier_ = false;
   int exited_ok_ = 0;
 };
 

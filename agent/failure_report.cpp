@@ -131,11 +131,16 @@ std::string format_report(const std::string& run_id, std::vector<Failure> failur
   return o.str();
 }
 
-std::string report_json(const std::string& run_id, std::vector<Failure> failures) {
-  sort_by_time(failures);
-  json j{{"run_id", run_id}, {"failures", json::array()}};
-  for (const auto& f : failures) j["failures"].push_back(json::parse(f.to_json()));
-  if (!failures.empty()) j["root_cause"] = json::parse(failures[0].to_json());
+std::string report_json(const std::string& run_id, std::vector<Failure> final,
+                        std::vector<Failure> all, const std::string& reason) {
+  sort_by_time(final);
+  sort_by_time(all);
+  json j{{"run_id", run_id}, {"reason", reason}, {"failures", json::array()}};
+  for (const auto& f : all) j["failures"].push_back(json::parse(f.to_json()));
+  if (!final.empty()) j["root_cause"] = json::parse(final[0].to_json());
+  int attempts = 0;
+  for (const auto& f : all) attempts = std::max(attempts, f.attempt + 1);
+  j["attempts"] = attempts;
   return j.dump(2);
 }
 

@@ -39,6 +39,10 @@ std::string read_error_file(const std::string& path);
 
 // The report: root cause first. `failures` may be in any order.
 std::string format_report(const std::string& run_id, std::vector<Failure> failures);
-std::string report_json(const std::string& run_id, std::vector<Failure> failures);
+// The JSON report: `final` are the failures of the attempt that ended the
+// job (its root cause first), `all` every failure of every attempt, oldest
+// first; `reason` why the job was not restarted again.
+std::string report_json(const std::string& run_id, std::vector<Failure> final,
+                        std::vector<Failure> all, const std::string& reason);
 
 }  // namespace ccrun::agent

@@ -2,6 +2,8 @@
 // a positive one tracks that process group, a negative one forgets -value.
 #include "janitor.h"
 
+#include "descendants.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -16,7 +18,7 @@ namespace {
 
 constexpr int kMaxGroups = 65536;
 
-[[noreturn]] void janitor_main(int fd) {
+[[noreturn]] void janitor_main(int fd, const char* token) {
   prctl(PR_SET_NAME, "ccrun-janitor");
   // Its own process group: a signal to the agent's group leaves it alive
   // to clean up.
@@ -56,17 +58,24 @@ constexpr int kMaxGroups = 65536;
     break;  // EOF: the agent is gone
   }
   for (int i = 0; i < count; ++i) kill(-groups[i], SIGKILL);
+  kill_token_holders(token);
   _exit(0);
 }
 
+Janitor* g_janitor = nullptr;
+
 }  // namespace
 
-Janitor& Janitor::instance() {
-  static Janitor j;
-  return j;
+void Janitor::start(const std::string& agent_token) {
+  if (!g_janitor) g_janitor = new Janitor(agent_token);  // lives as long as the agent
 }
 
-Janitor::Janitor() {
+Janitor& Janitor::instance() {
+  if (!g_janitor) start("");  // a program that runs no agent (tests): groups only
+  return *g_janitor;
+}
+
+Janitor::Janitor(const std::string& agent_token) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return;
   pid_t pid = fork();
@@ -74,7 +83,7 @@ Janitor::Janitor() {
     ::close(fds[1]);
     if (fds[0] != 3) dup2(fds[0], 3);
     syscall(SYS_close_range, 4u, ~0u, 0u);
-    janitor_main(3);
+    janitor_main(3, agent_token.c_str());
   }
   ::close(fds[0]);
   pipe_fd_ = pid > 0 ? fds[1] : -1;

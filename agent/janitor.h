@@ -5,25 +5,32 @@
 // processes). The janitor is a small process forked once per agent: the
 // agent tells it, through a pipe, each worker process group it starts and
 // each it has reaped; when the pipe reaches EOF (the agent is gone, however
-// it died) the janitor SIGKILLs every group still listed, then exits.
+// it died) the janitor SIGKILLs every group still listed, then every process
+// that carries the agent's token (descendants.h: those that left their
+// worker's group with setsid or setpgid), then exits.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #include <sys/types.h>
 
+#include <string>
+
 namespace ccrun::agent {
 
 class Janitor {
  public:
-  // The agent's janitor, started on first use.
+  // Forks the agent's janitor; call once, before any thread exists.
+  // `agent_token` is the CCRUN_AGENT_TOKEN value of this agent's workers.
+  static void start(const std::string& agent_token);
+  // The agent's janitor (start() must have run).
   static Janitor& instance();
 
   void track(pid_t pgid);    // a worker group now exists
   void untrack(pid_t pgid);  // it was reaped; forget it
 
  private:
-  Janitor();
+  explicit Janitor(const std::string& agent_token);
   void send(int32_t value);
   int pipe_fd_ = -1;
 };

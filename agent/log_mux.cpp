@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstdio>
 #include <cerrno>
 #include <cstring>
 
@@ -15,14 +16,18 @@ namespace asio = boost::asio;
 namespace {
 constexpr size_t kTailLines = 12;
 
-void write_all(int fd, const std::string& s) {
+constexpr const char* kSplitMarker = " [ccrun: line longer than 1 MiB, continued]";
+
+// 0, or the errno of the write that failed.
+int write_all(int fd, const std::string& s) {
   size_t done = 0;
   while (done < s.size()) {
     ssize_t n = ::write(fd, s.data() + done, s.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // a closed console must not stop the job
+    if (n <= 0) return n < 0 ? errno : ENOSPC;
     done += size_t(n);
   }
+  return 0;
 }
 }  // namespace
 
@@ -68,6 +73,11 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
       start = i + 1;
     }
     partial.append(data + start, n - start);
+    while (partial.size() >= LogMux::kMaxLineBytes) {
+      std::string piece = partial.substr(0, LogMux::kMaxLineBytes);
+      partial.erase(0, LogMux::kMaxLineBytes);
+      emit(piece + kSplitMarker);
+    }
   }
 
   void emit(const std::string& line) {
@@ -76,8 +86,16 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
     out += options.prefix;
     out += line;
     out += '\n';
-    if (options.to_console) write_all(options.console_fd, out);
-    if (file_fd >= 0) write_all(file_fd, line + "\n");
+    // A closed console must not stop the job: its errors are ignored.
+    if (options.to_console) (void)write_all(options.console_fd, out);
+    if (file_fd >= 0) {
+      if (int err = write_all(file_fd, line + "\n"); err != 0) {
+        std::fprintf(stderr, "ccrun: cannot write %s: %s; its later lines are not saved\n",
+                     options.file.c_str(), std::strerror(err));
+        ::close(file_fd);
+        file_fd = -1;
+      }
+    }
     tail.push_back(line);
     if (tail.size() > kTailLines) tail.pop_front();
   }
@@ -96,6 +114,14 @@ int LogMux::add(int fd, StreamOptions options, std::function<void()> on_closed) 
   streams_.push_back(s);
   s->read();
   return int(streams_.size() - 1);
+}
+
+void LogMux::close_all() {
+  for (auto& s : streams_) {
+    s->on_closed = nullptr;
+    boost::system::error_code ec;
+    s->pipe.close(ec);
+  }
 }
 
 std::string LogMux::tail(int id) const {

@@ -5,7 +5,10 @@
 // one write() call, prefixed "[rank]:", to the agent's own stdout/stderr
 // (unless redirected or filtered out) and to the rank's log files. Lines of
 // different ranks never mix inside a line; a last line without '\n' is
-// written when its pipe closes.
+// written when its pipe closes. A line longer than kMaxLineBytes is written
+// in pieces of that size, each ending in a marker, so one worker printing
+// without newlines cannot exhaust the agent's memory. A log file that
+// cannot be written (a full disk) is reported once on stderr.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -28,7 +31,12 @@ struct StreamOptions {
 
 class LogMux {
  public:
+  static constexpr size_t kMaxLineBytes = 1 << 20;
+
   explicit LogMux(boost::asio::io_context& io) : io_(io) {}
+  ~LogMux() { close_all(); }
+  LogMux(const LogMux&) = delete;  // owns pipes
+  LogMux& operator=(const LogMux&) = delete;
 
   // Starts reading `fd` (takes ownership). `on_closed` runs at EOF, after the
   // last line was written. The last `tail_lines` lines are kept for
@@ -37,6 +45,10 @@ class LogMux {
 
   // The last lines read from stream `id`, oldest first.
   std::string tail(int id) const;
+
+  // Stops reading every stream now: pending reads are cancelled and no
+  // on_closed callback runs any more (their owner is going away).
+  void close_all();
 
  private:
   struct Stream;

@@ -39,9 +39,11 @@ std::vector<std::string> worker_environment(const EnvContext& c, int local_rank,
   set("TORCHELASTIC_RUN_ID", c.run_id);
   set("TORCHELASTIC_USE_AGENT_STORE", info.use_agent_store ? "True" : "False");
   set("TORCHELASTIC_ERROR_FILE", error_file);
-  set("TORCH_NCCL_ASYNC_ERROR_HANDLING", env.count("TORCH_NCCL_ASYNC_ERROR_HANDLING")
-                                              ? env["TORCH_NCCL_ASYNC_ERROR_HANDLING"]
-                                              : "1");
+  // torch 2.x reads TORCH_NCCL_ASYNC_ERROR_HANDLING, torch 1.13 the older
+  // name; torchrun sets each to 1 unless the user did.
+  for (const char* name : {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"}) {
+    if (!env.count(name)) set(name, "1");
+  }
   if (nproc > 1 && !env.count("OMP_NUM_THREADS")) set("OMP_NUM_THREADS", "1");
   if (!c.gloo_ifname.empty() && !env.count("GLOO_SOCKET_IFNAME")) {
     set("GLOO_SOCKET_IFNAME", c.gloo_ifname);

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "ccrun/error.h"
+#include "descendants.h"
 #include "janitor.h"
 
 namespace ccrun::agent {
@@ -78,14 +79,21 @@ void write_str(int fd, const char* s) {
 }  // namespace
 
 WorkerGroup::~WorkerGroup() {
+  if (kill_timer_) kill_timer_->cancel();
   for (auto& w : workers_) {
+    boost::system::error_code ec;
+    w->pidfd.close(ec);  // its pending wait completes as aborted
     if (!w->reaped) {
       ::kill(-w->pid, SIGKILL);
       ::kill(w->pid, SIGKILL);
       int status;
       waitpid(w->pid, &status, 0);
+      Janitor::instance().untrack(w->pid);
     }
   }
+  // Pipe callbacks point at this group: none may run after it is gone.
+  logs_.close_all();
+  if (!agent_token_.empty()) kill_token_holders(agent_token_.c_str());
 }
 
 void WorkerGroup::start(const std::vector<WorkerSpec>& specs,
@@ -164,6 +172,7 @@ void WorkerGroup::maybe_finish(const std::shared_ptr<Worker>& w) {
   if (on_exit_) on_exit_(w->exit);
   bool all = true;
   for (auto& x : workers_) all = all && x->reported;
+  if (all && !agent_token_.empty()) kill_token_holders(agent_token_.c_str());
   if (all && stopped_) {
     if (kill_timer_) kill_timer_->cancel();
     auto done = std::move(stopped_);
@@ -185,7 +194,9 @@ void WorkerGroup::stop(std::chrono::milliseconds grace, std::function<void()> do
     asio::post(io_, std::move(done));
     return;
   }
+  bool under_way = stopped_ != nullptr;
   stopped_ = std::move(done);
+  if (under_way) return;
   signal_all(SIGTERM);
   kill_timer_ = std::make_unique<asio::steady_timer>(io_, grace);
   kill_timer_->async_wait([this](boost::system::error_code ec) {

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <utility>
@@ -50,8 +51,13 @@ struct WorkerExit {
 
 class WorkerGroup {
  public:
-  WorkerGroup(boost::asio::io_context& io, LogMux& logs) : io_(io), logs_(logs) {}
-  ~WorkerGroup();  // SIGKILLs what still runs
+  // `agent_token`: the CCRUN_AGENT_TOKEN in the workers' environment (see
+  // descendants.h); "" when none.
+  WorkerGroup(boost::asio::io_context& io, LogMux& logs, std::string agent_token = "")
+      : io_(io), logs_(logs), agent_token_(std::move(agent_token)) {}
+  // SIGKILLs what still runs, descendants included, and cancels every
+  // pending handler of the group (no callback runs after this).
+  ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;  // owns processes
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
@@ -65,8 +71,13 @@ class WorkerGroup {
   void signal_all(int sig);
 
   // SIGTERM to every running worker, SIGKILL to those left after `grace`;
-  // `done` runs once none is left (at once when none runs).
+  // `done` runs once none is left (at once when none runs), after every
+  // descendant that carries the agent's token was killed too. A stop while
+  // one is under way only replaces `done`: the grace period keeps running.
   void stop(std::chrono::milliseconds grace, std::function<void()> done);
+
+  // SIGKILL to every running worker's group now (a second Ctrl-C).
+  void kill_now() { signal_all(SIGKILL); }
 
   size_t running() const { return running_; }
 
@@ -82,6 +93,7 @@ class WorkerGroup {
   size_t running_ = 0;
   std::unique_ptr<boost::asio::steady_timer> kill_timer_;
   std::function<void()> stopped_;
+  std::string agent_token_;
 };
 
 }  // namespace ccrun::agent

@@ -21,6 +21,11 @@
 // that did not move for keep_alive_max_attempt intervals marks its node
 // dead. Between beats the thread is parked in a store wait on round/R/end,
 // so any end (a failure, a death, the exit barrier) reaches it at once.
+// Each beat also checks that the store still holds this node's NodeInfo: a
+// restarted ccrun-rendezvous starts empty, so the watcher publishes it and
+// this node's exit-barrier mark again, and checks the barrier itself. A
+// store that does not answer for the whole keep-alive window is lost
+// (kStoreLost): the agent ends instead of waiting for it.
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -123,6 +128,7 @@ class Handler : public RendezvousHandler {
       if (info) {
         round_ = r;
         info_ = *info;
+        done_ = false;
         return *info;
       }
       ++r;  // came late: join the next round
@@ -144,10 +150,9 @@ class Handler : public RendezvousHandler {
   }
 
   void mark_done() override {
-    int r = round_;
-    if (store_->add(keys_.round(r, "done"), 1) == info_.num_nodes) {
-      end_round(r, {{"kind", "all_done"}, {"next_expected", info_.num_nodes}});
-    }
+    done_ = true;
+    store_->set(keys_.done(round_, info_.node_rank), "1");
+    check_all_done(*store_, round_);
   }
 
   void set_closed(const std::string& reason) override {
@@ -202,6 +207,30 @@ class Handler : public RendezvousHandler {
     store_->compare_set(keys_.round(r, "end"), "", record.dump());
   }
 
+  // Ends round r as a success once every node marked it done.
+  void check_all_done(Store& s, int r) {
+    std::vector<std::string> done;
+    for (int i = 0; i < info_.num_nodes; ++i) done.push_back(keys_.done(r, i));
+    if (s.check(done)) {
+      s.compare_set(keys_.round(r, "end"), "",
+                    json{{"kind", "all_done"}, {"next_expected", info_.num_nodes}}.dump());
+    }
+  }
+
+  // What a restarted store lost of this node in round r, told again.
+  // (A set on a connection that broke unnoticed is lost without an error:
+  // set has no reply. So the done mark is checked too, not only the node.)
+  void republish_if_lost(Store& s, int r) {
+    if (!s.check({keys_.node(r, info_.node_rank)})) {
+      spdlog::warn("rendezvous '{}': the store lost round {} (was it restarted?); telling it "
+                   "this node's state again", o_.run_id, r);
+      s.set(keys_.node(r, info_.node_rank), published_);
+    }
+    if (!done_) return;
+    if (!s.check({keys_.done(r, info_.node_rank)})) s.set(keys_.done(r, info_.node_rank), "1");
+    check_all_done(s, r);
+  }
+
   NodeInfo self_info() const {
     NodeInfo n;
     n.addr = o_.local_addr.empty() ? "127.0.0.1" : o_.local_addr;
@@ -212,11 +241,12 @@ class Handler : public RendezvousHandler {
 
   void publish(int r, int rank, int master_port) {
     NodeInfo n = self_info();
-    store_->set(keys_.node(r, rank), json{{"addr", n.addr},
-                                          {"hostname", n.hostname},
-                                          {"nproc", n.local_world_size},
-                                          {"master_port", master_port}}
-                                         .dump());
+    published_ = json{{"addr", n.addr},
+                      {"hostname", n.hostname},
+                      {"nproc", n.local_world_size},
+                      {"master_port", master_port}}
+                     .dump();
+    store_->set(keys_.node(r, rank), published_);
   }
 
   // Reads every participant's NodeInfo and derives this node's place.
@@ -380,21 +410,33 @@ class Handler : public RendezvousHandler {
     int r = round_;
     int n = info_.num_nodes;
     std::shared_ptr<Store> conn;
-    try {
-      conn = connect_();
-    } catch (const Error& e) {
-      on_event({RoundEvent::Kind::kClosed, -1, std::string("lost the store: ") + e.what()});
-      return;
+    auto window = o_.keep_alive_interval * o_.keep_alive_max_attempt;
+    auto lost_since = Clock::now();
+    while (!conn) {
+      try {
+        conn = connect_();
+      } catch (const InterruptedError&) {
+        return;
+      } catch (const ConnectionError& e) {
+        if (Clock::now() - lost_since >= window) {
+          if (!stop_) on_event({RoundEvent::Kind::kStoreLost, -1, e.what()});
+          return;
+        }
+      } catch (const Error& e) {
+        if (!stop_) on_event({RoundEvent::Kind::kStoreLost, -1, e.what()});
+        return;
+      }
+      if (stop_) return;
     }
     std::vector<std::string> beats;
     for (int i = 0; i < n; ++i) beats.push_back(keys_.heartbeat(r, i));
     std::vector<int64_t> last(n, -1);
     std::vector<int> stalls(n, 0);
     auto store_lost_since = Clock::time_point{};
-    auto window = o_.keep_alive_interval * o_.keep_alive_max_attempt;
     while (!stop_) {
       try {
         conn->add(beats[info_.node_rank], 1);
+        republish_if_lost(*conn, r);
         for (int i = 0; i < n; ++i) {
           if (i == info_.node_rank) continue;
           int64_t v = conn->add(beats[i], 0);
@@ -420,11 +462,12 @@ class Handler : public RendezvousHandler {
         }
         if (!stop_) on_event(e);
         return;
+      } catch (const InterruptedError&) {
+        return;  // the agent is stopping
       } catch (const ConnectionError& e) {
         if (store_lost_since == Clock::time_point{}) store_lost_since = Clock::now();
-        if (Clock::now() - store_lost_since > window) {
-          if (!stop_) on_event({RoundEvent::Kind::kClosed, -1,
-                                std::string("lost the store: ") + e.what()});
+        if (Clock::now() - store_lost_since >= window) {
+          if (!stop_) on_event({RoundEvent::Kind::kStoreLost, -1, e.what()});
           return;
         }
         std::unique_lock lock(stop_mu_);
@@ -458,6 +501,8 @@ class Handler : public RendezvousHandler {
   std::shared_ptr<Store> store_;
   int round_ = -1;
   bool late_ = false;
+  std::atomic<bool> done_{false};  // mark_done() ran in this round
+  std::string published_;          // this node's NodeInfo JSON in this round
   std::string token_;  // identifies this agent's joins  // the last join attempt came after its round closed
   RendezvousInfo info_;
   std::thread watcher_;

@@ -11,7 +11,10 @@
 //   round/<R>/end              JSON {"kind", "node", "detail", "next_expected"}:
 //                              why R ended; the first writer wins
 //   round/<R>/failures         counter, and round/<R>/failure/<i> JSON reports
-//   round/<R>/done, exited     counters: the exit barrier
+//   round/<R>/done/<rank>      "1": node <rank>'s workers all exited 0 (the
+//                              exit barrier; one key per node, so a store
+//                              that lost its state can be told again)
+//   round/<R>/exited           counter: nodes that left the round
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -31,6 +34,7 @@ class RendezvousKeys {
   std::string node(int r, int rank) const { return round(r, "node/" + std::to_string(rank)); }
   std::string heartbeat(int r, int rank) const { return round(r, "hb/" + std::to_string(rank)); }
   std::string failure(int r, int i) const { return round(r, "failure/" + std::to_string(i)); }
+  std::string done(int r, int rank) const { return round(r, "done/" + std::to_string(rank)); }
 
  private:
   std::string base_;

@@ -15,7 +15,6 @@
 #include <cerrno>
 #include <cstring>
 #include <random>
-#include <thread>
 
 #include "ccrun/error.h"
 #include "store_util.h"
@@ -127,14 +126,28 @@ class TcpStore::Connection {
 
   void wait_for(short events, Clock::time_point deadline) {
     for (;;) {
-      pollfd p{fd_, events, 0};
-      int r = ::poll(&p, 1, remaining_ms(deadline));
+      int r = poll_interruptible(fd_, events, remaining_ms(deadline));
       if (r > 0) {
-        if (p.revents & (POLLERR | POLLNVAL)) lost("socket error");
+        if (r & (POLLERR | POLLNVAL)) lost("socket error");
         return;  // readable, writable or hung up: the read/write tells which
       }
       if (r == 0) throw DeadlineExceeded{};
-      if (errno != EINTR) lost(std::strerror(errno));
+    }
+  }
+
+  // poll() on `fd` (none when -1) and on the interrupt: the revents of fd,
+  // 0 on timeout; throws InterruptedError when the interrupt fired.
+  int poll_interruptible(int fd, short events, int timeout_ms) {
+    pollfd p[2] = {{fd, events, 0}, {-1, POLLIN, 0}};
+    if (opts_.interrupt) p[1].fd = opts_.interrupt->fd();
+    for (;;) {
+      int r = ::poll(p, 2, timeout_ms);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) lost(std::strerror(errno));
+      if (p[1].revents & POLLIN) {
+        throw InterruptedError("store " + endpoint_ + ": call interrupted (stopping)");
+      }
+      return r == 0 ? 0 : (p[0].revents ? p[0].revents : 0);
     }
   }
 
@@ -150,7 +163,7 @@ class TcpStore::Connection {
       // Backoff between attempts (with jitter so that many agents started
       // together do not retry in lockstep).
       auto pause = std::min(backoff, milliseconds(remaining_ms(deadline)));
-      std::this_thread::sleep_for(pause / 2 + milliseconds(jitter() % (pause.count() / 2 + 1)));
+      poll_interruptible(-1, 0, int((pause / 2 + milliseconds(jitter() % (pause.count() / 2 + 1))).count()));
       backoff = std::min(backoff * 2, milliseconds(1000));
     }
     throw ConnectionError("store " + endpoint_ + ": " + last_error + " after " +
@@ -180,9 +193,14 @@ class TcpStore::Connection {
       }
       int r = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
       if (r != 0 && errno == EINPROGRESS) {
-        pollfd p{fd, POLLOUT, 0};
         int step = std::min(remaining_ms(deadline), 5000);
-        r = ::poll(&p, 1, std::max(step, 1)) == 1 ? 0 : -1;
+        try {
+          r = poll_interruptible(fd, POLLOUT, std::max(step, 1)) != 0 ? 0 : -1;
+        } catch (...) {
+          ::close(fd);
+          freeaddrinfo(res);
+          throw;
+        }
         if (r == 0) {
           int err = 0;
           socklen_t len = sizeof err;
@@ -296,12 +314,18 @@ template <typename F>
 auto TcpStore::call(bool idempotent, F&& f) {
   std::lock_guard lock(mu_);
   for (int attempt = 0;; ++attempt) {
+    if (options_.interrupt && options_.interrupt->triggered()) {
+      throw InterruptedError("store " + endpoint() + ": call interrupted (stopping)");
+    }
     if (!conn_) conn_ = std::make_unique<Connection>(options_, endpoint());
     try {
       return f(*conn_);
     } catch (const ConnectionError&) {
       conn_.reset();
       if (!idempotent || attempt > 0) throw;
+    } catch (const InterruptedError&) {
+      conn_.reset();  // a request may be half sent or its reply unread
+      throw;
     } catch (const DeadlineExceeded&) {
       // A reply is late: the connection is out of step with its requests.
       conn_.reset();

@@ -30,7 +30,8 @@ class Daemon:
 
     def __init__(self, *args):
         self.proc = subprocess.Popen(
-            [binary("rendezvous", "ccrun-rendezvous"), "--port", "0", *args],
+            [binary("rendezvous", "ccrun-rendezvous"),
+             *([] if "--port" in args else ["--port", "0"]), *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         m = re.search(r"listening on (\S+):(\d+)$", line.strip())

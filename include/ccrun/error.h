@@ -59,6 +59,13 @@ class AuthError : public Error {
   using Error::Error;
 };
 
+// A blocking call was ended on purpose (StoreInterrupt): the caller is
+// stopping, typically on a signal. Not a failure of the peer.
+class InterruptedError : public Error {
+ public:
+  using Error::Error;
+};
+
 // The rendezvous was closed (job finished or failed for good): do not rejoin.
 class RendezvousClosedError : public Error {
  public:

@@ -59,6 +59,8 @@ struct RoundEvent {
     kNodeWaiting,       // a new node waits to join (scale up)
     kAllDone,           // every node called mark_done(): the job succeeded
     kClosed,            // the rendezvous was closed; `detail` says why
+    kStoreLost,         // the store did not answer for the keep-alive
+                        // window; `detail` names it and the error
   };
   Kind kind = Kind::kClosed;
   int node_rank = -1;  // the node concerned, -1 when none
@@ -106,7 +108,9 @@ class RendezvousHandler {
   virtual void request_restart(const std::string& failure_json) = 0;
 
   // This node's workers all exited 0. When every node of the round has
-  // called it, watchers receive kAllDone (the exit barrier).
+  // called it, watchers receive kAllDone (the exit barrier). Idempotent; the
+  // watcher repeats it into a store that lost its state (a restarted
+  // ccrun-rendezvous), so the barrier cannot hang on a lost count.
   virtual void mark_done() = 0;
 
   // Closes the rendezvous for good: later joins throw RendezvousClosedError.

@@ -30,6 +30,7 @@
 #include <string>
 
 #include "ccrun/store.h"
+#include "ccrun/store_interrupt.h"
 
 namespace ccrun::rendezvous {
 
@@ -47,6 +48,9 @@ struct TcpStoreOptions {
     kTorch113,  // torch 1.13 servers (no append, no multi ops on the wire)
   };
   Protocol protocol = Protocol::kTorch2;
+  // When set and triggered, every blocking call (connecting, waiting for a
+  // reply, the pause between connection attempts) throws InterruptedError.
+  std::shared_ptr<StoreInterrupt> interrupt;
 };
 
 class TcpStore : public Store {

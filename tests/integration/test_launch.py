@@ -112,10 +112,14 @@ def test_crash_without_restarts_reports_root_cause(tmp_path):
     assert "rank      : 1 (local_rank 1)" in r.stderr
     assert "exit code 3" in r.stderr
     assert "rank 1 is failing" in r.stderr
-    report = json.loads((tmp_path / "crashjob" / "failure_report.json").read_text())
+    # One directory per run: <log-dir>/<run_id>_<random>/.
+    runs = list(tmp_path.glob("crashjob_*"))
+    assert len(runs) == 1, runs
+    report = json.loads((runs[0] / "failure_report.json").read_text())
     assert report["root_cause"]["rank"] == 1 and report["root_cause"]["exit_code"] == 3
+    assert report["reason"].startswith("no restarts left")
     # Per attempt and rank log files.
-    assert (tmp_path / "crashjob" / "attempt_0" / "1" / "stderr.log").read_text() == "rank 1 is failing\n"
+    assert (runs[0] / "attempt_0" / "1" / "stderr.log").read_text() == "rank 1 is failing\n"
 
 
 def test_sigsegv_is_named_in_the_report():

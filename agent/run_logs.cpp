@@ -1,0 +1,86 @@
+// The run's log directory (see run_logs.h).
+#include "run_logs.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "ccrun/error.h"
+
+namespace ccrun::agent {
+namespace fs = std::filesystem;
+
+RunLogs::RunLogs(const std::string& log_dir, const std::string& run_id) {
+  kept_ = !log_dir.empty();
+  if (!kept_) {
+    std::string tmpl = (fs::temp_directory_path() / "ccrun-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) {
+      throw Error("cannot create a temporary directory in " + fs::temp_directory_path().string() +
+                  ": " + std::strerror(errno) + "; set TMPDIR to a writable directory");
+    }
+    root_ = tmpl;
+    return;
+  }
+  std::error_code ec;
+  fs::create_directories(log_dir, ec);
+  if (ec) {
+    throw Error("--log-dir " + log_dir + ": cannot create it: " + ec.message());
+  }
+  std::random_device rd;
+  for (int tries = 0; tries < 100; ++tries) {
+    char suffix[16];
+    std::snprintf(suffix, sizeof suffix, "_%08x", rd());
+    fs::path dir = fs::path(log_dir) / (run_id + suffix);
+    if (::mkdir(dir.c_str(), 0755) == 0) {
+      root_ = dir;
+      return;
+    }
+    if (errno != EEXIST) {
+      throw Error("--log-dir " + log_dir + ": cannot create " + dir.string() + ": " +
+                  std::strerror(errno));
+    }
+  }
+  throw Error("--log-dir " + log_dir + ": no free run directory name");
+}
+
+RunLogs::~RunLogs() {
+  if (kept_ || root_.empty()) return;
+  std::error_code ec;
+  fs::remove_all(root_, ec);
+}
+
+fs::path RunLogs::rank_dir(int attempt, int rank) const {
+  fs::path dir = root_ / ("attempt_" + std::to_string(attempt)) / std::to_string(rank);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  return dir;
+}
+
+bool RunLogs::write_file(const std::string& name, const std::string& text) const {
+  fs::path path = root_ / name;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  size_t done = 0;
+  int err = fd < 0 ? errno : 0;
+  while (fd >= 0 && done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : ENOSPC;
+      break;
+    }
+    done += size_t(n);
+  }
+  if (fd >= 0 && ::close(fd) != 0 && err == 0) err = errno;
+  if (err != 0) {
+    std::fprintf(stderr, "ccrun: cannot write %s: %s\n", path.c_str(), std::strerror(err));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace ccrun::agent

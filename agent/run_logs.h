@@ -1,0 +1,47 @@
+//===- run_logs.h - Where one run's logs and reports are written -*- C++ -*-===//
+//
+// Every run of ccrun gets a directory of its own, as torchrun does:
+//
+//   <log_dir>/<run_id>_<8 hex digits>/
+//     attempt_<n>/<rank>/{stdout,stderr}.log, error.json
+//     failure_report.json      every failure of every attempt
+//
+// so a second run with the same --rdzv-id never appends to the first run's
+// files or leaves its report beside the new one. Without --log-dir the
+// same layout lives in a temporary directory (the workers' error files
+// need a place), removed when the run ends.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace ccrun::agent {
+
+class RunLogs {
+ public:
+  // Creates the run's directory; throws ccrun::Error naming the directory
+  // and the reason when it cannot be made.
+  RunLogs(const std::string& log_dir, const std::string& run_id);
+  ~RunLogs();  // removes a temporary directory
+  RunLogs(const RunLogs&) = delete;  // owns a directory
+  RunLogs& operator=(const RunLogs&) = delete;
+
+  // True when the user asked for the logs to be kept (--log-dir).
+  [[nodiscard]] bool kept() const { return kept_; }
+  [[nodiscard]] const std::filesystem::path& root() const { return root_; }
+
+  // attempt_<attempt>/<rank>/, created.
+  std::filesystem::path rank_dir(int attempt, int rank) const;
+
+  // Writes `name` under the root; a failure is reported on stderr (a full
+  // disk must not pass silently) and returns false.
+  bool write_file(const std::string& name, const std::string& text) const;
+
+ private:
+  std::filesystem::path root_;
+  bool kept_ = false;
+};
+
+}  // namespace ccrun::agent
