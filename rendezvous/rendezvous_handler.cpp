@@ -11,8 +11,13 @@
 //   3. An agent whose rank is >= size came late: it counts itself waiting,
 //      ends round R - its participants restart (kNodeWaiting) when R has
 //      room - and joins R + 1.
-//   4. Each participant publishes its NodeInfo; node 0 also picks a free
-//      MASTER_PORT on its host. Everyone reads all NodeInfos: ranks follow.
+//   4. Each participant publishes its NodeInfo under its join slot, with its
+//      node rank of the previous round (-1 if none) and a free port of its
+//      host. Everyone reads all NodeInfos; node ranks follow: nodes of the
+//      previous round first, in their previous order, then newcomers in
+//      join order. So a restart with unchanged membership keeps every
+//      node's rank (as torchrun does), whatever order the agents rejoin in.
+//      The port of the node that gets rank 0 becomes MASTER_PORT.
 // Static backend: steps 1-3 are replaced by the given node rank; the round
 // has exactly nnodes participants.
 //
@@ -32,6 +37,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <optional>
 #include <random>
@@ -221,10 +227,10 @@ class Handler : public RendezvousHandler {
   // (A set on a connection that broke unnoticed is lost without an error:
   // set has no reply. So the done mark is checked too, not only the node.)
   void republish_if_lost(Store& s, int r) {
-    if (!s.check({keys_.node(r, info_.node_rank)})) {
+    if (!s.check({keys_.node(r, slot_)})) {
       spdlog::warn("rendezvous '{}': the store lost round {} (was it restarted?); telling it "
                    "this node's state again", o_.run_id, r);
-      s.set(keys_.node(r, info_.node_rank), published_);
+      s.set(keys_.node(r, slot_), published_);
     }
     if (!done_) return;
     if (!s.check({keys_.done(r, info_.node_rank)})) s.set(keys_.done(r, info_.node_rank), "1");
@@ -239,14 +245,16 @@ class Handler : public RendezvousHandler {
     return n;
   }
 
-  void publish(int r, int rank, int master_port) {
+  void publish(int r, int slot, int master_port) {
     NodeInfo n = self_info();
     published_ = json{{"addr", n.addr},
                       {"hostname", n.hostname},
                       {"nproc", n.local_world_size},
-                      {"master_port", master_port}}
+                      {"master_port", master_port},
+                      {"prev_rank", round_ >= 0 ? info_.node_rank : -1}}
                      .dump();
-    store_->set(keys_.node(r, rank), published_);
+    slot_ = slot;
+    store_->set(keys_.node(r, slot), published_);
   }
 
   // Reads every participant's NodeInfo and derives this node's place.
@@ -265,19 +273,34 @@ class Handler : public RendezvousHandler {
                          "endpoint) or lower --nnodes");
     }
     auto values = store_->multi_get(ks);
+    // Slots in node-rank order (step 4): previous ranks first, then slots.
+    std::vector<json> nodes;
+    std::vector<int> order;
+    for (int i = 0; i < size; ++i) {
+      nodes.push_back(json::parse(values[i]));
+      order.push_back(i);
+    }
+    if (dynamic_) {
+      auto key = [&](int slot) {
+        int prev = nodes[slot].value("prev_rank", -1);
+        return std::pair(prev < 0 ? INT32_MAX : prev, slot);
+      };
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int a, int b) { return key(a) < key(b); });
+    }
     RendezvousInfo info;
     info.round = r;
-    info.node_rank = rank;
     info.num_nodes = size;
     info.world_size = 0;
     for (int i = 0; i < size; ++i) {
-      json j = json::parse(values[i]);
+      const json& j = nodes[order[i]];
       NodeInfo n{j.at("addr"), j.at("hostname"), j.at("nproc")};
-      if (i < rank) info.rank_offset += n.local_world_size;
+      if (order[i] == rank) info.node_rank = i;
       info.world_size += n.local_world_size;
       if (i == 0) info.master_port = j.at("master_port");
       info.nodes.push_back(n);
     }
+    for (int i = 0; i < info.node_rank; ++i) info.rank_offset += info.nodes[i].local_world_size;
     info.master_addr = info.nodes[0].addr;
     return info;
   }
@@ -387,8 +410,7 @@ class Handler : public RendezvousHandler {
       return std::nullopt;
     }
     store_->set(keys_.current_round(), std::to_string(r));
-    int master_port = rank == 0 ? pick_free_port(self_info().addr) : 0;
-    publish(r, rank, master_port);
+    publish(r, rank, pick_free_port(self_info().addr));
     std::vector<std::string> nodes;
     for (int i = 0; i < size; ++i) nodes.push_back(keys_.node(r, i));
     try {
@@ -503,6 +525,7 @@ class Handler : public RendezvousHandler {
   bool late_ = false;
   std::atomic<bool> done_{false};  // mark_done() ran in this round
   std::string published_;          // this node's NodeInfo JSON in this round
+  int slot_ = 0;                   // where it is published (join slot)
   std::string token_;  // identifies this agent's joins  // the last join attempt came after its round closed
   RendezvousInfo info_;
   std::thread watcher_;

@@ -6,7 +6,8 @@
 //   round/<R>/joined           counter: agents that joined round R (dynamic)
 //   round/<R>/size             decimal: the participants of R once it closed
 //   round/<R>/expected         decimal: nodes that will surely rejoin R
-//   round/<R>/node/<rank>      JSON NodeInfo {addr, hostname, nproc, master_port}
+//   round/<R>/node/<slot>      JSON NodeInfo {addr, hostname, nproc, master_port,
+//                              prev_rank}, by join slot (static: node rank)
 //   round/<R>/hb/<rank>        counter: heartbeats of node <rank>
 //   round/<R>/end              JSON {"kind", "node", "detail", "next_expected"}:
 //                              why R ended; the first writer wins

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <future>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -175,4 +176,37 @@ TEST_CASE("a closed rendezvous refuses new rounds", "[rendezvous]") {
   nodes[0]->handler->set_closed("job failed on node 0");
   for (auto& n : nodes) CHECK(event_of(*n).kind == RoundEvent::Kind::kClosed);
   CHECK_THROWS_AS(nodes[1]->handler->next_rendezvous(), ccrun::RendezvousClosedError);
+}
+
+TEST_CASE("dynamic: node ranks stay the same across a restart, whatever the join order",
+          "[rendezvous]") {
+  auto store = std::make_shared<HashStore>();
+  std::vector<RendezvousOptions> opts;
+  for (int i = 0; i < 3; ++i) {
+    auto o = options("c10d", 3, 3);
+    o.local_addr = "10.0.0." + std::to_string(i + 1);
+    opts.push_back(o);
+  }
+  auto nodes = join_all(store, opts);
+  std::map<std::string, int> first;  // address -> node rank
+  for (auto& n : nodes) first[n->info.nodes[n->info.node_rank].addr] = n->info.node_rank;
+  REQUIRE(first.size() == 3);
+  watch_all(nodes);
+  nodes[0]->handler->request_restart("{}");
+  for (auto& n : nodes) event_of(*n);
+  // Rejoin one by one, in the reverse order of the first ranks.
+  std::vector<Node*> by_rank(3);
+  for (auto& n : nodes) by_rank[n->info.node_rank] = n.get();
+  std::vector<std::thread> threads;
+  for (int r = 2; r >= 0; --r) {
+    threads.emplace_back([n = by_rank[r]] { n->info = n->handler->next_rendezvous(); });
+    std::this_thread::sleep_for(30ms);
+  }
+  for (auto& t : threads) t.join();
+  for (auto& n : nodes) {
+    CHECK(n->info.round == 1);
+    CHECK(first[n->info.nodes[n->info.node_rank].addr] == n->info.node_rank);
+  }
+  // Every node agrees on the master: node rank 0's address.
+  for (auto& n : nodes) CHECK(n->info.master_addr == by_rank[0]->info.nodes[0].addr);
 }
