@@ -37,6 +37,7 @@
 #include <filesystem>
 #include <fstream>
 #include <list>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <thread>
@@ -171,14 +172,31 @@ class Agent {
       status = exit_signalled();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "ccrun: %s\n", e.what());
+      end_reason_ = e.what();
       status = signalled_ ? exit_signalled() : 1;
     }
+    summarize(status);
     cleanup();
     return status;
   }
 
  private:
   enum class Outcome { kSucceeded, kFailedHere, kRoundEnded, kSignalled };
+
+  // The one line every job ends with, and the last event.
+  void summarize(int status) {
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    const char* how = status == 0 ? "succeeded" : status > 128 ? "was stopped" : "failed";
+    spdlog::info("ccrun: job '{}' {} (exit {}) after {:.1f}s: {} attempt(s), {} node(s), {} rank(s)",
+                 run_id_, how, status, wall, attempts_, info_.num_nodes, info_.world_size);
+    if (logs_dir_) {
+      logs_dir_->event("stop", restart_count_,
+                       nlohmann::json{{"exit_code", status}, {"wall_s", wall},
+                                      {"reason", status == 0 ? "all workers exited 0" : end_reason_},
+                                      {"attempts", attempts_}}
+                           .dump());
+    }
+  }
   enum class State { kForming, kRunning, kStopping, kBarrier, kLeaving };
 
   void setup_signals() {
@@ -397,6 +415,13 @@ class Agent {
     for (;;) {
       state_ = State::kForming;
       run_off_loop([this] { info_ = rdzv_->next_rendezvous(); });
+      ++attempts_;
+      logs_dir_->event("join", restart_count_,
+                       nlohmann::json{{"round", info_.round}, {"node_rank", info_.node_rank},
+                                      {"nodes", info_.num_nodes}, {"world_size", info_.world_size},
+                                      {"master", info_.master_addr + ":" +
+                                                     std::to_string(info_.master_port)}}
+                           .dump());
       spdlog::info("ccrun: attempt {} (round {}): node {} of {}, ranks {}..{} of {}, master {}:{}",
                    restart_count_, info_.round, info_.node_rank, info_.num_nodes,
                    info_.rank_offset, info_.rank_offset + spec_.nproc_per_node - 1,
@@ -450,6 +475,7 @@ class Agent {
       }
       collect_failures();
       if (!fatal.empty()) {
+        end_reason_ = fatal;
         report(fatal);
         state_ = State::kLeaving;
         run_off_loop([&] {
@@ -465,12 +491,17 @@ class Agent {
       } else {
         spdlog::info("ccrun: membership changed; restarting the workers in a new round");
       }
+      logs_dir_->event("restart", restart_count_,
+                       nlohmann::json{{"restarts_left", restarts_left}, {"counts", counts},
+                                      {"why", ev.detail.substr(0, 2000)}}
+                           .dump());
     }
   }
 
   // The store stopped answering for the keep-alive window: nothing can be
   // agreed with the other nodes any more, so this node ends now.
   int store_lost(const std::string& detail) {
+    end_reason_ = "lost the store " + store_endpoint() + ": " + detail;
     std::string what = lost_in_barrier_
                            ? "at the exit barrier (this node's workers all exited 0; the other "
                              "nodes' outcome is unknown)"
@@ -491,6 +522,7 @@ class Agent {
   int exit_signalled() {
     std::string reason = "ccrun received " + signal_name(signalled_) + " on node " +
                          std::to_string(info_.node_rank);
+    end_reason_ = reason;
     if (rdzv_) {
       state_ = State::kLeaving;
       run_bounded([&] { rdzv_->set_closed(reason); }, kCloseOnSignalTimeout);
@@ -542,6 +574,10 @@ class Agent {
     } else {
       try {
         group_->start(specs, [this](const WorkerExit& e) { on_worker_exit(e); });
+        logs_dir_->event("start", restart_count_,
+                         nlohmann::json{{"first_rank", info_.rank_offset},
+                                        {"workers", spec_.nproc_per_node}}
+                             .dump());
       } catch (const Error& e) {
         std::fprintf(stderr, "ccrun: %s\n", e.what());
         Failure f = node_failure(e.what());
@@ -614,6 +650,7 @@ class Agent {
     f.time_ms = std::chrono::duration_cast<milliseconds>(e.time.time_since_epoch()).count();
     f.stderr_tail = e.stderr_tail;
     local_failures_.push_back(f);
+    logs_dir_->event("failure", restart_count_, f.to_json());
     spdlog::error("ccrun: worker rank {} (pid {}) failed: {}", e.rank, e.pid,
                   e.signal ? signal_name(e.signal) : "exit code " + std::to_string(e.exit_code));
     stopping_ = true;
@@ -717,6 +754,9 @@ class Agent {
   std::vector<Failure> local_failures_, last_failures_, all_failures_;
   bool stopping_ = false;
   bool lost_in_barrier_ = false;
+  int attempts_ = 0;  // rendezvous rounds that started workers (or would have)
+  std::string end_reason_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   int exited_ok_ = 0;
 };
 

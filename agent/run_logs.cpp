@@ -8,6 +8,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <chrono>
+#include <ctime>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "ccrun/error.h"
@@ -49,6 +52,7 @@ RunLogs::RunLogs(const std::string& log_dir, const std::string& run_id) {
 }
 
 RunLogs::~RunLogs() {
+  if (events_fd_ >= 0) ::close(events_fd_);
   if (kept_ || root_.empty()) return;
   std::error_code ec;
   fs::remove_all(root_, ec);
@@ -81,6 +85,41 @@ bool RunLogs::write_file(const std::string& name, const std::string& text) const
     return false;
   }
   return true;
+}
+
+}  // namespace ccrun::agent
+
+namespace ccrun::agent {
+
+void RunLogs::event(const std::string& name, int attempt, const std::string& fields_json) {
+  if (!kept_ || events_failed_) return;
+  auto now = std::chrono::system_clock::now();
+  int64_t ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  time_t secs = time_t(ms / 1000);
+  tm utc{};
+  gmtime_r(&secs, &utc);
+  char stamp[96];
+  std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900,
+                utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
+                int(ms % 1000));
+  nlohmann::json j = nlohmann::json::parse(fields_json, nullptr, false);
+  if (!j.is_object()) j = nlohmann::json::object();
+  j["time"] = stamp;
+  j["time_ms"] = ms;
+  j["event"] = name;
+  j["attempt"] = attempt;
+  std::string line = j.dump() + "\n";
+  if (events_fd_ < 0) {
+    events_fd_ = ::open((root_ / "events.jsonl").c_str(),
+                        O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  }
+  // One write per line: O_APPEND keeps lines whole.
+  if (events_fd_ < 0 || ::write(events_fd_, line.data(), line.size()) != ssize_t(line.size())) {
+    std::fprintf(stderr, "ccrun: cannot write %s: %s; later events are not saved\n",
+                 (root_ / "events.jsonl").c_str(), std::strerror(errno));
+    events_failed_ = true;
+  }
 }
 
 }  // namespace ccrun::agent

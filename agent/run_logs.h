@@ -5,6 +5,8 @@
 //   <log_dir>/<run_id>_<8 hex digits>/
 //     attempt_<n>/<rank>/{stdout,stderr}.log, error.json
 //     failure_report.json      every failure of every attempt
+//     events.jsonl             one JSON line per join, start, failure,
+//                              restart and stop, with time and attempt
 //
 // so a second run with the same --rdzv-id never appends to the first run's
 // files or leaves its report beside the new one. Without --log-dir the
@@ -39,9 +41,16 @@ class RunLogs {
   // disk must not pass silently) and returns false.
   bool write_file(const std::string& name, const std::string& text) const;
 
+  // Appends one line to events.jsonl (kept runs only): `fields` is a JSON
+  // object's members, to which "time" (ISO 8601 UTC, ms), "time_ms",
+  // "event" and "attempt" are added. A failed write is reported once.
+  void event(const std::string& name, int attempt, const std::string& fields_json = "{}");
+
  private:
   std::filesystem::path root_;
   bool kept_ = false;
+  int events_fd_ = -1;
+  bool events_failed_ = false;
 };
 
 }  // namespace ccrun::agent

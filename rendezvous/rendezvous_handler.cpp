@@ -120,7 +120,9 @@ class Handler : public RendezvousHandler {
       }
     }
     auto deadline = Clock::now() + o_.join_timeout;
+    last_progress_ = -1;
     for (;;) {
+      forming_round_ = r;
       std::optional<RendezvousInfo> info;
       try {
         info = dynamic_ ? join_dynamic(r, deadline) : join_static(r, deadline);
@@ -337,6 +339,7 @@ class Handler : public RendezvousHandler {
         return true;
       } catch (const TimeoutError&) {
         if (Clock::now() >= deadline) throw;
+        report_progress(deadline);
         if (!still_joined()) {
           spdlog::warn("rendezvous '{}': the store lost this node's join (was it "
                        "restarted?); joining again", o_.run_id);
@@ -344,6 +347,27 @@ class Handler : public RendezvousHandler {
         }
       }
     }
+  }
+
+  // While forming: one line each time the number of nodes that joined the
+  // round being formed changes ("2 of 3 nodes joined ...").
+  void report_progress(Clock::time_point deadline) {
+    int joined = 0;
+    int r = forming_round_;
+    if (dynamic_) {
+      joined = static_cast<int>(store_->add(keys_.round(r, "joined"), 0));
+    } else {
+      for (int i = 0; i < o_.max_nodes; ++i) joined += store_->check({keys_.node(r, i)}) ? 1 : 0;
+    }
+    if (joined == last_progress_) return;
+    last_progress_ = joined;
+    std::string need = o_.min_nodes == o_.max_nodes
+                           ? std::to_string(o_.max_nodes)
+                           : std::to_string(o_.min_nodes) + " to " + std::to_string(o_.max_nodes);
+    auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now());
+    spdlog::info("rendezvous '{}': {} of {} nodes joined round {}; waiting for the others up to "
+                 "{}s more (--rdzv-conf join_timeout)",
+                 o_.run_id, joined, need, r, left.count());
   }
 
   std::optional<RendezvousInfo> join_dynamic(int r, Clock::time_point deadline) {
@@ -526,6 +550,8 @@ class Handler : public RendezvousHandler {
   std::atomic<bool> done_{false};  // mark_done() ran in this round
   std::string published_;          // this node's NodeInfo JSON in this round
   int slot_ = 0;                   // where it is published (join slot)
+  int forming_round_ = 0;          // the round next_rendezvous() is joining
+  int last_progress_ = -1;         // nodes joined, as last reported
   std::string token_;  // identifies this agent's joins  // the last join attempt came after its round closed
   RendezvousInfo info_;
   std::thread watcher_;

@@ -2,6 +2,7 @@
 output and escaping descendants: each test reproduces a crash or hang that a
 user met, through the real ccrun binary and real signals."""
 import json
+import re
 import os
 import resource
 import signal
@@ -262,3 +263,37 @@ def test_a_full_log_disk_is_reported(tmp_path):
         assert r.stdout.count("\n") == 6000  # the console still got everything
     finally:
         subprocess.run(["umount", "-l", str(logs)])
+
+
+def test_events_log_and_summary_line(tmp_path):
+    r = run_ccrun("--standalone", "--nproc-per-node", "2", "--max-restarts", "1",
+                  "--log-dir", str(tmp_path), "--rdzv-id", "ev", "--no-python", "/bin/sh", "-c",
+                  '[ "$TORCHELASTIC_RESTART_COUNT" = 1 ] || exit $RANK')
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"job 'ev' succeeded \(exit 0\) after [\d.]+s: 2 attempt\(s\), 1 node\(s\), "
+                     r"2 rank\(s\)", r.stderr), r.stderr
+    (run,) = tmp_path.glob("ev_*")
+    events = [json.loads(l) for l in (run / "events.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events] == ["join", "start", "failure", "restart", "join",
+                                            "start", "stop"]
+    assert [e["attempt"] for e in events] == [0, 0, 0, 1, 1, 1, 1]
+    assert events[2]["rank"] == 1 and events[2]["exit_code"] == 1
+    assert events[-1]["exit_code"] == 0
+    assert all(e["time"].endswith("Z") and e["time_ms"] > 0 for e in events)
+
+
+def test_forming_says_who_joined():
+    port = free_port()
+    common = ["--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", str(port),
+              "--rdzv-conf", "keep_alive_interval=0.3", "--no-python", "true"]
+    first = spawn_ccrun("--node-rank", "0", *common)
+    deadline = time.time() + 20
+    err = ""
+    while "1 of 2 nodes joined round 0" not in err and time.time() < deadline:
+        err += first.stderr.readline()
+    assert "1 of 2 nodes joined round 0" in err and "join_timeout" in err
+    second = spawn_ccrun("--node-rank", "1", *common)
+    for p in (first, second):
+        rc, _, rest = finish(p)
+        assert rc == 0, rest
+        assert "succeeded (exit 0)" in rest
