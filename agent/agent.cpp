@@ -588,6 +588,7 @@ class Agent {
       }
     }
     int gen = generation_;
+    rdzv_->set_attempt(restart_count_);
     rdzv_->watch([this, gen](const RoundEvent& ev) {
       asio::post(io_, [this, gen, ev] {
         if (gen == generation_) on_round_event(ev);

@@ -8,6 +8,8 @@
 
 #include <cstring>
 
+#include "ccrun/job_keys.h"
+
 extern char** environ;
 
 namespace ccrun::agent {
@@ -48,10 +50,10 @@ std::vector<std::string> worker_environment(const EnvContext& c, int local_rank,
   if (!c.gloo_ifname.empty() && !env.count("GLOO_SOCKET_IFNAME")) {
     set("GLOO_SOCKET_IFNAME", c.gloo_ifname);
   }
-  set("CCRUN_STORE_ADDR", c.store_host);
-  set("CCRUN_STORE_PORT", std::to_string(c.store_port));
-  set("CCRUN_ATTEMPT", std::to_string(c.restart_count));
-  set("CCRUN_RUN_ID", c.run_id);
+  set(worker_env::kStoreAddr, c.store_host);
+  set(worker_env::kStorePort, std::to_string(c.store_port));
+  set(worker_env::kAttempt, std::to_string(c.restart_count));
+  set(worker_env::kRunId, c.run_id);
   for (const auto& [k, v] : spec.env) set(k, v);
   std::vector<std::string> out;
   out.reserve(env.size());

@@ -1,5 +1,5 @@
 // The rendezvous protocol: static (node ranks given) and dynamic ("c10d":
-// agents join rounds) on top of any Store. Key layout: rendezvous_keys.h.
+// agents join rounds) on top of any Store. Key layout: include/ccrun/job_keys.h.
 //
 // Joining round R, dynamic backend:
 //   1. n = add(round/R/joined, 1); this agent's node rank is n - 1 (join
@@ -46,8 +46,8 @@
 #include <thread>
 
 #include "ccrun/error.h"
+#include "ccrun/job_keys.h"
 #include "ccrun/rendezvous.h"
-#include "rendezvous_keys.h"
 #include "store_util.h"
 
 namespace ccrun::rendezvous {
@@ -137,6 +137,8 @@ class Handler : public RendezvousHandler {
         round_ = r;
         info_ = *info;
         done_ = false;
+        // Static rounds too, so that `ccrun status` finds the round.
+        if (!dynamic_) store_->set(keys_.current_round(), std::to_string(r));
         return *info;
       }
       ++r;  // came late: join the next round
@@ -201,6 +203,8 @@ class Handler : public RendezvousHandler {
 
   void shutdown() override { stop_watcher(); }
 
+  void set_attempt(int attempt) override { attempt_ = attempt; }
+
  private:
   RendezvousClosedError closed_error() {
     std::string reason = "closed";
@@ -226,6 +230,20 @@ class Handler : public RendezvousHandler {
   }
 
   // What a restarted store lost of this node in round r, told again.
+  // For `ccrun status`: who this node is and when it last beat (wall clock:
+  // the reader is another machine).
+  void publish_status(Store& s, int r) {
+    const NodeInfo& me = info_.nodes[info_.node_rank];
+    int64_t now_ms = std::chrono::duration_cast<milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    s.set(keys_.status(r, info_.node_rank),
+          json{{"host", me.hostname}, {"addr", me.addr}, {"node_rank", info_.node_rank},
+               {"first_rank", info_.rank_offset}, {"nproc", me.local_world_size},
+               {"attempt", attempt_.load()}, {"beat_ms", now_ms}, {"pid", getpid()}}
+              .dump());
+  }
+
   // (A set on a connection that broke unnoticed is lost without an error:
   // set has no reply. So the done mark is checked too, not only the node.)
   void republish_if_lost(Store& s, int r) {
@@ -482,6 +500,7 @@ class Handler : public RendezvousHandler {
     while (!stop_) {
       try {
         conn->add(beats[info_.node_rank], 1);
+        publish_status(*conn, r);
         republish_if_lost(*conn, r);
         for (int i = 0; i < n; ++i) {
           if (i == info_.node_rank) continue;
@@ -542,7 +561,7 @@ class Handler : public RendezvousHandler {
 
   RendezvousOptions o_;
   StoreConnector connect_;
-  RendezvousKeys keys_;
+  JobKeys keys_;
   bool dynamic_ = false;
   std::shared_ptr<Store> store_;
   int round_ = -1;
@@ -550,6 +569,7 @@ class Handler : public RendezvousHandler {
   std::atomic<bool> done_{false};  // mark_done() ran in this round
   std::string published_;          // this node's NodeInfo JSON in this round
   int slot_ = 0;                   // where it is published (join slot)
+  std::atomic<int> attempt_{0};    // the agent's restart count, for status
   int forming_round_ = 0;          // the round next_rendezvous() is joining
   int last_progress_ = -1;         // nodes joined, as last reported
   std::string token_;  // identifies this agent's joins  // the last join attempt came after its round closed

@@ -131,6 +131,10 @@ class RendezvousHandler {
 
   // Stops heartbeats and watchers; returns when they have stopped.
   virtual void shutdown() = 0;
+
+  // The agent's attempt number (its restart count), published with every
+  // heartbeat for `ccrun status`.
+  virtual void set_attempt(int attempt) = 0;
 };
 
 // The handler for options.backend ("static" or "c10d").

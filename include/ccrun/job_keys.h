@@ -1,4 +1,9 @@
-//===- rendezvous_keys.h - Where rendezvous state lives in the store -*- C++ -*-//
+//===- ccrun/job_keys.h - A job's names: store keys and worker variables -*- C++ -*-//
+//
+// What the agent, the rendezvous, `ccrun status` and the collectives library
+// in the workers must agree on, in one place: the variables the agent puts
+// in every worker's environment for ccrun's own library, and where a job's
+// state lives in its store.
 //
 // Every key of one job is under "ccrun/<run_id>/". Payloads are JSON.
 //   current_round              decimal: the newest round agents should join
@@ -16,17 +21,31 @@
 //                              exit barrier; one key per node, so a store
 //                              that lost its state can be told again)
 //   round/<R>/exited           counter: nodes that left the round
+//   round/<R>/status/<rank>    JSON {host, addr, node_rank, first_rank, nproc,
+//                              attempt, beat_ms, pid}: node <rank>'s last
+//                              heartbeat (wall clock), for `ccrun status`
+//   collectives/attempt_<n>/   the workers' process groups of attempt n
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #include <string>
 
-namespace ccrun::rendezvous {
+namespace ccrun {
 
-class RendezvousKeys {
+// Variables ccrun's agent sets in every worker's environment for ccrun's
+// collectives library (torchrun's own names are in docs/agent.md).
+namespace worker_env {
+inline constexpr const char* kStoreAddr = "CCRUN_STORE_ADDR";  // the job's store
+inline constexpr const char* kStorePort = "CCRUN_STORE_PORT";
+inline constexpr const char* kAttempt = "CCRUN_ATTEMPT";       // restart count
+inline constexpr const char* kRunId = "CCRUN_RUN_ID";
+}  // namespace worker_env
+
+class JobKeys {
  public:
-  explicit RendezvousKeys(std::string run_id) : base_("ccrun/" + run_id + "/") {}
+  explicit JobKeys(const std::string& run_id) : base_("ccrun/" + run_id + "/") {}
+  const std::string& base() const { return base_; }
   std::string current_round() const { return base_ + "current_round"; }
   std::string closed() const { return base_ + "closed"; }
   std::string round(int r, const std::string& leaf) const {
@@ -36,9 +55,16 @@ class RendezvousKeys {
   std::string heartbeat(int r, int rank) const { return round(r, "hb/" + std::to_string(rank)); }
   std::string failure(int r, int i) const { return round(r, "failure/" + std::to_string(i)); }
   std::string done(int r, int rank) const { return round(r, "done/" + std::to_string(rank)); }
+  std::string status(int r, int rank) const {
+    return round(r, "status/" + std::to_string(rank));
+  }
+  // The prefix of the workers' process groups in attempt n.
+  std::string collectives(int attempt) const {
+    return base_ + "collectives/attempt_" + std::to_string(attempt);
+  }
 
  private:
   std::string base_;
 };
 
-}  // namespace ccrun::rendezvous
+}  // namespace ccrun
