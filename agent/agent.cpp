@@ -25,6 +25,7 @@
 #include <random>
 #include <thread>
 
+#include "ccrun/endpoint.h"
 #include "ccrun/error.h"
 #include "ccrun/rendezvous.h"
 #include "ccrun/store_server.h"
@@ -64,21 +65,6 @@ int signal_number(const std::string& name) {
     if (abbrev && name == std::string("SIG") + abbrev) return s;
   }
   return 0;
-}
-
-// host[:port] / [v6]:port into its parts.
-std::pair<std::string, uint16_t> split_endpoint(const std::string& ep, uint16_t default_port) {
-  std::string host = ep;
-  uint16_t port = default_port;
-  if (!ep.empty() && ep[0] == '[') {
-    auto close = ep.find(']');
-    host = ep.substr(1, close - 1);
-    if (close + 1 < ep.size() && ep[close + 1] == ':') port = uint16_t(std::stoi(ep.substr(close + 2)));
-  } else if (auto colon = ep.rfind(':'); colon != std::string::npos && ep.find(':') == colon) {
-    host = ep.substr(0, colon);
-    port = uint16_t(std::stoi(ep.substr(colon + 1)));
-  }
-  return {host, port};
 }
 
 class Agent {
@@ -160,7 +146,9 @@ class Agent {
       port = uint16_t(spec_.master_port);
       hosting = spec_.node_rank == 0;
     } else {
-      std::tie(host, port) = split_endpoint(r.endpoint, kDefaultRdzvPort);
+      auto ep = rendezvous::parse_endpoint(r.endpoint, kDefaultRdzvPort);
+      host = ep.host;
+      port = ep.port;
       hosting = r.is_host.value_or(is_local_host(host));
     }
     if (host.rfind("127.", 0) == 0 || host == "localhost") bind_host = "127.0.0.1";

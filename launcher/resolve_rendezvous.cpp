@@ -2,11 +2,14 @@
 // (see resolve.h).
 #include <sstream>
 
+#include "ccrun/endpoint.h"
 #include "ccrun/error.h"
 #include "resolve.h"
 
 namespace ccrun::launcher {
 namespace {
+
+constexpr uint16_t kDefaultRdzvPort = 29400;  // torchrun's c10d default
 
 // --rdzv-conf / rdzv: conf: into the spec's typed fields.
 void apply_conf(const std::map<std::string, Raw>& conf, RendezvousSpec& rdzv) {
@@ -43,7 +46,15 @@ void resolve_rendezvous(const Sources& src, JobSpec& spec) {
     fail(backend, "unknown backend; use static or c10d");
   }
   spec.rdzv.backend = backend.value;
-  spec.rdzv.endpoint = raw("rdzv_endpoint").value;
+  Raw endpoint = raw("rdzv_endpoint");
+  if (!endpoint.value.empty()) {
+    try {
+      (void)rendezvous::parse_endpoint(endpoint.value, kDefaultRdzvPort);
+    } catch (const ConfigError& e) {
+      throw ConfigError(endpoint.where + ": " + e.what());
+    }
+  }
+  spec.rdzv.endpoint = endpoint.value;
   spec.rdzv.id = raw("rdzv_id").value;
   std::map<std::string, Raw> conf = src.yaml().rdzv_conf;
   Raw conf_raw = raw("rdzv_conf");

@@ -37,6 +37,11 @@ def test_every_example_config_loads(config, tmp_path):
     (["--nprc-per-node", "2", "x"], 'did you mean "--nproc-per-node"'),
     (["--rdzv-backend", "c10d", "x"], "needs --rdzv-endpoint"),
     ([], "no program to run"),
+    (["--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:abc", "x"],
+     '--rdzv-endpoint: endpoint "127.0.0.1:abc": the port "abc" is not a number'),
+    (["--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:99999", "x"],
+     'endpoint "127.0.0.1:99999": the port "99999" is above 65535'),
+    (["--rdzv-backend", "c10d", "--rdzv-endpoint", "[::1:29400", "x"], "'[' without ']'"),
 ])
 def test_bad_flags(args, message):
     r = run_ccrun(*args)
