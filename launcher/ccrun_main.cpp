@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 
 #include "ccrun/agent.h"
 #include "ccrun/error.h"
@@ -18,6 +19,10 @@ int main(int argc, char** argv) {
                                        launcher::Environment::from_process());
   } catch (const Error& e) {
     std::fprintf(stderr, "ccrun: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    // A bad value the checks missed: still a usage error, never an abort.
+    std::fprintf(stderr, "ccrun: cannot read the command line or job file: %s\n", e.what());
     return 2;
   }
   if (!cmd.message.empty()) {

@@ -1,17 +1,35 @@
 // --print-config: the effective job as YAML (see job_builder.h).
 #include <yaml-cpp/yaml.h>
 
+#include <charconv>
+
 #include "job_builder.h"
 
 namespace ccrun::launcher {
+namespace {
+
+// The shortest text that reads back as `v` (0.1, not 0.10000000000000001),
+// as a plain YAML number.
+std::string shortest(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, ec == std::errc() ? end : buf);
+}
+
+}  // namespace
 
 std::string to_yaml(const JobSpec& s) {
   YAML::Emitter out;
-  auto secs = [](std::chrono::milliseconds ms) { return ms.count() / 1000.0; };
+  auto secs = [](std::chrono::milliseconds ms) { return shortest(ms.count() / 1000.0); };
   out << YAML::BeginMap;
-  out << YAML::Key << "nnodes" << YAML::Value
-      << (s.min_nodes == s.max_nodes ? std::to_string(s.min_nodes)
-                                     : std::to_string(s.min_nodes) + ":" + std::to_string(s.max_nodes));
+  // MIN:MAX quoted: a YAML 1.1 reader takes 1:4 unquoted as a base-60
+  // number (64).
+  out << YAML::Key << "nnodes" << YAML::Value;
+  if (s.min_nodes == s.max_nodes) {
+    out << s.min_nodes;
+  } else {
+    out << YAML::DoubleQuoted << std::to_string(s.min_nodes) + ":" + std::to_string(s.max_nodes);
+  }
   out << YAML::Key << "nproc_per_node" << YAML::Value << s.nproc_per_node;
   out << YAML::Key << "node_rank" << YAML::Value << s.node_rank;
   out << YAML::Key << "master_addr" << YAML::Value << s.master_addr;
@@ -43,8 +61,9 @@ std::string to_yaml(const JobSpec& s) {
     for (auto [k, v] : m) out += (out.empty() ? "" : ",") + std::to_string(k) + ":" + std::to_string(v);
     return out;
   };
-  out << YAML::Key << "redirects" << YAML::Value << streams(s.logs.default_redirects, s.logs.redirects);
-  out << YAML::Key << "tee" << YAML::Value << streams(s.logs.default_tee, s.logs.tee);
+  out << YAML::Key << "redirects" << YAML::Value << YAML::DoubleQuoted
+      << streams(s.logs.default_redirects, s.logs.redirects);
+  out << YAML::Key << "tee" << YAML::Value << YAML::DoubleQuoted << streams(s.logs.default_tee, s.logs.tee);
   std::vector<int> filter(s.logs.local_ranks_filter.begin(), s.logs.local_ranks_filter.end());
   out << YAML::Key << "local_ranks_filter" << YAML::Value << YAML::Flow << filter;
   if (!s.env.empty()) {

@@ -46,7 +46,8 @@ void resolve_nodes(const Sources& src, JobSpec& spec);
 void resolve_rendezvous(const Sources& src, JobSpec& spec);
 // max_restarts, monitor_interval, stop_grace, signals_to_handle, role.
 void resolve_restarts(const Sources& src, JobSpec& spec);
-// log_dir, redirects, tee, local_ranks_filter.
+// log_dir, redirects, tee, local_ranks_filter (checked against
+// nproc_per_node: needs resolve_nodes first).
 void resolve_logs(const Sources& src, JobSpec& spec);
 // The worker's argv from the remaining command line (or the job file's
 // program/args), module, no_python, run_path; and env:. Returns false when

@@ -61,7 +61,7 @@ void resolve_nodes(const Sources& src, JobSpec& spec) {
   }
   spec.node_rank = int(to_int(raw("node_rank"), 0, 1 << 20, "a node rank"));
   spec.master_addr = raw("master_addr").value;
-  spec.master_port = int(to_int(raw("master_port"), 1, 65535, "a TCP port"));
+  spec.master_port = int(to_int(raw("master_port"), 0, 65535, "a TCP port (0 = a free one)"));
   spec.local_addr = raw("local_addr").value;
   spec.standalone = to_bool(raw("standalone"));
 }

@@ -1,5 +1,6 @@
 // The rendezvous settings, and the checks that tie them to the node settings
 // (see resolve.h).
+#include <optional>
 #include <sstream>
 
 #include "ccrun/endpoint.h"
@@ -47,9 +48,10 @@ void resolve_rendezvous(const Sources& src, JobSpec& spec) {
   }
   spec.rdzv.backend = backend.value;
   Raw endpoint = raw("rdzv_endpoint");
+  std::optional<rendezvous::Endpoint> ep;
   if (!endpoint.value.empty()) {
     try {
-      (void)rendezvous::parse_endpoint(endpoint.value, kDefaultRdzvPort);
+      ep = rendezvous::parse_endpoint(endpoint.value, kDefaultRdzvPort);
     } catch (const ConfigError& e) {
       throw ConfigError(endpoint.where + ": " + e.what());
     }
@@ -83,8 +85,15 @@ void resolve_rendezvous(const Sources& src, JobSpec& spec) {
       Raw nr = raw("node_rank");
       fail(nr, "must be less than the number of nodes (" + std::to_string(spec.max_nodes) + ")");
     }
-  } else if (spec.rdzv.endpoint.empty()) {
+    if (spec.master_port == 0 && spec.max_nodes > 1) {
+      fail(raw("master_port"), "0 (a free port) works for one node only: the other nodes must know "
+                               "node 0's port; give a port that is free on node 0, e.g. 29500");
+    }
+  } else if (!ep) {
     fail(backend, "needs --rdzv-endpoint host[:port] (the store every node reaches)");
+  } else if (ep->port == 0 && spec.max_nodes > 1) {
+    fail(endpoint, "port 0 (a free port) works for one node only: the other nodes must know the "
+                   "store's port; give one, e.g. " + ep->host + ":29400");
   }
 }
 

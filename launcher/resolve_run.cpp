@@ -30,6 +30,14 @@ void resolve_restarts(const Sources& src, JobSpec& spec) {
     spec.signals_to_handle.push_back(sig);
   }
   spec.role = raw("role").value;
+  // torchrun 1.13's --start_method: how its Python agent made workers.
+  // ccrun always fork+execs the program, which is what "spawn" amounts to
+  // for a fresh interpreter; the value is checked and otherwise unused.
+  Raw start = raw("start_method");
+  if (start.value != "spawn" && start.value != "fork" && start.value != "forkserver") {
+    fail(start, "expected spawn, fork or forkserver (accepted for torchrun compatibility; "
+                "ccrun always fork+execs)");
+  }
 }
 
 void resolve_logs(const Sources& src, JobSpec& spec) {
@@ -41,7 +49,14 @@ void resolve_logs(const Sources& src, JobSpec& spec) {
   std::stringstream fs_(filter.value);
   for (std::string r; std::getline(fs_, r, ',');) {
     if (r.empty()) continue;
-    spec.logs.local_ranks_filter.insert(int(to_int(Raw{r, filter.where, filter.yaml}, 0, 1 << 20, "local ranks such as 0,2")));
+    Raw one{r, filter.where, filter.yaml};
+    int rank = int(to_int(one, 0, 1 << 20, "local ranks such as 0,2"));
+    if (rank >= spec.nproc_per_node) {
+      fail(one, "local rank " + r + " does not exist: this node runs " +
+                    std::to_string(spec.nproc_per_node) + " worker(s), local ranks 0 to " +
+                    std::to_string(spec.nproc_per_node - 1));
+    }
+    spec.logs.local_ranks_filter.insert(rank);
   }
 }
 

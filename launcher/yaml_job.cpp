@@ -3,90 +3,157 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
 #include "ccrun/error.h"
 
 namespace ccrun::launcher {
 namespace {
 
-std::string scalar_text(const YAML::Node& n, const std::string& where) {
-  if (n.IsScalar()) return n.Scalar();
-  if (n.IsNull()) return "";
-  if (n.IsSequence()) {  // lists of ranks or signals are given comma-separated on flags
-    std::string out;
-    for (const auto& item : n) {
-      if (!item.IsScalar()) throw ConfigError(where + ": expected a list of plain values");
-      out += (out.empty() ? "" : ",") + item.Scalar();
-    }
-    return out;
-  }
-  throw ConfigError(where + ": expected a plain value, not a mapping");
+// Settings whose flag takes a comma-separated list: in the file they may
+// also be a YAML list (as --print-config writes them).
+bool is_list_setting(const std::string& key) {
+  return key == "signals_to_handle" || key == "local_ranks_filter";
 }
+
+// Reads one job file; every error names the file, the line and the key.
+class Reader {
+ public:
+  explicit Reader(std::string path) : path_(std::move(path)) {}
+
+  // "job.yaml:7: key"
+  std::string where(const YAML::Node& n, const std::string& key) const {
+    return path_ + ":" + std::to_string(n.Mark().line + 1) + ": " + key;
+  }
+
+  // Calls `fn(key, key_node, value)` for each entry of the mapping `map`
+  // (named `what` in errors), refusing non-scalar and duplicate keys.
+  template <typename Fn>
+  void for_each_key(const YAML::Node& map, const std::string& what, Fn&& fn) const {
+    std::map<std::string, int> seen;  // key -> line
+    for (const auto& kv : map) {
+      if (!kv.first.IsScalar()) {
+        throw ConfigError(where(kv.first, what) + ": a key must be a plain name, not a list or mapping");
+      }
+      std::string key = kv.first.Scalar();
+      int line = kv.first.Mark().line + 1;
+      if (auto [it, fresh] = seen.emplace(key, line); !fresh) {
+        throw ConfigError(path_ + ":" + std::to_string(line) + ": " + what + key +
+                          ": duplicate key (first on line " + std::to_string(it->second) +
+                          "); keep one of them");
+      }
+      fn(key, kv.first, kv.second);
+    }
+  }
+
+  // A plain value; a list only for a list setting (joined with commas).
+  static std::string scalar_text(const YAML::Node& n, const std::string& where, bool list_ok) {
+    if (n.IsScalar()) return n.Scalar();
+    if (n.IsNull()) return "";
+    if (n.IsSequence() && list_ok) {
+      std::string out;
+      for (const auto& item : n) {
+        if (!item.IsScalar()) throw ConfigError(where + ": expected a list of plain values");
+        out += (out.empty() ? "" : ",") + item.Scalar();
+      }
+      return out;
+    }
+    throw ConfigError(where + ": expected a single value, not a " +
+                      (n.IsSequence() ? "list" : "mapping") +
+                      (n.IsSequence() ? " (write the value without [ ])" : ""));
+  }
+
+  void read_rdzv(const YAML::Node& v, const std::string& at, YamlJob& job) const {
+    if (!v.IsMap()) throw ConfigError(at + ": expected a mapping (backend, endpoint, id, conf)");
+    for_each_key(v, "rdzv.", [&](const std::string& sub, const YAML::Node& k, const YAML::Node& val) {
+      std::string sub_at = where(k, "rdzv." + sub);
+      if (sub == "conf") {
+        if (!val.IsMap()) throw ConfigError(sub_at + ": expected a mapping of settings");
+        for_each_key(val, "rdzv.conf.", [&](const std::string& ck, const YAML::Node& ckn,
+                                            const YAML::Node& cv) {
+          std::string c_at = where(ckn, "rdzv.conf." + ck);
+          job.rdzv_conf[ck] = Raw{scalar_text(cv, c_at, false), c_at, true};
+        });
+      } else if (sub == "backend" || sub == "endpoint" || sub == "id") {
+        job.raws["rdzv_" + sub] = Raw{scalar_text(val, sub_at, false), sub_at, true};
+      } else {
+        throw ConfigError(sub_at + ": unknown key" + closest(sub, {"backend", "endpoint", "id", "conf"}) +
+                          " (known: backend, endpoint, id, conf)");
+      }
+    });
+  }
+
+  void read_env(const YAML::Node& v, const std::string& at, YamlJob& job) const {
+    if (!v.IsMap()) throw ConfigError(at + ": expected a mapping of NAME: value");
+    for_each_key(v, "env.", [&](const std::string& name, const YAML::Node& k, const YAML::Node& val) {
+      std::string e_at = where(k, "env." + name);
+      if (name.empty()) throw ConfigError(where(k, "env") + ": an empty variable name; give NAME: value");
+      if (name.find('=') != std::string::npos) {
+        throw ConfigError(e_at + ": a variable name cannot hold '='; write NAME: value");
+      }
+      job.env[name] = scalar_text(val, e_at, false);
+    });
+  }
+
+  YamlJob read() const {
+    YAML::Node root = load();
+    YamlJob job;
+    if (root.IsNull()) return job;
+    if (!root.IsMap()) throw ConfigError(path_ + ": the job file must be a mapping of keys");
+    std::vector<std::string> known;
+    for (const auto& s : settings()) {
+      if (std::string(s.key).rfind("rdzv_", 0) != 0) known.push_back(s.key);
+    }
+    for (const char* k : {"rdzv", "env", "program", "args"}) known.push_back(k);
+    for_each_key(root, "", [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
+      std::string at = where(k, key);
+      if (key == "rdzv") {
+        read_rdzv(v, at, job);
+      } else if (key == "env") {
+        read_env(v, at, job);
+      } else if (key == "program") {
+        if (!v.IsScalar()) throw ConfigError(at + ": expected a path or module name");
+        job.program = v.Scalar();
+      } else if (key == "args") {
+        if (!v.IsSequence()) throw ConfigError(at + ": expected a list of arguments");
+        for (const auto& a : v) {
+          if (!a.IsScalar()) throw ConfigError(where(a, "args") + ": expected a plain argument");
+          job.args.push_back(a.Scalar());
+        }
+      } else if (find_setting(key) && key.rfind("rdzv_", 0) != 0) {
+        job.raws[key] = Raw{scalar_text(v, at, is_list_setting(key)), at, true};
+      } else {
+        throw ConfigError(at + ": unknown key" + closest(key, known));
+      }
+    });
+    return job;
+  }
+
+ private:
+  YAML::Node load() const {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path_, ec)) {
+      throw ConfigError("--config \"" + path_ + "\": is a directory; give the job file (.yaml) in it");
+    }
+    std::ifstream in(path_);
+    if (!in) throw ConfigError("--config \"" + path_ + "\": cannot read the file; check the path");
+    try {
+      return YAML::Load(in);
+    } catch (const YAML::ParserException& e) {
+      throw ConfigError(path_ + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML: " + e.msg);
+    } catch (const std::exception& e) {  // an I/O error while reading (a FIFO that fails, EIO)
+      throw ConfigError("--config \"" + path_ + "\": cannot read the file: " + e.what());
+    }
+  }
+
+  std::string path_;
+};
 
 }  // namespace
 
-YamlJob load_yaml(const std::string& path) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw ConfigError("--config \"" + path + "\": cannot read the file; check the path");
-  } catch (const YAML::ParserException& e) {
-    throw ConfigError(path + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML: " + e.msg);
-  }
-  YamlJob job;
-  if (root.IsNull()) return job;
-  if (!root.IsMap()) throw ConfigError(path + ": the job file must be a mapping of keys");
-  std::vector<std::string> known;
-  for (const auto& s : settings()) {
-    if (std::string(s.key).rfind("rdzv_", 0) != 0) known.push_back(s.key);
-  }
-  for (const char* k : {"rdzv", "env", "program", "args"}) known.push_back(k);
-  auto where = [&](const YAML::Node& n, const std::string& key) {
-    return path + ":" + std::to_string(n.Mark().line + 1) + ": " + key;
-  };
-  for (const auto& kv : root) {
-    std::string key = kv.first.Scalar();
-    const YAML::Node& v = kv.second;
-    std::string at = where(kv.first, key);
-    if (key == "rdzv") {
-      if (!v.IsMap()) throw ConfigError(at + ": expected a mapping (backend, endpoint, id, conf)");
-      for (const auto& r : v) {
-        std::string sub = r.first.Scalar();
-        std::string sub_at = where(r.first, "rdzv." + sub);
-        if (sub == "conf") {
-          if (!r.second.IsMap()) throw ConfigError(sub_at + ": expected a mapping of settings");
-          for (const auto& c : r.second) {
-            std::string ck = c.first.Scalar();
-            job.rdzv_conf[ck] = Raw{scalar_text(c.second, where(c.first, "rdzv.conf." + ck)),
-                                    where(c.first, "rdzv.conf." + ck), true};
-          }
-        } else if (sub == "backend" || sub == "endpoint" || sub == "id") {
-          job.raws["rdzv_" + sub] = Raw{scalar_text(r.second, sub_at), sub_at, true};
-        } else {
-          throw ConfigError(sub_at + ": unknown key" +
-                            closest(sub, {"backend", "endpoint", "id", "conf"}) +
-                            " (known: backend, endpoint, id, conf)");
-        }
-      }
-    } else if (key == "env") {
-      if (!v.IsMap()) throw ConfigError(at + ": expected a mapping of NAME: value");
-      for (const auto& e : v) job.env[e.first.Scalar()] = scalar_text(e.second, where(e.first, "env"));
-    } else if (key == "program") {
-      if (!v.IsScalar()) throw ConfigError(at + ": expected a path or module name");
-      job.program = v.Scalar();
-    } else if (key == "args") {
-      if (!v.IsSequence()) throw ConfigError(at + ": expected a list of arguments");
-      for (const auto& a : v) {
-        if (!a.IsScalar()) throw ConfigError(where(a, "args") + ": expected a plain argument");
-        job.args.push_back(a.Scalar());
-      }
-    } else if (find_setting(key) && key.rfind("rdzv_", 0) != 0) {
-      job.raws[key] = Raw{scalar_text(v, at), at, true};
-    } else {
-      throw ConfigError(at + ": unknown key" + closest(key, known));
-    }
-  }
-  return job;
-}
+YamlJob load_yaml(const std::string& path) { return Reader(path).read(); }
 
 }  // namespace ccrun::launcher

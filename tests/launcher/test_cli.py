@@ -32,7 +32,11 @@ def test_every_example_config_loads(config, tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["--nnodes", "3:2", "x"], '--nnodes "3:2": min is larger than max'),
-    (["--master-port", "70000", "x"], '--master-port "70000": must be between 1 and 65535'),
+    (["--master-port", "70000", "x"], '--master-port "70000": must be between 0 and 65535'),
+    (["--nnodes", "2", "--master-port", "0", "x"], "0 (a free port) works for one node only"),
+    (["--config", "/tmp", "x"], '--config "/tmp": is a directory'),
+    (["--nproc-per-node", "2", "--local-ranks-filter", "99", "x"], "local rank 99 does not exist"),
+    (["--start_method", "thread", "x"], "spawn, fork or forkserver"),
     (["--nproc-per-node", "0", "x"], '--nproc-per-node "0"'),
     (["--nprc-per-node", "2", "x"], 'did you mean "--nproc-per-node"'),
     (["--rdzv-backend", "c10d", "x"], "needs --rdzv-endpoint"),
@@ -65,3 +69,39 @@ def test_pet_variables_configure_ccrun():
                   env={"PET_NPROC_PER_NODE": "3", "PET_MAX_RESTARTS": "2"})
     assert r.returncode == 0
     assert "nproc_per_node: 3" in r.stdout and "max_restarts: 2" in r.stdout
+
+
+@pytest.mark.parametrize("text,message", [
+    ("nproc_per_node: 2\nnproc_per_node: 3\nprogram: x\n",
+     ":2: nproc_per_node: duplicate key (first on line 1)"),
+    ("env:\n  A=B: 1\nprogram: x\n", ":2: env.A=B: a variable name cannot hold '='"),
+    ("env:\n  '': 1\nprogram: x\n", ":2: env: an empty variable name"),
+    ("nproc_per_node: [2]\nprogram: x\n", ":1: nproc_per_node: expected a single value, not a list"),
+])
+def test_bad_yaml_values(tmp_path, text, message):
+    job = tmp_path / "job.yaml"
+    job.write_text(text)
+    r = run_ccrun("--config", str(job))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith(f"ccrun: {job}") and message in r.stderr
+
+
+def test_print_config_numbers_and_quotes():
+    r = run_ccrun("--print-config", "--nnodes", "1:4", "--rdzv-backend", "c10d",
+                  "--rdzv-endpoint", "h", "--no-python", "x")
+    assert r.returncode == 0, r.stderr
+    assert "\nmonitor_interval: 0.1\n" in r.stdout
+    assert 'nnodes: "1:4"' in r.stdout
+
+
+@pytest.mark.parametrize("method", ["spawn", "fork", "forkserver"])
+def test_start_method_accepted(method):
+    r = run_ccrun("--start_method", method, "--no-python", "true", timeout=60)
+    assert r.returncode == 0, r.stderr
+
+
+def test_master_port_0_picks_a_free_port():
+    r = run_ccrun("--master-port", "0", "--no-python", "sh", "-c", "echo port=$MASTER_PORT", timeout=60)
+    assert r.returncode == 0, r.stderr
+    port = int(r.stdout.split("port=")[1].split()[0])
+    assert 0 < port < 65536
