@@ -33,6 +33,11 @@ int main(int argc, char** argv) {
     std::fputs(launcher::to_yaml(cmd.spec).c_str(), stdout);
     return 0;
   }
+  if (!cmd.spec.hosts.empty()) {
+    std::fprintf(stderr, "ccrun: a host list (--hostfile, hosts:) is parsed but cannot be run yet: "
+                         "start ccrun on each host with --node-rank\n");
+    return 2;
+  }
   // ccrun's own messages go to stderr: stdout carries the workers' output.
   auto logger = spdlog::stderr_color_mt("ccrun");
   logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");

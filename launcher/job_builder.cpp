@@ -82,6 +82,10 @@ Raw Sources::get(const std::string& key) const {
   return Raw{s.def ? s.def : "false", first_flag(s) + " (default)", false};
 }
 
+bool Sources::given(const std::string& key) const {
+  return flag_(key) || env_.get(pet_name(key)) || yaml_.raws.count(key) > 0;
+}
+
 Command parse_command_line(const std::vector<std::string>& args, const Environment& env) {
   Flags f;
   auto app = make_app(f);
@@ -114,6 +118,7 @@ Command parse_command_line(const std::vector<std::string>& args, const Environme
 
   JobSpec& spec = cmd.spec;
   resolve_nodes(src, spec);
+  resolve_hosts(src, spec);
   resolve_rendezvous(src, spec);
   resolve_restarts(src, spec);
   resolve_logs(src, spec);

@@ -66,6 +66,26 @@ std::string to_yaml(const JobSpec& s) {
   out << YAML::Key << "tee" << YAML::Value << YAML::DoubleQuoted << streams(s.logs.default_tee, s.logs.tee);
   std::vector<int> filter(s.logs.local_ranks_filter.begin(), s.logs.local_ranks_filter.end());
   out << YAML::Key << "local_ranks_filter" << YAML::Value << YAML::Flow << filter;
+  if (!s.hosts.empty()) {
+    // The hosts after --include/--exclude; an include reproduces the slots
+    // that were narrowed.
+    std::string include;
+    bool narrowed = false;
+    out << YAML::Key << "hosts" << YAML::Value << YAML::BeginSeq;
+    for (const auto& h : s.hosts) {
+      out << YAML::Flow << YAML::BeginMap << YAML::Key << "host" << YAML::Value << h.name << YAML::Key
+          << "slots" << YAML::Value << h.slots << YAML::EndMap;
+      include += (include.empty() ? "" : "@") + h.name;
+      if (int(h.devices.size()) != h.slots) {
+        narrowed = true;
+        for (size_t i = 0; i < h.devices.size(); ++i) {
+          include += (i ? "," : ":") + std::to_string(h.devices[i]);
+        }
+      }
+    }
+    out << YAML::EndSeq;
+    if (narrowed) out << YAML::Key << "include" << YAML::Value << include;
+  }
   if (!s.env.empty()) {
     out << YAML::Key << "env" << YAML::Value << YAML::BeginMap;
     for (const auto& [k, v] : s.env) out << YAML::Key << k << YAML::Value << v;

@@ -30,6 +30,8 @@ class Sources {
 
   // The setting `key`'s raw value and source. `key` must be in settings().
   Raw get(const std::string& key) const;
+  // Whether `key` was set by a flag, a PET_ variable or the job file.
+  bool given(const std::string& key) const;
   const Environment& env() const { return env_; }
   const YamlJob& yaml() const { return yaml_; }
 
@@ -41,6 +43,10 @@ class Sources {
 
 // nnodes, nproc_per_node, node_rank, master_addr/port, local_addr, standalone.
 void resolve_nodes(const Sources& src, JobSpec& spec);
+// hostfile / hosts:, include, exclude into spec.hosts; with a host list,
+// nnodes defaults to its length and master_addr to its first host. Needs
+// resolve_nodes first (a host's slots default to nproc_per_node).
+void resolve_hosts(const Sources& src, JobSpec& spec);
 // rdzv_backend, rdzv_endpoint, rdzv_id, rdzv_conf, and the checks that tie
 // the rendezvous to the node settings. Needs resolve_nodes first.
 void resolve_rendezvous(const Sources& src, JobSpec& spec);

@@ -33,6 +33,12 @@ const Setting kSettings[] = {
      "k=v,... : join_timeout, last_call_timeout, close_timeout, read_timeout, "
      "keep_alive_interval, keep_alive_max_attempt (seconds), is_host",
      "", "Rendezvous"},
+    {"hostfile", "--hostfile", "Hosts of the job, one `host [slots=N]` a line (DeepSpeed's format)",
+     "", "Hosts"},
+    {"include", "--include", "Only these hosts/slots of the host list: host1@host2:0,1", "",
+     "Hosts"},
+    {"exclude", "--exclude", "Leave out these hosts/slots of the host list: host1@host2:0,1", "",
+     "Hosts"},
     {"max_restarts", "--max-restarts,--max_restarts", "Restarts of the worker group before failing",
      "0", "Restarts"},
     {"monitor_interval", "--monitor-interval,--monitor_interval",

@@ -98,6 +98,54 @@ class Reader {
     });
   }
 
+  // "job.yaml:7:5"
+  std::string position(const YAML::Node& n) const {
+    return path_ + ":" + std::to_string(n.Mark().line + 1) + ":" + std::to_string(n.Mark().column + 1);
+  }
+
+  // hosts: a list of `name` or {host: name, slots: N}.
+  void read_hosts(const YAML::Node& v, const std::string& where_key, YamlJob& job) const {
+    if (!v.IsSequence()) {
+      throw ConfigError(where_key + ": expected a list of hosts (- node1, or - {host: node1, slots: 4})");
+    }
+    std::vector<HostLine> hosts;
+    std::map<std::string, std::string> seen;
+    for (const auto& item : v) {
+      HostLine h;
+      h.where = position(item);
+      if (item.IsScalar()) {
+        h.name = host_name(item.Scalar());
+      } else if (item.IsMap()) {
+        for_each_key(item, "hosts.", [&](const std::string& k, const YAML::Node& kn, const YAML::Node& val) {
+          if (k == "host") {
+            if (!val.IsScalar()) throw ConfigError(position(val) + ": host: expected a host name");
+            h.name = host_name(val.Scalar());
+          } else if (k == "slots") {
+            Raw r{scalar_text(val, position(val) + ": slots", false), position(val) + ": slots", true};
+            h.slots = int(to_int(r, 1, 1 << 16, "a positive number of slots"));
+          } else {
+            throw ConfigError(position(kn) + ": hosts: unknown key \"" + k + "\"" + closest(k, {"host", "slots"}) +
+                              " (known: host, slots)");
+          }
+        });
+        if (h.name.empty()) throw ConfigError(h.where + ": hosts: an entry needs host: NAME");
+      } else {
+        throw ConfigError(h.where + ": hosts: expected a host name or {host: NAME, slots: N}");
+      }
+      if (auto why = bad_host_name(h.name); !why.empty()) {
+        throw ConfigError(h.where + ": hosts: \"" + h.name + "\": " + why);
+      }
+      if (auto [it, fresh] = seen.emplace(h.name, h.where); !fresh) {
+        throw ConfigError(h.where + ": hosts: \"" + h.name + "\" is listed twice (first at " + it->second +
+                          "); keep one entry per host");
+      }
+      hosts.push_back(std::move(h));
+    }
+    if (hosts.empty()) throw ConfigError(where_key + ": the list is empty; name at least one host");
+    job.hosts = std::move(hosts);
+    job.hosts_where = where_key;
+  }
+
   YamlJob read() const {
     YAML::Node root = load();
     YamlJob job;
@@ -107,13 +155,15 @@ class Reader {
     for (const auto& s : settings()) {
       if (std::string(s.key).rfind("rdzv_", 0) != 0) known.push_back(s.key);
     }
-    for (const char* k : {"rdzv", "env", "program", "args"}) known.push_back(k);
+    for (const char* k : {"rdzv", "env", "program", "args", "hosts"}) known.push_back(k);
     for_each_key(root, "", [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
       std::string at = where(k, key);
       if (key == "rdzv") {
         read_rdzv(v, at, job);
       } else if (key == "env") {
         read_env(v, at, job);
+      } else if (key == "hosts") {
+        read_hosts(v, at, job);
       } else if (key == "program") {
         if (!v.IsScalar()) throw ConfigError(at + ": expected a path or module name");
         job.program = v.Scalar();

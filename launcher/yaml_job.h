@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "hosts.h"
 #include "settings.h"
 
 namespace ccrun::launcher {
@@ -24,6 +25,8 @@ struct YamlJob {
   std::optional<std::string> program;         // program:
   std::vector<std::string> args;              // args:
   std::map<std::string, Raw> rdzv_conf;       // rdzv: conf:
+  std::optional<std::vector<HostLine>> hosts;  // hosts:
+  std::string hosts_where;                     // "job.yaml:4: hosts"
 };
 
 // Reads and checks the shape of `path`. Throws ConfigError naming the file,

@@ -105,3 +105,18 @@ def test_master_port_0_picks_a_free_port():
     assert r.returncode == 0, r.stderr
     port = int(r.stdout.split("port=")[1].split()[0])
     assert 0 < port < 65536
+
+
+def test_hostfile_in_print_config(tmp_path):
+    hf = tmp_path / "hostfile"
+    hf.write_text("# two nodes\nnode1 slots=4\n\nnode2  # nproc_per_node\n")
+    r = run_ccrun("--hostfile", str(hf), "--nproc-per-node", "2", "--print-config", "--no-python", "x")
+    assert r.returncode == 0, r.stderr
+    assert "nnodes: 2\n" in r.stdout and "master_addr: node1\n" in r.stdout
+    assert "- {host: node1, slots: 4}" in r.stdout and "- {host: node2, slots: 2}" in r.stdout
+    r = run_ccrun("--hostfile", str(hf), "--include", "node1:0,9", "x")
+    assert r.returncode == 2
+    assert 'ccrun: --include "node1:0,9": host "node1" has slots 0 to 3; there is no slot 9' in r.stderr
+    hf.write_text("node1 slots=4\nnode2 slots=two\n")
+    r = run_ccrun("--hostfile", str(hf), "x")
+    assert r.returncode == 2 and f"ccrun: {hf}:2:7: \"slots=two\"" in r.stderr
