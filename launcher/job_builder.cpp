@@ -7,6 +7,7 @@
 
 #include "ccrun/error.h"
 #include "resolve.h"
+#include "slurm.h"
 
 extern char** environ;
 
@@ -74,16 +75,20 @@ std::optional<std::string> Environment::get(const std::string& name) const {
   return it->second;
 }
 
+Sources::Sources(FlagLookup flag, const Environment& env, const YamlJob& yaml)
+    : flag_(std::move(flag)), env_(env), yaml_(yaml), slurm_(slurm_settings(env)) {}
+
 Raw Sources::get(const std::string& key) const {
   const Setting& s = *find_setting(key);
   if (auto v = flag_(key)) return Raw{*v, first_flag(s), false};
   if (auto v = env_.get(pet_name(key))) return Raw{*v, pet_name(key), false};
+  if (auto it = slurm_.find(key); it != slurm_.end()) return it->second;
   if (auto it = yaml_.raws.find(key); it != yaml_.raws.end()) return it->second;
   return Raw{s.def ? s.def : "false", first_flag(s) + " (default)", false};
 }
 
 bool Sources::given(const std::string& key) const {
-  return flag_(key) || env_.get(pet_name(key)) || yaml_.raws.count(key) > 0;
+  return flag_(key) || env_.get(pet_name(key)) || slurm_.count(key) > 0 || yaml_.raws.count(key) > 0;
 }
 
 Command parse_command_line(const std::vector<std::string>& args, const Environment& env) {

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,14 +21,14 @@
 
 namespace ccrun::launcher {
 
-// Where each setting's value comes from: flag > PET_ variable > YAML >
-// default.
+// Where each setting's value comes from: flag > PET_ variable > Slurm's
+// srun variables (slurm.h) > YAML > default.
 class Sources {
  public:
   // `flag(key)` returns the flag's text when the flag was given.
   using FlagLookup = std::function<std::optional<std::string>(const std::string& key)>;
-  Sources(FlagLookup flag, const Environment& env, const YamlJob& yaml)
-      : flag_(std::move(flag)), env_(env), yaml_(yaml) {}
+  // Reads Slurm's variables from `env` (throws ConfigError on bad ones).
+  Sources(FlagLookup flag, const Environment& env, const YamlJob& yaml);
 
   // The setting `key`'s raw value and source. `key` must be in settings().
   Raw get(const std::string& key) const;
@@ -39,6 +41,7 @@ class Sources {
   FlagLookup flag_;
   const Environment& env_;
   const YamlJob& yaml_;
+  std::map<std::string, Raw> slurm_;
 };
 
 // nnodes, nproc_per_node, node_rank, master_addr/port, local_addr, standalone.

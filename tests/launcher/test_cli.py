@@ -2,10 +2,11 @@
 example in configs/, and bad flags or YAML (exit status 2, a clear message)."""
 import glob
 import os
+import subprocess
 
 import pytest
 
-from helpers import run_ccrun
+from helpers import ccrun_cmd, free_port, run_ccrun
 
 SOURCE = os.environ.get("CCRUN_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -120,3 +121,53 @@ def test_hostfile_in_print_config(tmp_path):
     hf.write_text("node1 slots=4\nnode2 slots=two\n")
     r = run_ccrun("--hostfile", str(hf), "x")
     assert r.returncode == 2 and f"ccrun: {hf}:2:7: \"slots=two\"" in r.stderr
+
+
+def slurm_env(node_id, nodes="2", nodelist="127.0.0.[1-2]"):
+    """What srun sets for one task per node (a job step of job 777)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PET_"))}
+    env.update({"SLURM_JOB_ID": "777", "SLURM_STEP_ID": "0", "SLURM_JOB_NUM_NODES": nodes,
+                "SLURM_NNODES": nodes, "SLURM_NODEID": str(node_id), "SLURM_LOCALID": "0",
+                "SLURM_PROCID": str(node_id), "SLURM_JOB_NODELIST": nodelist})
+    return env
+
+
+def test_slurm_print_config():
+    env = slurm_env(2, nodes="4", nodelist="gpu[01-02,07],cpu3")
+    r = subprocess.run(ccrun_cmd("--print-config", "--no-python", "x"), capture_output=True,
+                       text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    for line in ("nnodes: 4\n", "node_rank: 2\n", "master_addr: gpu01\n", "id: 777\n"):
+        assert line in r.stdout
+    r = subprocess.run(ccrun_cmd("--print-config", "--node-rank", "0", "--no-python", "x"),
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert "node_rank: 0\n" in r.stdout
+    env["SLURM_JOB_NODELIST"] = "gpu[01-x]"
+    r = subprocess.run(ccrun_cmd("--print-config", "--no-python", "x"), capture_output=True,
+                       text=True, env=env, timeout=60)
+    assert r.returncode == 2
+    assert 'ccrun: SLURM_JOB_NODELIST "gpu[01-x]": column 8:' in r.stderr
+
+
+def test_slurm_two_nodes_without_node_flags():
+    """Two ccruns as srun would start them on two nodes (here both on loopback):
+    no node flags, only SLURM_* variables and the port."""
+    port = str(free_port())
+    procs = [subprocess.Popen(ccrun_cmd("--master-port", port, "--no-python", "sh", "-c",
+                                        "echo rank=$RANK of $WORLD_SIZE at $MASTER_ADDR "
+                                        "id=$TORCHELASTIC_RUN_ID"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=slurm_env(i), start_new_session=True)
+             for i in range(2)]
+    outs = []
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                os.killpg(q.pid, 9)
+            raise
+        assert p.returncode == 0, err
+        outs.append(out)
+    assert "rank=0 of 2 at 127.0.0.1 id=777" in outs[0]
+    assert "rank=1 of 2 at 127.0.0.1 id=777" in outs[1]
