@@ -9,6 +9,7 @@
 
 #include "ccrun/agent.h"
 #include "ccrun/error.h"
+#include "fanout.h"
 #include "job_builder.h"
 
 int main(int argc, char** argv) {
@@ -33,10 +34,16 @@ int main(int argc, char** argv) {
     std::fputs(launcher::to_yaml(cmd.spec).c_str(), stdout);
     return 0;
   }
-  if (!cmd.spec.hosts.empty()) {
-    std::fprintf(stderr, "ccrun: a host list (--hostfile, hosts:) is parsed but cannot be run yet: "
-                         "start ccrun on each host with --node-rank\n");
-    return 2;
+  if (!cmd.spec.hosts.empty()) {  // one agent per host, over ssh
+    try {
+      return launcher::run_fanout(cmd.spec, launcher::Environment::from_process());
+    } catch (const ConfigError& e) {
+      std::fprintf(stderr, "ccrun: %s\n", e.what());
+      return 2;
+    } catch (const Error& e) {
+      std::fprintf(stderr, "ccrun: %s\n", e.what());
+      return 1;
+    }
   }
   // ccrun's own messages go to stderr: stdout carries the workers' output.
   auto logger = spdlog::stderr_color_mt("ccrun");

@@ -21,6 +21,8 @@ struct Flags {
   std::map<std::string, CLI::Option*> opts;   // every setting's option
   std::string config;
   bool print_config = false, version = false;
+  std::vector<std::string> exports;  // --export, repeatable
+  bool exit_on_stdin_eof = false;    // hidden: set by the ssh fan-out
 };
 
 // CLI11's parser for every setting, bound to `f`.
@@ -54,6 +56,12 @@ std::unique_ptr<CLI::App> make_app(Flags& f) {
   app->add_flag("--print-config", f.print_config, "Print the effective job as YAML and exit")
       ->group("Job file");
   app->add_flag("--version", f.version, "Print ccrun's version and exit");
+  app->add_option("--export", f.exports,
+                  "Forward this variable to every host of the host list (repeatable; NAME or A,B)")
+      ->group("Hosts")
+      ->delimiter(',')
+      ->allow_extra_args(false);  // one value per --export: the program may follow
+  app->add_flag("--exit-on-stdin-eof", f.exit_on_stdin_eof)->group("");  // hidden
   return app;
 }
 
@@ -124,6 +132,8 @@ Command parse_command_line(const std::vector<std::string>& args, const Environme
   JobSpec& spec = cmd.spec;
   resolve_nodes(src, spec);
   resolve_hosts(src, spec);
+  resolve_fanout(src, f.exports, spec);
+  spec.exit_on_stdin_eof = f.exit_on_stdin_eof;
   resolve_rendezvous(src, spec);
   resolve_restarts(src, spec);
   resolve_logs(src, spec);

@@ -3,24 +3,15 @@
 
 #include <charconv>
 
+#include "fanout.h"
 #include "job_builder.h"
+#include "settings.h"
 
 namespace ccrun::launcher {
-namespace {
-
-// The shortest text that reads back as `v` (0.1, not 0.10000000000000001),
-// as a plain YAML number.
-std::string shortest(double v) {
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, ec == std::errc() ? end : buf);
-}
-
-}  // namespace
 
 std::string to_yaml(const JobSpec& s) {
   YAML::Emitter out;
-  auto secs = [](std::chrono::milliseconds ms) { return shortest(ms.count() / 1000.0); };
+  auto secs = [](std::chrono::milliseconds ms) { return seconds_text(ms); };
   out << YAML::BeginMap;
   // MIN:MAX quoted: a YAML 1.1 reader takes 1:4 unquoted as a base-60
   // number (64).
@@ -55,15 +46,9 @@ std::string to_yaml(const JobSpec& s) {
   out << YAML::Key << "signals_to_handle" << YAML::Value << YAML::Flow << s.signals_to_handle;
   out << YAML::Key << "role" << YAML::Value << s.role;
   out << YAML::Key << "log_dir" << YAML::Value << s.logs.log_dir;
-  auto streams = [](int def, const std::map<int, int>& m) {
-    if (m.empty()) return std::to_string(def);
-    std::string out;
-    for (auto [k, v] : m) out += (out.empty() ? "" : ",") + std::to_string(k) + ":" + std::to_string(v);
-    return out;
-  };
   out << YAML::Key << "redirects" << YAML::Value << YAML::DoubleQuoted
-      << streams(s.logs.default_redirects, s.logs.redirects);
-  out << YAML::Key << "tee" << YAML::Value << YAML::DoubleQuoted << streams(s.logs.default_tee, s.logs.tee);
+      << std_streams_text(s.logs.default_redirects, s.logs.redirects);
+  out << YAML::Key << "tee" << YAML::Value << YAML::DoubleQuoted << std_streams_text(s.logs.default_tee, s.logs.tee);
   std::vector<int> filter(s.logs.local_ranks_filter.begin(), s.logs.local_ranks_filter.end());
   out << YAML::Key << "local_ranks_filter" << YAML::Value << YAML::Flow << filter;
   if (!s.hosts.empty()) {
@@ -85,7 +70,15 @@ std::string to_yaml(const JobSpec& s) {
     }
     out << YAML::EndSeq;
     if (narrowed) out << YAML::Key << "include" << YAML::Value << include;
+    std::string ssh;
+    for (const auto& w : s.fanout.ssh_command) {
+      bool plain = !w.empty() && w.find_first_of(" \t\n'\"\\$`") == std::string::npos;
+      ssh += (ssh.empty() ? "" : " ") + (plain ? w : shell_quote(w));
+    }
+    out << YAML::Key << "ssh_command" << YAML::Value << ssh;
+    if (!s.fanout.remote_ccrun.empty()) out << YAML::Key << "remote_ccrun" << YAML::Value << s.fanout.remote_ccrun;
   }
+  if (!s.fanout.exports.empty()) out << YAML::Key << "exports" << YAML::Value << YAML::Flow << s.fanout.exports;
   if (!s.env.empty()) {
     out << YAML::Key << "env" << YAML::Value << YAML::BeginMap;
     for (const auto& [k, v] : s.env) out << YAML::Key << k << YAML::Value << v;

@@ -50,6 +50,9 @@ void resolve_nodes(const Sources& src, JobSpec& spec);
 // nnodes defaults to its length and master_addr to its first host. Needs
 // resolve_nodes first (a host's slots default to nproc_per_node).
 void resolve_hosts(const Sources& src, JobSpec& spec);
+// ssh_command (flag > PET_SSH_COMMAND > CCRUN_SSH > YAML > default),
+// remote_ccrun, and the exports (the job file's, then `flag_exports`).
+void resolve_fanout(const Sources& src, const std::vector<std::string>& flag_exports, JobSpec& spec);
 // rdzv_backend, rdzv_endpoint, rdzv_id, rdzv_conf, and the checks that tie
 // the rendezvous to the node settings. Needs resolve_nodes first.
 void resolve_rendezvous(const Sources& src, JobSpec& spec);

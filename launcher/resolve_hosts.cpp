@@ -1,6 +1,10 @@
 // The host list: --hostfile or `hosts:`, narrowed by --include/--exclude
 // (see resolve.h and hosts.h).
+#include <algorithm>
+#include <cctype>
+
 #include "ccrun/error.h"
+#include "fanout.h"
 #include "hosts.h"
 #include "resolve.h"
 
@@ -40,6 +44,28 @@ void resolve_hosts(const Sources& src, JobSpec& spec) {
                                 " or MIN:" + std::to_string(n) + ", or drop --nnodes");
   }
   if (!src.given("master_addr")) spec.master_addr = spec.hosts.front().name;
+}
+
+void resolve_fanout(const Sources& src, const std::vector<std::string>& flag_exports, JobSpec& spec) {
+  Raw ssh = src.get("ssh_command");
+  auto ccrun_ssh = src.env().get("CCRUN_SSH");
+  if (ccrun_ssh && (ssh.yaml || ssh.where.ends_with("(default)"))) ssh = Raw{*ccrun_ssh, "CCRUN_SSH", false};
+  spec.fanout.ssh_command = split_words(ssh.value, ssh.label());
+  spec.fanout.remote_ccrun = src.get("remote_ccrun").value;
+  std::vector<std::pair<std::string, std::string>> named;  // name, where
+  for (const auto& e : src.yaml().exports) named.emplace_back(e, "exports: \"" + e + "\"");
+  for (const auto& e : flag_exports) named.emplace_back(e, "--export \"" + e + "\"");
+  for (const auto& [name, where] : named) {
+    bool ok = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
+    for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+    if (!ok) throw ConfigError(where + ": expected a variable name (letters, digits, _)");
+    if (std::find(spec.fanout.exports.begin(), spec.fanout.exports.end(), name) == spec.fanout.exports.end()) {
+      spec.fanout.exports.push_back(name);
+    }
+  }
+  if (spec.hosts.empty() && !flag_exports.empty()) {
+    throw ConfigError("--export forwards variables to the hosts of a host list; give --hostfile too");
+  }
 }
 
 }  // namespace ccrun::launcher

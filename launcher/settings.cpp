@@ -3,6 +3,7 @@
 #include "settings.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <sstream>
 
@@ -38,6 +39,11 @@ const Setting kSettings[] = {
     {"include", "--include", "Only these hosts/slots of the host list: host1@host2:0,1", "",
      "Hosts"},
     {"exclude", "--exclude", "Leave out these hosts/slots of the host list: host1@host2:0,1", "",
+     "Hosts"},
+    {"ssh_command", "--ssh-command",
+     "How to reach a host of the host list (also CCRUN_SSH), called as ssh: options, host, command",
+     "ssh -o BatchMode=yes", "Hosts"},
+    {"remote_ccrun", "--remote-ccrun", "The ccrun each host runs (default: this ccrun's own path)", "",
      "Hosts"},
     {"max_restarts", "--max-restarts,--max_restarts", "Restarts of the worker group before failing",
      "0", "Restarts"},
@@ -178,6 +184,19 @@ void parse_std_streams(const Raw& r, int& def, std::map<int, int>& per_rank) {
     Raw rank{item.substr(0, colon), r.where, r.yaml}, val{item.substr(colon + 1), r.where, r.yaml};
     per_rank[int(to_int(rank, 0, 1 << 20, "a local rank"))] = int(to_int(val, 0, 3, "0 to 3"));
   }
+}
+
+std::string std_streams_text(int def, const std::map<int, int>& per_rank) {
+  if (per_rank.empty()) return std::to_string(def);
+  std::string out;
+  for (auto [k, v] : per_rank) out += (out.empty() ? "" : ",") + std::to_string(k) + ":" + std::to_string(v);
+  return out;
+}
+
+std::string seconds_text(std::chrono::milliseconds ms) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, double(ms.count()) / 1000.0);
+  return std::string(buf, ec == std::errc() ? end : buf);
 }
 
 }  // namespace ccrun::launcher

@@ -61,4 +61,9 @@ bool to_bool(const Raw& r);
 // "3" or "0:1,1:2" -> (default, per local rank) for --redirects and --tee.
 void parse_std_streams(const Raw& r, int& def, std::map<int, int>& per_rank);
 
+// The text parse_std_streams reads back: "3" or "0:1,1:2".
+std::string std_streams_text(int def, const std::map<int, int>& per_rank);
+// Seconds in the shortest form that reads back the same ("0.1", "30").
+std::string seconds_text(std::chrono::milliseconds ms);
+
 }  // namespace ccrun::launcher

@@ -155,7 +155,7 @@ class Reader {
     for (const auto& s : settings()) {
       if (std::string(s.key).rfind("rdzv_", 0) != 0) known.push_back(s.key);
     }
-    for (const char* k : {"rdzv", "env", "program", "args", "hosts"}) known.push_back(k);
+    for (const char* k : {"rdzv", "env", "program", "args", "hosts", "exports"}) known.push_back(k);
     for_each_key(root, "", [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
       std::string at = where(k, key);
       if (key == "rdzv") {
@@ -164,6 +164,12 @@ class Reader {
         read_env(v, at, job);
       } else if (key == "hosts") {
         read_hosts(v, at, job);
+      } else if (key == "exports") {
+        if (!v.IsSequence()) throw ConfigError(at + ": expected a list of variable names");
+        for (const auto& e : v) {
+          if (!e.IsScalar()) throw ConfigError(where(e, "exports") + ": expected a variable name");
+          job.exports.push_back(e.Scalar());
+        }
       } else if (key == "program") {
         if (!v.IsScalar()) throw ConfigError(at + ": expected a path or module name");
         job.program = v.Scalar();

@@ -27,6 +27,7 @@ struct YamlJob {
   std::map<std::string, Raw> rdzv_conf;       // rdzv: conf:
   std::optional<std::vector<HostLine>> hosts;  // hosts:
   std::string hosts_where;                     // "job.yaml:4: hosts"
+  std::vector<std::string> exports;            // exports:
 };
 
 // Reads and checks the shape of `path`. Throws ConfigError naming the file,

@@ -104,6 +104,22 @@ struct JobSpec {
 
   LogSpec logs;
 
+  // How a host list starts one agent per host (launcher/fanout.h).
+  struct Fanout {
+    // The ssh command, as words: options go before the host.
+    std::vector<std::string> ssh_command = {"ssh", "-o", "BatchMode=yes"};
+    // Variables forwarded to every host (--export, exports:), beside the
+    // default set (docs/cli.md).
+    std::vector<std::string> exports;
+    // The ccrun each host runs; empty = this ccrun's own absolute path.
+    std::string remote_ccrun;
+  } fanout;
+
+  // Hidden flag --exit-on-stdin-eof, given to agents started over ssh: the
+  // agent stops the job (as on SIGTERM) when its stdin reaches EOF, which is
+  // how a SIGKILLed launching ccrun (its ssh gone) reaches remote nodes.
+  bool exit_on_stdin_eof = false;
+
   // The job's hosts, in node-rank order (the first is node 0 and, unless
   // --master-addr is given, the master); empty = no host list: this node
   // only, as given by the node flags.
