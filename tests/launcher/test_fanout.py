@@ -4,6 +4,7 @@ no sshd is needed: every host's agent runs on this machine, on loopback
 addresses 127.0.0.1-3. The namespace cluster test with a real sshd is separate."""
 import os
 import select
+import shutil
 import signal
 import subprocess
 import time
@@ -22,10 +23,12 @@ def hostfile(tmp_path, text):
 
 
 def launch(tmp_path, hosts, *args, env=None, **kw):
+    """Starts ccrun on a host list; the ssh command is the fake one unless args give one."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "SLURM_", "CCRUN_SSH"))}
     full_env.update(env or {})
+    ssh = [] if "--ssh-command" in args else ["--ssh-command", FAKE_SSH]
     cmd = ccrun_cmd("--hostfile", hostfile(tmp_path, hosts), "--master-port", str(free_port()),
-                    "--ssh-command", FAKE_SSH, *args)
+                    *ssh, *args)
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=full_env, cwd=str(tmp_path), start_new_session=True, **kw)
 
@@ -154,3 +157,53 @@ def test_sigkill_of_the_launcher_stops_every_node(tmp_path):
     # agent itself here, which then stops its workers. Over a real ssh the
     # remote agent sees its stdin close (--exit-on-stdin-eof).
     assert wait_gone(pids, 15) == []
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    """A real sshd on 127.0.0.1-3 (one free port) with keys made here; yields the
+    ssh command that reaches it. Skips where it cannot run."""
+    if os.geteuid() != 0:
+        pytest.skip("skipped: a loopback sshd for root logins needs root")
+    if not os.access("/usr/sbin/sshd", os.X_OK) or not shutil.which("ssh"):
+        pytest.skip("skipped: openssh-server and openssh-client are not installed")
+    d = tmp_path_factory.mktemp("sshd")
+    for name in ("host_key", "key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)], check=True)
+    shutil.copy(d / "key.pub", d / "authorized_keys")
+    port = free_port()
+    (d / "config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nListenAddress 127.0.0.2\nListenAddress 127.0.0.3\n"
+        f"HostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n"
+        "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+        f"KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPidFile {d}/pid\n")
+    os.makedirs("/run/sshd", exist_ok=True)
+    subprocess.run(["/usr/sbin/sshd", "-f", str(d / "config"), "-E", str(d / "log")], check=True)
+    try:
+        yield (f"ssh -p {port} -i {d}/key -o BatchMode=yes -o StrictHostKeyChecking=no "
+               "-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR")
+    finally:
+        os.kill(int((d / "pid").read_text()), signal.SIGTERM)
+
+
+def test_real_sshd_three_hosts(tmp_path, sshd):
+    p = launch(tmp_path, "127.0.0.1\n127.0.0.2\n127.0.0.3\n", "--ssh-command", sshd,
+               "--no-python", "sh", "-c", 'echo rank=$RANK pp=$PYTHONPATH via=${SSH_CONNECTION##* }',
+               env={"PYTHONPATH": "/x"})
+    rc, out, err = finish(p)
+    assert rc == 0, err
+    assert sorted(out.splitlines()) == [
+        "127.0.0.1: [0]:rank=0 pp=/x via=" + sshd.split()[2],
+        "127.0.0.2: [1]:rank=1 pp=/x via=" + sshd.split()[2],
+        "127.0.0.3: [2]:rank=2 pp=/x via=" + sshd.split()[2]]
+
+
+def test_real_sshd_unreachable_host_is_named(tmp_path, sshd):
+    # 127.0.0.4: nothing listens on the sshd's port there.
+    p = launch(tmp_path, "127.0.0.1\n127.0.0.4\n", "--ssh-command", sshd, "--no-python", "sleep", "30")
+    start = time.monotonic()
+    rc, out, err = finish(p)
+    assert rc == 255, err
+    assert "ccrun: host 127.0.0.4 (node 1): ssh failed (exit 255): ssh: connect to host 127.0.0.4" in err
+    assert "Connection refused" in err
+    assert time.monotonic() - start < 15
