@@ -32,6 +32,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <array>
 #include <boost/asio.hpp>
 #include <chrono>
 #include <filesystem>
@@ -43,6 +44,7 @@
 #include <thread>
 #include <utility>
 
+#include "ccrun/endpoint.h"
 #include "ccrun/error.h"
 #include "ccrun/rendezvous.h"
 #include "ccrun/store_interrupt.h"
@@ -87,21 +89,6 @@ int signal_number(const std::string& name) {
     if (abbrev && name == std::string("SIG") + abbrev) return s;
   }
   return 0;
-}
-
-// host[:port] / [v6]:port into its parts.
-std::pair<std::string, uint16_t> split_endpoint(const std::string& ep, uint16_t default_port) {
-  std::string host = ep;
-  uint16_t port = default_port;
-  if (!ep.empty() && ep[0] == '[') {
-    auto close = ep.find(']');
-    host = ep.substr(1, close - 1);
-    if (close + 1 < ep.size() && ep[close + 1] == ':') port = uint16_t(std::stoi(ep.substr(close + 2)));
-  } else if (auto colon = ep.rfind(':'); colon != std::string::npos && ep.find(':') == colon) {
-    host = ep.substr(0, colon);
-    port = uint16_t(std::stoi(ep.substr(colon + 1)));
-  }
-  return {host, port};
 }
 
 std::string random_hex(int words) {
@@ -159,6 +146,7 @@ class Agent {
     Janitor::start(agent_token_);  // forked before any thread of ours exists
     setup_signals();
     interrupt_ = std::make_shared<rendezvous::StoreInterrupt>();
+    if (spec_.exit_on_stdin_eof) watch_stdin();
     if (spec_.nproc_per_node > 1 && !std::getenv("OMP_NUM_THREADS")) {
       std::fprintf(stderr,
                    "ccrun: setting OMP_NUM_THREADS environment variable for each process to "
@@ -210,6 +198,28 @@ class Agent {
     }
     ::signal(SIGPIPE, SIG_IGN);
     arm_signals();
+  }
+
+  // --exit-on-stdin-eof (agents started over ssh): the launching ccrun
+  // holds our stdin open; EOF means it is gone (even SIGKILLed), so the
+  // job stops here as on SIGTERM.
+  void watch_stdin() {
+    int fd = ::dup(0);
+    if (fd < 0) return;
+    stdin_ = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
+    read_stdin();
+  }
+
+  void read_stdin() {
+    stdin_->async_read_some(asio::buffer(stdin_buf_), [this](boost::system::error_code ec, size_t) {
+      if (ec == asio::error::operation_aborted) return;
+      if (ec) {
+        spdlog::warn("ccrun: the launching ccrun is gone (stdin closed); stopping");
+        on_signal(SIGTERM);
+        return;
+      }
+      read_stdin();  // bytes on stdin mean nothing: keep waiting for EOF
+    });
   }
 
   void arm_signals() {
@@ -311,7 +321,9 @@ class Agent {
       port = uint16_t(spec_.master_port);
       hosting = spec_.node_rank == 0;
     } else {
-      std::tie(host, port) = split_endpoint(r.endpoint, kDefaultRdzvPort);
+      auto ep = rendezvous::parse_endpoint(r.endpoint, kDefaultRdzvPort);
+      host = ep.host;
+      port = ep.port;
       hosting = r.is_host.value_or(is_local_host(host));
     }
     if (host.rfind("127.", 0) == 0 || host == "localhost") bind_host = "127.0.0.1";
@@ -390,9 +402,7 @@ class Agent {
   }
 
   std::string store_endpoint() const {
-    bool v6 = store_opts_.host.find(':') != std::string::npos;
-    return (v6 ? "[" + store_opts_.host + "]" : store_opts_.host) + ":" +
-           std::to_string(store_opts_.port);
+    return rendezvous::Endpoint{store_opts_.host, store_opts_.port}.to_string();
   }
 
   int loop() {
@@ -732,6 +742,8 @@ class Agent {
   const JobSpec& spec_;
   asio::io_context io_{1};
   asio::signal_set signals_;
+  std::unique_ptr<asio::posix::stream_descriptor> stdin_;
+  std::array<char, 256> stdin_buf_;
   int signalled_ = 0;
   bool signalled_again_ = false;
   std::string agent_token_;

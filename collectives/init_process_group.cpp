@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "ccrun/collectives.h"
+#include "ccrun/endpoint.h"
 #include "ccrun/file_store.h"
 #include "ccrun/prefix_store.h"
 #include "ccrun/store_server.h"
@@ -81,13 +82,13 @@ std::shared_ptr<ProcessGroup> init_process_group(InitOptions o) {
     bool host_store = false;
     std::string prefix = "collectives";
     if (m.rfind("tcp://", 0) == 0) {
-      std::string ep = m.substr(6);
-      auto colon = ep.rfind(':');
-      if (colon == std::string::npos) {
-        throw ConfigError("init_process_group: \"" + m + "\": give tcp://host:port");
+      try {
+        auto ep = rendezvous::parse_endpoint(std::string_view(m).substr(6));
+        addr = ep.host;
+        port = ep.port;
+      } catch (const ConfigError& e) {
+        throw ConfigError("init_process_group: \"" + m + "\": " + e.what());
       }
-      addr = ep.substr(0, colon);
-      port = uint16_t(std::stoi(ep.substr(colon + 1)));
       host_store = rank == 0;
     } else if (m == "env://") {
       if (std::getenv("CCRUN_STORE_ADDR") && std::getenv("CCRUN_STORE_PORT")) {

@@ -5,19 +5,29 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 
 #include "ccrun/agent.h"
 #include "ccrun/error.h"
+#include "fanout.h"
 #include "job_builder.h"
+#include "status_command.h"
 
 int main(int argc, char** argv) {
   using namespace ccrun;
+  if (argc > 1 && std::string(argv[1]) == "status") {
+    return launcher::run_status_command(std::vector<std::string>(argv + 2, argv + argc));
+  }
   launcher::Command cmd;
   try {
     cmd = launcher::parse_command_line(std::vector<std::string>(argv + 1, argv + argc),
                                        launcher::Environment::from_process());
   } catch (const Error& e) {
     std::fprintf(stderr, "ccrun: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    // A bad value the checks missed: still a usage error, never an abort.
+    std::fprintf(stderr, "ccrun: cannot read the command line or job file: %s\n", e.what());
     return 2;
   }
   if (!cmd.message.empty()) {
@@ -27,6 +37,17 @@ int main(int argc, char** argv) {
   if (cmd.print_config) {
     std::fputs(launcher::to_yaml(cmd.spec).c_str(), stdout);
     return 0;
+  }
+  if (!cmd.spec.hosts.empty()) {  // one agent per host, over ssh
+    try {
+      return launcher::run_fanout(cmd.spec, launcher::Environment::from_process());
+    } catch (const ConfigError& e) {
+      std::fprintf(stderr, "ccrun: %s\n", e.what());
+      return 2;
+    } catch (const Error& e) {
+      std::fprintf(stderr, "ccrun: %s\n", e.what());
+      return 1;
+    }
   }
   // ccrun's own messages go to stderr: stdout carries the workers' output.
   auto logger = spdlog::stderr_color_mt("ccrun");

@@ -67,6 +67,56 @@ c_ms=$(restart_latency "$ccrun" --nproc-per-node 4 --max-restarts 1 --master-por
 t_ms=$(restart_latency "${torchrun[@]}" --nproc_per_node 4 --max_restarts 1 --master_port "$(free_port)" --no_python)
 table+=$'\n'"| worker crash to restarted workers running, ms (4 workers, default monitor interval) | $c_ms | $t_ms | $(ratio "$t_ms" "$c_ms")x faster |"
 
+# Fan-out: a 3-host job started from one command, from the command to every
+# worker running (each writes the time it starts). Hosts are 127.0.0.1-3 on
+# this machine, reached by tests/launcher/fake_ssh.sh (no ssh: the
+# launcher's own cost) and by a real sshd on loopback (ssh handshakes
+# included; needs root and /usr/sbin/sshd, as in the namespace cluster).
+fanout_ms() {  # ssh_command -> median ms over $runs runs
+  local ssh=$1 out=$tmp/fanout ms=()
+  printf '127.0.0.1\n127.0.0.2\n127.0.0.3\n' >"$tmp/hosts"
+  for _ in $(seq "$runs"); do
+    rm -rf "$out"; mkdir -p "$out"
+    local t0; t0=$(date +%s%N)
+    OUT=$out "$ccrun" --hostfile "$tmp/hosts" --ssh-command "$ssh" --export OUT --master-port "$(free_port)" \
+      --no-python /bin/sh -c 'date +%s%N > "$OUT/$RANK"' >/dev/null 2>"$tmp/err" || {
+      echo "bench-launch: fan-out over \`$ssh\` failed:" >&2; cat "$tmp/err" >&2; exit 1; }
+    local last; last=$(cat "$out"/* | sort -n | tail -1)
+    ms+=("$(awk -v a="$last" -v b="$t0" 'BEGIN{printf "%.0f", (a - b) / 1e6}')")
+  done
+  printf '%s\n' "${ms[@]}" | median
+}
+fake_ms=$(fanout_ms "$here/tests/launcher/fake_ssh.sh")
+table+=$'\n'"| 3-host job, command to every worker running, ms (fake ssh: the fan-out's own cost, median of $runs) | $fake_ms | no fan-out | |"
+if [[ $(id -u) == 0 && -x /usr/sbin/sshd ]] && command -v ssh >/dev/null; then
+  sshd_dir=$tmp/sshd; mkdir -p "$sshd_dir" /run/sshd
+  ssh-keygen -q -t ed25519 -N '' -f "$sshd_dir/host_key"
+  ssh-keygen -q -t ed25519 -N '' -f "$sshd_dir/key"
+  cp "$sshd_dir/key.pub" "$sshd_dir/authorized_keys"
+  sshd_port=$(free_port)
+  cat >"$sshd_dir/config" <<EOF_SSHD
+Port $sshd_port
+ListenAddress 127.0.0.1
+ListenAddress 127.0.0.2
+ListenAddress 127.0.0.3
+HostKey $sshd_dir/host_key
+AuthorizedKeysFile $sshd_dir/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PidFile $sshd_dir/pid
+EOF_SSHD
+  /usr/sbin/sshd -f "$sshd_dir/config" -E "$sshd_dir/log"
+  trap 'kill "$(cat "$sshd_dir/pid" 2>/dev/null)" 2>/dev/null; rm -rf "$tmp"' EXIT
+  ssh_cmd="ssh -p $sshd_port -i $sshd_dir/key -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR"
+  real_ms=$(fanout_ms "$ssh_cmd")
+  table+=$'\n'"| 3-host job, command to every worker running, ms (real sshd on loopback, handshakes included, median of $runs) | $real_ms | no fan-out | |"
+else
+  table+=$'\n'"| 3-host job over a real sshd | skipped: needs root and /usr/sbin/sshd | | |"
+fi
+
 echo "$table"
 if ((!smoke)); then
   section="Measured by \`scripts/bench-launch.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores. Peak RSS is

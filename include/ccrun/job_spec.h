@@ -63,6 +63,17 @@ struct LogSpec {
   bool prefix_lines = true;
 };
 
+// One host of a host list (--hostfile, `hosts:` in the job file), after
+// --include / --exclude.
+struct HostSpec {
+  std::string name;   // as ssh reaches it: a name or an address
+  int slots = 1;      // slots=N, or nproc_per_node when not given
+  // The slots (local device indices, 0..slots-1) this job uses, ascending:
+  // all of them unless --include/--exclude named some. Workers on this host
+  // = devices.size().
+  std::vector<int> devices;
+};
+
 struct JobSpec {
   // Nodes.
   int min_nodes = 1;
@@ -92,6 +103,27 @@ struct JobSpec {
   std::map<std::string, std::string> env;
 
   LogSpec logs;
+
+  // How a host list starts one agent per host (launcher/fanout.h).
+  struct Fanout {
+    // The ssh command, as words: options go before the host.
+    std::vector<std::string> ssh_command = {"ssh", "-o", "BatchMode=yes"};
+    // Variables forwarded to every host (--export, exports:), beside the
+    // default set (docs/cli.md).
+    std::vector<std::string> exports;
+    // The ccrun each host runs; empty = this ccrun's own absolute path.
+    std::string remote_ccrun;
+  } fanout;
+
+  // Hidden flag --exit-on-stdin-eof, given to agents started over ssh: the
+  // agent stops the job (as on SIGTERM) when its stdin reaches EOF, which is
+  // how a SIGKILLed launching ccrun (its ssh gone) reaches remote nodes.
+  bool exit_on_stdin_eof = false;
+
+  // The job's hosts, in node-rank order (the first is node 0 and, unless
+  // --master-addr is given, the master); empty = no host list: this node
+  // only, as given by the node flags.
+  std::vector<HostSpec> hosts;
 };
 
 }  // namespace ccrun

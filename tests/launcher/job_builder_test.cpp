@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "ccrun/error.h"
 #include "job_builder.h"
@@ -79,7 +80,7 @@ TEST_CASE("rdzv flags and conf", "[launcher]") {
 
 TEST_CASE("impossible values name the flag and the fix", "[launcher]") {
   CHECK(error_of({"--nnodes", "3:2", "a"}) == "--nnodes \"3:2\": min is larger than max");
-  CHECK_THAT(error_of({"--master-port", "70000", "a"}), Catch::Contains("between 1 and 65535"));
+  CHECK_THAT(error_of({"--master-port", "70000", "a"}), Catch::Contains("between 0 and 65535"));
   CHECK_THAT(error_of({"--nproc-per-node", "0", "a"}), Catch::Contains("--nproc-per-node \"0\""));
   CHECK_THAT(error_of({"--max-restarts", "-1", "a"}), Catch::Contains("--max-restarts"));
   CHECK_THAT(error_of({"--nnodes", "1:2", "a"}), Catch::Contains("static rendezvous needs a fixed"));
@@ -120,7 +121,8 @@ TEST_CASE("program resolution", "[launcher]") {
   CHECK(parse({"./trainer", "-x"}, env).entrypoint == std::vector<std::string>{"./trainer", "-x"});
   CHECK(parse({"--", "./trainer", "--max-restarts", "3"}, env).entrypoint ==
         std::vector<std::string>{"./trainer", "--max-restarts", "3"});
-  CHECK(parse({"-r", "0:1,1:2", "-t", "3", "--local-ranks-filter", "0,2", "--no-python", "a"})
+  CHECK(parse({"-r", "0:1,1:2", "-t", "3", "--nproc-per-node", "3", "--local-ranks-filter", "0,2",
+               "--no-python", "a"})
             .logs.redirects == std::map<int, int>{{0, 1}, {1, 2}});
 }
 
@@ -169,5 +171,78 @@ TEST_CASE("print-config output round-trips through --config", "[launcher][yaml]"
   CHECK(again.max_restarts == 2);
   CHECK(again.rdzv.join_timeout == std::chrono::seconds(9));
   CHECK(again.entrypoint == first.spec.entrypoint);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("every bad value is an error, never a wrap or a silent choice", "[launcher]") {
+  CHECK_THAT(error_of({"--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:abc", "a"}),
+             Catch::StartsWith("--rdzv-endpoint: endpoint \"127.0.0.1:abc\"") &&
+                 Catch::Contains("not a number"));
+  CHECK_THAT(error_of({"--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:99999", "a"}),
+             Catch::Contains("above 65535"));
+  CHECK_THAT(error_of({"--nproc-per-node", "2", "--local-ranks-filter", "0,99", "a"}),
+             Catch::Contains("--local-ranks-filter \"99\": local rank 99 does not exist") &&
+                 Catch::Contains("local ranks 0 to 1"));
+  CHECK(parse({"--nproc-per-node", "2", "--local-ranks-filter", "1", "a"}).logs.local_ranks_filter ==
+        std::set<int>{1});
+  CHECK_THAT(error_of({"--config", "/tmp", "a"}), Catch::Contains("is a directory"));
+}
+
+TEST_CASE("port 0 (a free port) where one node can use it", "[launcher]") {
+  CHECK(parse({"--master-port", "0", "--no-python", "a"}).master_port == 0);
+  CHECK_THAT(error_of({"--nnodes", "2", "--master-port", "0", "a"}),
+             Catch::Contains("--master-port \"0\": 0 (a free port) works for one node only"));
+  CHECK(parse({"--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:0", "a"}).rdzv.endpoint ==
+        "127.0.0.1:0");
+  CHECK_THAT(error_of({"--nnodes", "1:2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:0", "a"}),
+             Catch::Contains("port 0 (a free port) works for one node only") && Catch::Contains("h:29400"));
+}
+
+TEST_CASE("torch 1.13's --start_method is accepted", "[launcher]") {
+  for (const char* m : {"spawn", "fork", "forkserver"}) {
+    CHECK(parse({"--start_method", m, "--no-python", "a"}).entrypoint == std::vector<std::string>{"a"});
+    CHECK(parse({"--start-method", m, "--no-python", "a"}).entrypoint == std::vector<std::string>{"a"});
+  }
+  CHECK_THAT(error_of({"--start-method", "thread", "a"}), Catch::Contains("spawn, fork or forkserver"));
+}
+
+TEST_CASE("YAML: duplicate keys, bad env names and lists for scalars are errors", "[launcher][yaml]") {
+  auto dup = write_yaml("nproc_per_node: 2\nmax_restarts: 1\nnproc_per_node: 3\nprogram: x\n");
+  CHECK(error_of({"--config", dup}) ==
+        dup + ":3: nproc_per_node: duplicate key (first on line 1); keep one of them");
+  auto dup_rdzv = write_yaml("rdzv:\n  backend: c10d\n  backend: static\nprogram: x\n");
+  CHECK_THAT(error_of({"--config", dup_rdzv}), Catch::Contains(":3: rdzv.backend: duplicate key (first on line 2)"));
+  auto dup_env = write_yaml("env:\n  A: 1\n  B: 2\n  A: 3\nprogram: x\n");
+  CHECK_THAT(error_of({"--config", dup_env}), Catch::Contains(":4: env.A: duplicate key (first on line 2)"));
+  auto eq = write_yaml("env:\n  A=B: 1\nprogram: x\n");
+  CHECK_THAT(error_of({"--config", eq}), Catch::Contains(":2: env.A=B: a variable name cannot hold '='"));
+  auto empty = write_yaml("env:\n  \"\": 1\nprogram: x\n");
+  CHECK_THAT(error_of({"--config", empty}), Catch::Contains(":2: env: an empty variable name"));
+  auto list = write_yaml("nproc_per_node: [2]\nprogram: x\n");
+  CHECK(error_of({"--config", list}) ==
+        list + ":1: nproc_per_node: expected a single value, not a list (write the value without [ ])");
+  auto env_list = write_yaml("env:\n  A: [1, 2]\nprogram: x\n");
+  CHECK_THAT(error_of({"--config", env_list}), Catch::Contains(":2: env.A: expected a single value"));
+  auto lists_ok = write_yaml("nproc_per_node: 3\nsignals_to_handle: [SIGTERM, SIGUSR1]\n"
+                             "local_ranks_filter: [0, 2]\nprogram: x\n");
+  auto s = parse({"--config", lists_ok});
+  CHECK(s.signals_to_handle == std::vector<std::string>{"SIGTERM", "SIGUSR1"});
+  CHECK(s.logs.local_ranks_filter == std::set<int>{0, 2});
+  for (auto p : {dup, dup_rdzv, dup_env, eq, empty, list, env_list, lists_ok}) std::filesystem::remove(p);
+}
+
+TEST_CASE("print-config: shortest numbers, quoted MIN:MAX", "[launcher][yaml]") {
+  auto spec = parse({"--nnodes", "1:4", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h",
+                     "--monitor-interval", "0.1", "--stop-grace", "2.5", "-r", "0:1,1:2", "a"});
+  auto yaml = ccrun::launcher::to_yaml(spec);
+  CHECK_THAT(yaml, Catch::Contains("\nmonitor_interval: 0.1\n"));
+  CHECK_THAT(yaml, Catch::Contains("\nstop_grace: 2.5\n"));
+  CHECK_THAT(yaml, Catch::Contains("nnodes: \"1:4\"\n"));
+  CHECK_THAT(yaml, Catch::Contains("redirects: \"0:1,1:2\"\n"));
+  auto path = write_yaml(yaml);
+  auto again = parse({"--config", path});
+  CHECK(again.min_nodes == 1);
+  CHECK(again.max_nodes == 4);
+  CHECK(again.monitor_interval == std::chrono::milliseconds(100));
   std::filesystem::remove(path);
 }

@@ -2,10 +2,11 @@
 example in configs/, and bad flags or YAML (exit status 2, a clear message)."""
 import glob
 import os
+import subprocess
 
 import pytest
 
-from helpers import run_ccrun
+from helpers import ccrun_cmd, free_port, run_ccrun
 
 SOURCE = os.environ.get("CCRUN_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -32,11 +33,20 @@ def test_every_example_config_loads(config, tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["--nnodes", "3:2", "x"], '--nnodes "3:2": min is larger than max'),
-    (["--master-port", "70000", "x"], '--master-port "70000": must be between 1 and 65535'),
+    (["--master-port", "70000", "x"], '--master-port "70000": must be between 0 and 65535'),
+    (["--nnodes", "2", "--master-port", "0", "x"], "0 (a free port) works for one node only"),
+    (["--config", "/tmp", "x"], '--config "/tmp": is a directory'),
+    (["--nproc-per-node", "2", "--local-ranks-filter", "99", "x"], "local rank 99 does not exist"),
+    (["--start_method", "thread", "x"], "spawn, fork or forkserver"),
     (["--nproc-per-node", "0", "x"], '--nproc-per-node "0"'),
     (["--nprc-per-node", "2", "x"], 'did you mean "--nproc-per-node"'),
     (["--rdzv-backend", "c10d", "x"], "needs --rdzv-endpoint"),
     ([], "no program to run"),
+    (["--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:abc", "x"],
+     '--rdzv-endpoint: endpoint "127.0.0.1:abc": the port "abc" is not a number'),
+    (["--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:99999", "x"],
+     'endpoint "127.0.0.1:99999": the port "99999" is above 65535'),
+    (["--rdzv-backend", "c10d", "--rdzv-endpoint", "[::1:29400", "x"], "'[' without ']'"),
 ])
 def test_bad_flags(args, message):
     r = run_ccrun(*args)
@@ -60,3 +70,104 @@ def test_pet_variables_configure_ccrun():
                   env={"PET_NPROC_PER_NODE": "3", "PET_MAX_RESTARTS": "2"})
     assert r.returncode == 0
     assert "nproc_per_node: 3" in r.stdout and "max_restarts: 2" in r.stdout
+
+
+@pytest.mark.parametrize("text,message", [
+    ("nproc_per_node: 2\nnproc_per_node: 3\nprogram: x\n",
+     ":2: nproc_per_node: duplicate key (first on line 1)"),
+    ("env:\n  A=B: 1\nprogram: x\n", ":2: env.A=B: a variable name cannot hold '='"),
+    ("env:\n  '': 1\nprogram: x\n", ":2: env: an empty variable name"),
+    ("nproc_per_node: [2]\nprogram: x\n", ":1: nproc_per_node: expected a single value, not a list"),
+])
+def test_bad_yaml_values(tmp_path, text, message):
+    job = tmp_path / "job.yaml"
+    job.write_text(text)
+    r = run_ccrun("--config", str(job))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith(f"ccrun: {job}") and message in r.stderr
+
+
+def test_print_config_numbers_and_quotes():
+    r = run_ccrun("--print-config", "--nnodes", "1:4", "--rdzv-backend", "c10d",
+                  "--rdzv-endpoint", "h", "--no-python", "x")
+    assert r.returncode == 0, r.stderr
+    assert "\nmonitor_interval: 0.1\n" in r.stdout
+    assert 'nnodes: "1:4"' in r.stdout
+
+
+@pytest.mark.parametrize("method", ["spawn", "fork", "forkserver"])
+def test_start_method_accepted(method):
+    r = run_ccrun("--start_method", method, "--no-python", "true", timeout=60)
+    assert r.returncode == 0, r.stderr
+
+
+def test_master_port_0_picks_a_free_port():
+    r = run_ccrun("--master-port", "0", "--no-python", "sh", "-c", "echo port=$MASTER_PORT", timeout=60)
+    assert r.returncode == 0, r.stderr
+    port = int(r.stdout.split("port=")[1].split()[0])
+    assert 0 < port < 65536
+
+
+def test_hostfile_in_print_config(tmp_path):
+    hf = tmp_path / "hostfile"
+    hf.write_text("# two nodes\nnode1 slots=4\n\nnode2  # nproc_per_node\n")
+    r = run_ccrun("--hostfile", str(hf), "--nproc-per-node", "2", "--print-config", "--no-python", "x")
+    assert r.returncode == 0, r.stderr
+    assert "nnodes: 2\n" in r.stdout and "master_addr: node1\n" in r.stdout
+    assert "- {host: node1, slots: 4}" in r.stdout and "- {host: node2, slots: 2}" in r.stdout
+    r = run_ccrun("--hostfile", str(hf), "--include", "node1:0,9", "x")
+    assert r.returncode == 2
+    assert 'ccrun: --include "node1:0,9": host "node1" has slots 0 to 3; there is no slot 9' in r.stderr
+    hf.write_text("node1 slots=4\nnode2 slots=two\n")
+    r = run_ccrun("--hostfile", str(hf), "x")
+    assert r.returncode == 2 and f"ccrun: {hf}:2:7: \"slots=two\"" in r.stderr
+
+
+def slurm_env(node_id, nodes="2", nodelist="127.0.0.[1-2]"):
+    """What srun sets for one task per node (a job step of job 777)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PET_"))}
+    env.update({"SLURM_JOB_ID": "777", "SLURM_STEP_ID": "0", "SLURM_JOB_NUM_NODES": nodes,
+                "SLURM_NNODES": nodes, "SLURM_NODEID": str(node_id), "SLURM_LOCALID": "0",
+                "SLURM_PROCID": str(node_id), "SLURM_JOB_NODELIST": nodelist})
+    return env
+
+
+def test_slurm_print_config():
+    env = slurm_env(2, nodes="4", nodelist="gpu[01-02,07],cpu3")
+    r = subprocess.run(ccrun_cmd("--print-config", "--no-python", "x"), capture_output=True,
+                       text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    for line in ("nnodes: 4\n", "node_rank: 2\n", "master_addr: gpu01\n", "id: 777\n"):
+        assert line in r.stdout
+    r = subprocess.run(ccrun_cmd("--print-config", "--node-rank", "0", "--no-python", "x"),
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert "node_rank: 0\n" in r.stdout
+    env["SLURM_JOB_NODELIST"] = "gpu[01-x]"
+    r = subprocess.run(ccrun_cmd("--print-config", "--no-python", "x"), capture_output=True,
+                       text=True, env=env, timeout=60)
+    assert r.returncode == 2
+    assert 'ccrun: SLURM_JOB_NODELIST "gpu[01-x]": column 8:' in r.stderr
+
+
+def test_slurm_two_nodes_without_node_flags():
+    """Two ccruns as srun would start them on two nodes (here both on loopback):
+    no node flags, only SLURM_* variables and the port."""
+    port = str(free_port())
+    procs = [subprocess.Popen(ccrun_cmd("--master-port", port, "--no-python", "sh", "-c",
+                                        "echo rank=$RANK of $WORLD_SIZE at $MASTER_ADDR "
+                                        "id=$TORCHELASTIC_RUN_ID"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=slurm_env(i), start_new_session=True)
+             for i in range(2)]
+    outs = []
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                os.killpg(q.pid, 9)
+            raise
+        assert p.returncode == 0, err
+        outs.append(out)
+    assert "rank=0 of 2 at 127.0.0.1 id=777" in outs[0]
+    assert "rank=1 of 2 at 127.0.0.1 id=777" in outs[1]

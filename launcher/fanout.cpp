@@ -1,0 +1,454 @@
+// One agent per host over ssh (see fanout.h).
+#include "fanout.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <utility>  // before Asio: its awaitable.hpp needs std::exchange
+#include <boost/asio.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "ccrun/error.h"
+#include "log_mux.h"
+#include "settings.h"
+
+namespace ccrun::launcher {
+namespace asio = boost::asio;
+
+namespace {
+
+// Variables forwarded to every host when set here (docs/cli.md).
+const char* const kForwardedNames[] = {"PYTHONPATH",       "PYTHON_EXEC",     "VIRTUAL_ENV",
+                                       "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "CCRUN_LOG_LEVEL",
+                                       "CCRUN_STORE_TOKEN_FILE"};
+const char* const kForwardedPrefixes[] = {"NCCL_", "TORCH_", "UCX_"};
+
+// How long a non-elastic job waits, after one node failed, for the other
+// agents to end on their own (they see the failure through the store)
+// before ccrun stops them.
+constexpr std::chrono::seconds kPeerGrace{5};
+// After a stop signal, how long past --stop-grace a node may take to end
+// before its ssh is killed.
+constexpr std::chrono::milliseconds kKillSlack{5000};
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+std::string signal_name(int sig) {
+  const char* a = sigabbrev_np(sig);
+  return a ? std::string("SIG") + a : "signal " + std::to_string(sig);
+}
+
+// `name` resolved through PATH as execvp would, or "" when not found.
+std::string find_program(const std::string& name, const Environment& env) {
+  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : "";
+  std::string path = env.get("PATH").value_or("/usr/local/bin:/usr/bin:/bin");
+  for (size_t start = 0; start <= path.size();) {
+    size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(start, end - start);
+    std::string full = (dir.empty() ? "." : dir) + "/" + name;
+    if (access(full.c_str(), X_OK) == 0) return full;
+    start = end + 1;
+  }
+  return "";
+}
+
+// One host's ssh and what it printed.
+struct Node {
+  size_t index = 0;
+  std::string host;
+  pid_t pid = -1;
+  std::unique_ptr<asio::posix::stream_descriptor> pidfd;
+  int stdin_fd = -1;  // never written; its close is the remote agent's EOF
+  int err_stream = -1;
+  int open_pipes = 2;
+  bool exited = false;
+  bool finished = false;
+  int status = 0;  // exit status, or 128+N for signal N
+  std::unique_ptr<asio::steady_timer> drain;
+};
+
+class Fanout {
+ public:
+  Fanout(const JobSpec& spec, const Environment& env)
+      : spec_(spec), env_(env), signals_(io_), mux_(io_), peer_timer_(io_), kill_timer_(io_) {}
+
+  int run() {
+    prepare();
+    ::signal(SIGPIPE, SIG_IGN);
+    for (int s : {SIGINT, SIGTERM, SIGHUP}) signals_.add(s);
+    arm_signals();
+    std::string hosts;
+    for (const auto& h : spec_.hosts) hosts += " " + h.name;
+    std::fprintf(stderr, "ccrun: starting %zu node(s) over `%s`:%s\n", spec_.hosts.size(),
+                 join(spec_.fanout.ssh_command, " ").c_str(), hosts.c_str());
+    for (size_t i = 0; i < spec_.hosts.size(); ++i) start(i);
+    io_.run();
+    if (signalled_) return 128 + signalled_;
+    return exit_code_;
+  }
+
+ private:
+  void prepare() {
+    std::error_code ec;
+    cwd_ = std::filesystem::current_path(ec).string();
+    if (ec) throw ConfigError("cannot read the current directory: " + ec.message());
+    ccrun_ = spec_.fanout.remote_ccrun;
+    if (ccrun_.empty()) {
+      ccrun_ = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+      if (ec) throw ConfigError("cannot find ccrun's own path (/proc/self/exe): " + ec.message() +
+                                "; give --remote-ccrun PATH");
+    }
+    vars_ = forwarded_env(spec_, env_);
+    ssh_ = spec_.fanout.ssh_command;
+    std::string found = find_program(ssh_.at(0), env_);
+    if (found.empty()) {
+      throw ConfigError("--ssh-command: \"" + ssh_[0] +
+                        "\" is not an executable in PATH; install openssh-client or give "
+                        "--ssh-command (or CCRUN_SSH)");
+    }
+    ssh_[0] = found;
+  }
+
+  void arm_signals() {
+    signals_.async_wait([this](boost::system::error_code ec, int sig) {
+      if (ec) return;
+      on_signal(sig);
+      arm_signals();
+    });
+  }
+
+  void on_signal(int sig) {
+    if (signalled_) {
+      std::fprintf(stderr, "ccrun: received %s again; killing every node's ssh\n", signal_name(sig).c_str());
+      signal_all(SIGKILL);
+      return;
+    }
+    signalled_ = sig;
+    std::fprintf(stderr, "ccrun: received %s; stopping every node (again to kill at once)\n",
+                 signal_name(sig).c_str());
+    signal_all(sig);
+    arm_kill_timer();
+  }
+
+  // An agent that has not ended when its own SIGKILL deadline passed is
+  // stuck: kill its ssh.
+  void arm_kill_timer() {
+    kill_timer_.expires_after(spec_.stop_grace + kKillSlack);
+    kill_timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      std::fprintf(stderr, "ccrun: node(s) still running %llds after they were told to stop; killing their ssh\n",
+                   static_cast<long long>((spec_.stop_grace + kKillSlack).count() / 1000));
+      signal_all(SIGKILL);
+    });
+  }
+
+  void signal_all(int sig) {
+    for (auto& n : nodes_) {
+      if (n->pid > 0 && !n->exited) ::kill(n->pid, sig);
+    }
+  }
+
+  void start(size_t i) {
+    auto node = std::make_unique<Node>();
+    node->index = i;
+    node->host = spec_.hosts[i].name;
+    std::vector<std::string> argv = ssh_;
+    argv.push_back(node->host);
+    argv.push_back(remote_command(spec_, i, cwd_, vars_, ccrun_));
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+
+    int in[2], out[2], err[2];
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+      throw Error(std::string("cannot make pipes for ssh: ") + strerror(errno));
+    }
+    pid_t parent = getpid();
+    // Every signal blocked across fork: Asio's handlers must never run in
+    // the child, where they would write into our own signal pipe (a SIGTERM
+    // meant for this ssh would read as ccrun's own).
+    sigset_t all, old_mask;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, &old_mask);
+    pid_t pid = fork();
+    if (pid == 0) {
+      // The ssh dies with this ccrun (then the remote agent's stdin closes).
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != parent) _exit(1);
+      setpgid(0, 0);  // our forwarding, not the terminal's, reaches it
+      for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      dup2(err[1], 2);
+      execv(cargv[0], cargv.data());
+      const char msg[] = "ccrun: cannot execute the ssh command\n";
+      (void)!write(2, msg, sizeof msg - 1);
+      _exit(127);
+    }
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    if (pid < 0) throw Error(std::string("cannot fork ssh: ") + strerror(errno));
+    setpgid(pid, pid);  // also here: no race with a signal forwarded at once
+    ::close(in[0]);
+    ::close(out[1]);
+    ::close(err[1]);
+    node->pid = pid;
+    node->stdin_fd = in[1];
+    int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    if (pidfd < 0) throw Error(std::string("pidfd_open failed (Linux 5.3 or later is needed): ") + strerror(errno));
+    node->pidfd = std::make_unique<asio::posix::stream_descriptor>(io_, pidfd);
+    Node* n = node.get();
+    std::string prefix = node->host + ": ";
+    mux_.add(out[0], agent::StreamOptions{prefix, true, 1, ""}, [this, n] { pipe_closed(*n); });
+    n->err_stream = mux_.add(err[0], agent::StreamOptions{prefix, true, 2, ""}, [this, n] { pipe_closed(*n); });
+    n->pidfd->async_wait(asio::posix::stream_descriptor::wait_read, [this, n](boost::system::error_code ec) {
+      if (!ec) on_exit(*n);
+    });
+    nodes_.push_back(std::move(node));
+  }
+
+  void on_exit(Node& n) {
+    int st = 0;
+    while (waitpid(n.pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    n.exited = true;
+    n.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    n.pidfd->close();
+    // Its output may still be in the pipes (or held by a straggler): read
+    // it to the end, but not for ever.
+    n.drain = std::make_unique<asio::steady_timer>(io_, std::chrono::seconds(2));
+    n.drain->async_wait([this, &n](boost::system::error_code ec) {
+      if (!ec) finish(n);
+    });
+    if (n.open_pipes == 0) finish(n);
+  }
+
+  void pipe_closed(Node& n) {
+    --n.open_pipes;
+    if (n.open_pipes == 0 && n.exited) finish(n);
+  }
+
+  void finish(Node& n) {
+    if (n.finished) return;
+    n.finished = true;
+    if (n.drain) n.drain->cancel();
+    ::close(n.stdin_fd);
+    ++finished_;
+    if (n.status != 0 && !signalled_) on_failure(n);
+    if (finished_ == nodes_.size()) {
+      signals_.cancel();
+      peer_timer_.cancel();
+      kill_timer_.cancel();
+    }
+  }
+
+  void on_failure(Node& n) {
+    bool elastic = spec_.min_nodes < spec_.max_nodes;
+    size_t live = 0;
+    for (const auto& o : nodes_) live += !o->finished;
+    if (n.status == 255) {
+      std::string tail = mux_.tail(n.err_stream);
+      std::fprintf(stderr, "ccrun: host %s (node %zu): ssh failed (exit 255): %s", n.host.c_str(), n.index,
+                   tail.empty() ? "(ssh printed nothing)\n" : tail.c_str());
+      if (elastic && !stopping_ && live >= size_t(spec_.min_nodes)) {
+        std::fprintf(stderr, "ccrun: the job is elastic and %zu node(s) remain (min %d); going on\n", live,
+                     spec_.min_nodes);
+        return;
+      }
+      if (exit_code_ == 0) exit_code_ = 255;
+      stop_peers("host " + n.host + " cannot be reached");
+      return;
+    }
+    if (stopping_) {
+      std::fprintf(stderr, "ccrun: host %s (node %zu) stopped (status %d)\n", n.host.c_str(), n.index, n.status);
+      return;
+    }
+    if (exit_code_ == 0 && !(elastic && live >= size_t(spec_.min_nodes))) exit_code_ = n.status;
+    std::fprintf(stderr, "ccrun: host %s (node %zu) exited with status %d\n", n.host.c_str(), n.index, n.status);
+    if (elastic && live >= size_t(spec_.min_nodes)) return;
+    if (peer_timer_armed_ || live == 0) return;
+    // The other agents normally see the failure through the store and end
+    // with their own reports; those that do not are stopped.
+    peer_timer_armed_ = true;
+    peer_timer_.expires_after(kPeerGrace);
+    peer_timer_.async_wait([this, host = n.host](boost::system::error_code ec) {
+      if (!ec) stop_peers("host " + host + " failed " + std::to_string(kPeerGrace.count()) + " s ago");
+    });
+  }
+
+  void stop_peers(const std::string& why) {
+    if (stopping_) return;
+    stopping_ = true;
+    size_t live = 0;
+    for (const auto& o : nodes_) live += !o->exited;
+    if (live == 0) return;
+    std::fprintf(stderr, "ccrun: %s; stopping the other %zu node(s)\n", why.c_str(), live);
+    signal_all(SIGTERM);
+    arm_kill_timer();
+  }
+
+  const JobSpec& spec_;
+  const Environment& env_;
+  asio::io_context io_;
+  asio::signal_set signals_;
+  agent::LogMux mux_;
+  asio::steady_timer peer_timer_;
+  asio::steady_timer kill_timer_;
+  bool peer_timer_armed_ = false;
+  std::vector<std::string> ssh_;
+  std::string cwd_, ccrun_;
+  std::map<std::string, std::string> vars_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  size_t finished_ = 0;
+  int signalled_ = 0;
+  bool stopping_ = false;
+  int exit_code_ = 0;
+};
+
+}  // namespace
+
+std::string shell_quote(std::string_view text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+std::vector<std::string> split_words(std::string_view text, const std::string& label) {
+  std::vector<std::string> words;
+  std::string cur;
+  bool in_word = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) words.push_back(std::move(cur));
+      cur.clear();
+      in_word = false;
+    } else if (c == '\'' || c == '"') {
+      size_t close = text.find(c, i + 1);
+      if (c == '"') {  // backslash escapes inside double quotes
+        size_t j = i + 1;
+        for (; j < text.size() && text[j] != '"'; ++j) {
+          if (text[j] == '\\' && j + 1 < text.size()) ++j;
+        }
+        close = j < text.size() ? j : std::string_view::npos;
+      }
+      if (close == std::string_view::npos) {
+        throw ConfigError(label + ": column " + std::to_string(i + 1) + ": unclosed " + c + " quote");
+      }
+      for (size_t j = i + 1; j < close; ++j) {
+        if (c == '"' && text[j] == '\\' && j + 1 < close) ++j;
+        cur += text[j];
+      }
+      in_word = true;
+      i = close;
+    } else if (c == '\\' && i + 1 < text.size()) {
+      cur += text[++i];
+      in_word = true;
+    } else {
+      cur += c;
+      in_word = true;
+    }
+  }
+  if (in_word) words.push_back(std::move(cur));
+  if (words.empty()) throw ConfigError(label + ": empty; give a command such as ssh -o BatchMode=yes");
+  return words;
+}
+
+std::vector<std::string> agent_args(const JobSpec& spec, size_t index) {
+  const HostSpec& h = spec.hosts.at(index);
+  std::string nnodes = spec.min_nodes == spec.max_nodes
+                           ? std::to_string(spec.max_nodes)
+                           : std::to_string(spec.min_nodes) + ":" + std::to_string(spec.max_nodes);
+  std::vector<std::string> a = {"--nnodes",         nnodes,
+                                "--node-rank",      std::to_string(index),
+                                "--nproc-per-node", std::to_string(h.devices.size()),
+                                "--master-addr",    spec.master_addr,
+                                "--master-port",    std::to_string(spec.master_port),
+                                "--rdzv-backend",   spec.rdzv.backend,
+                                "--rdzv-id",        spec.rdzv.id};
+  if (!spec.rdzv.endpoint.empty()) a.insert(a.end(), {"--rdzv-endpoint", spec.rdzv.endpoint});
+  if (!spec.rdzv.conf.empty()) {
+    std::vector<std::string> kv;
+    for (const auto& [k, v] : spec.rdzv.conf) kv.push_back(k + "=" + v);
+    a.insert(a.end(), {"--rdzv-conf", join(kv, ",")});
+  }
+  a.insert(a.end(), {"--max-restarts", std::to_string(spec.max_restarts), "--stop-grace",
+                     seconds_text(spec.stop_grace), "--signals-to-handle", join(spec.signals_to_handle, ","),
+                     "--role", spec.role});
+  if (!spec.logs.log_dir.empty()) a.insert(a.end(), {"--log-dir", spec.logs.log_dir});
+  a.insert(a.end(), {"--redirects", std_streams_text(spec.logs.default_redirects, spec.logs.redirects), "--tee",
+                     std_streams_text(spec.logs.default_tee, spec.logs.tee)});
+  if (!spec.logs.local_ranks_filter.empty()) {
+    std::vector<std::string> ranks;
+    for (int r : spec.logs.local_ranks_filter) ranks.push_back(std::to_string(r));
+    a.insert(a.end(), {"--local-ranks-filter", join(ranks, ",")});
+  }
+  a.insert(a.end(), {"--exit-on-stdin-eof", "--no-python", "--"});
+  a.insert(a.end(), spec.entrypoint.begin(), spec.entrypoint.end());
+  return a;
+}
+
+std::map<std::string, std::string> forwarded_env(const JobSpec& spec, const Environment& env) {
+  std::map<std::string, std::string> out;
+  for (const char* name : kForwardedNames) {
+    if (auto v = env.get(name)) out[name] = *v;
+  }
+  for (const auto& [name, value] : env.vars) {
+    for (const char* p : kForwardedPrefixes) {
+      if (name.rfind(p, 0) == 0) out[name] = value;
+    }
+  }
+  for (const auto& name : spec.fanout.exports) {
+    auto v = env.get(name);
+    if (!v) {
+      throw ConfigError("--export " + name + ": " + name +
+                        " is not set here, so there is nothing to forward; set it or drop it");
+    }
+    out[name] = *v;
+  }
+  for (const auto& [name, value] : spec.env) out[name] = value;
+  return out;
+}
+
+std::string remote_command(const JobSpec& spec, size_t index, const std::string& cwd,
+                           const std::map<std::string, std::string>& vars, const std::string& ccrun) {
+  const HostSpec& h = spec.hosts.at(index);
+  std::map<std::string, std::string> all = vars;
+  bool narrowed = int(h.devices.size()) != h.slots;
+  if (narrowed) {  // DeepSpeed's rule: a slot is a device index
+    std::vector<std::string> d;
+    for (int i : h.devices) d.push_back(std::to_string(i));
+    all["CUDA_VISIBLE_DEVICES"] = join(d, ",");
+  }
+  std::string line = "cd " + shell_quote(cwd) + " && exec env";
+  for (const auto& [k, v] : all) line += " " + shell_quote(k + "=" + v);
+  line += " " + shell_quote(ccrun);
+  for (const auto& a : agent_args(spec, index)) line += " " + shell_quote(a);
+  return line;
+}
+
+int run_fanout(const JobSpec& spec, const Environment& env) { return Fanout(spec, env).run(); }
+
+}  // namespace ccrun::launcher

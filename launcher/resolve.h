@@ -1,0 +1,69 @@
+//===- resolve.h - Raw settings into the JobSpec, one concern each -*- C++ -*-//
+//
+// parse_command_line (job_builder.cpp) reads flags and the job file, then
+// hands a `Sources` to one resolver per concern: nodes, rendezvous,
+// restarts, logs, program. Each converts and validates its settings and
+// fills its part of the JobSpec; errors name the setting's source.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ccrun/job_spec.h"
+#include "job_builder.h"
+#include "settings.h"
+#include "yaml_job.h"
+
+namespace ccrun::launcher {
+
+// Where each setting's value comes from: flag > PET_ variable > Slurm's
+// srun variables (slurm.h) > YAML > default.
+class Sources {
+ public:
+  // `flag(key)` returns the flag's text when the flag was given.
+  using FlagLookup = std::function<std::optional<std::string>(const std::string& key)>;
+  // Reads Slurm's variables from `env` (throws ConfigError on bad ones).
+  Sources(FlagLookup flag, const Environment& env, const YamlJob& yaml);
+
+  // The setting `key`'s raw value and source. `key` must be in settings().
+  Raw get(const std::string& key) const;
+  // Whether `key` was set by a flag, a PET_ variable or the job file.
+  bool given(const std::string& key) const;
+  const Environment& env() const { return env_; }
+  const YamlJob& yaml() const { return yaml_; }
+
+ private:
+  FlagLookup flag_;
+  const Environment& env_;
+  const YamlJob& yaml_;
+  std::map<std::string, Raw> slurm_;
+};
+
+// nnodes, nproc_per_node, node_rank, master_addr/port, local_addr, standalone.
+void resolve_nodes(const Sources& src, JobSpec& spec);
+// hostfile / hosts:, include, exclude into spec.hosts; with a host list,
+// nnodes defaults to its length and master_addr to its first host. Needs
+// resolve_nodes first (a host's slots default to nproc_per_node).
+void resolve_hosts(const Sources& src, JobSpec& spec);
+// ssh_command (flag > PET_SSH_COMMAND > CCRUN_SSH > YAML > default),
+// remote_ccrun, and the exports (the job file's, then `flag_exports`).
+void resolve_fanout(const Sources& src, const std::vector<std::string>& flag_exports, JobSpec& spec);
+// rdzv_backend, rdzv_endpoint, rdzv_id, rdzv_conf, and the checks that tie
+// the rendezvous to the node settings. Needs resolve_nodes first.
+void resolve_rendezvous(const Sources& src, JobSpec& spec);
+// max_restarts, monitor_interval, stop_grace, signals_to_handle, role.
+void resolve_restarts(const Sources& src, JobSpec& spec);
+// log_dir, redirects, tee, local_ranks_filter (checked against
+// nproc_per_node: needs resolve_nodes first).
+void resolve_logs(const Sources& src, JobSpec& spec);
+// The worker's argv from the remaining command line (or the job file's
+// program/args), module, no_python, run_path; and env:. Returns false when
+// no program was given.
+bool resolve_program(const Sources& src, std::vector<std::string> rest, JobSpec& spec);
+
+}  // namespace ccrun::launcher

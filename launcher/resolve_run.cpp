@@ -1,0 +1,107 @@
+// Restarts, signals, logs and the program (see resolve.h).
+#include <signal.h>
+#include <string.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "ccrun/error.h"
+#include "resolve.h"
+
+namespace ccrun::launcher {
+
+void resolve_restarts(const Sources& src, JobSpec& spec) {
+  auto raw = [&](const char* key) { return src.get(key); };
+  spec.max_restarts = int(to_int(raw("max_restarts"), 0, 1 << 20, "a number of restarts, 0 or more"));
+  spec.monitor_interval = to_seconds(raw("monitor_interval"));
+  spec.stop_grace = to_seconds(raw("stop_grace"));
+  Raw signals = raw("signals_to_handle");
+  spec.signals_to_handle.clear();
+  std::stringstream ss(signals.value);
+  for (std::string sig; std::getline(ss, sig, ',');) {
+    sig.erase(std::remove(sig.begin(), sig.end(), ' '), sig.end());
+    if (sig.empty()) continue;
+    bool known = false;
+    for (int s = 1; s < NSIG && !known; ++s) {
+      const char* a = sigabbrev_np(s);
+      known = a && sig == std::string("SIG") + a && s != SIGKILL && s != SIGSTOP;
+    }
+    if (!known) fail(signals, "\"" + sig + "\" is not a signal ccrun can handle (e.g. SIGTERM)");
+    spec.signals_to_handle.push_back(sig);
+  }
+  spec.role = raw("role").value;
+  // torchrun 1.13's --start_method: how its Python agent made workers.
+  // ccrun always fork+execs the program, which is what "spawn" amounts to
+  // for a fresh interpreter; the value is checked and otherwise unused.
+  Raw start = raw("start_method");
+  if (start.value != "spawn" && start.value != "fork" && start.value != "forkserver") {
+    fail(start, "expected spawn, fork or forkserver (accepted for torchrun compatibility; "
+                "ccrun always fork+execs)");
+  }
+}
+
+void resolve_logs(const Sources& src, JobSpec& spec) {
+  auto raw = [&](const char* key) { return src.get(key); };
+  spec.logs.log_dir = raw("log_dir").value;
+  parse_std_streams(raw("redirects"), spec.logs.default_redirects, spec.logs.redirects);
+  parse_std_streams(raw("tee"), spec.logs.default_tee, spec.logs.tee);
+  Raw filter = raw("local_ranks_filter");
+  std::stringstream fs_(filter.value);
+  for (std::string r; std::getline(fs_, r, ',');) {
+    if (r.empty()) continue;
+    Raw one{r, filter.where, filter.yaml};
+    int rank = int(to_int(one, 0, 1 << 20, "local ranks such as 0,2"));
+    if (rank >= spec.nproc_per_node) {
+      fail(one, "local rank " + r + " does not exist: this node runs " +
+                    std::to_string(spec.nproc_per_node) + " worker(s), local ranks 0 to " +
+                    std::to_string(spec.nproc_per_node - 1));
+    }
+    spec.logs.local_ranks_filter.insert(rank);
+  }
+}
+
+bool resolve_program(const Sources& src, std::vector<std::string> rest, JobSpec& spec) {
+  auto raw = [&](const char* key) { return src.get(key); };
+  const YamlJob& job = src.yaml();
+  spec.env = job.env;
+  if (!rest.empty() && rest[0] == "--") {
+    rest.erase(rest.begin());
+  } else if (!rest.empty() && rest[0].size() > 1 && rest[0][0] == '-') {
+    std::vector<std::string> flags;
+    for (const auto& s : settings()) flags.push_back(first_flag(s));
+    for (const char* f : {"--config", "--print-config", "--version", "--help"}) flags.push_back(f);
+    throw ConfigError("unknown flag \"" + rest[0] + "\"" + closest(rest[0], flags) +
+                      " (a program whose name starts with '-' goes after --); see ccrun --help");
+  }
+  std::string program;
+  std::vector<std::string> prog_args;
+  if (!rest.empty()) {
+    program = rest[0];
+    prog_args.assign(rest.begin() + 1, rest.end());
+  } else if (job.program) {
+    program = *job.program;
+    prog_args = job.args;
+  }
+  bool module = to_bool(raw("module")), no_python = to_bool(raw("no_python")),
+       run_path = to_bool(raw("run_path"));
+  if (module && no_python) throw ConfigError("-m/--module and --no-python cannot go together");
+  if (program.empty()) return false;
+  std::string python = src.env().get("PYTHON_EXEC").value_or("python3");
+  bool is_py = program.size() > 3 && program.compare(program.size() - 3, 3, ".py") == 0;
+  if (module) {
+    spec.entrypoint = {python, "-u", "-m", program};
+  } else if (run_path) {
+    spec.entrypoint = {python, "-u", "-c",
+                       "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], "
+                       "run_name='__main__')",
+                       program};
+  } else if (is_py && !no_python) {
+    spec.entrypoint = {python, "-u", program};
+  } else {
+    spec.entrypoint = {program};
+  }
+  spec.entrypoint.insert(spec.entrypoint.end(), prog_args.begin(), prog_args.end());
+  return true;
+}
+
+}  // namespace ccrun::launcher

@@ -1,0 +1,202 @@
+// The launcher's settings table and the typed conversions of raw values
+// (see settings.h).
+#include "settings.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <sstream>
+
+#include "ccrun/error.h"
+
+namespace ccrun::launcher {
+namespace {
+
+const Setting kSettings[] = {
+    {"nnodes", "--nnodes", "Nodes: N or MIN:MAX (elastic)", "1:1", "Nodes"},
+    {"nproc_per_node", "--nproc-per-node,--nproc_per_node",
+     "Workers per node: N, auto, cpu or gpu", "1", "Nodes"},
+    {"node_rank", "--node-rank,--node_rank", "This node's rank (static rendezvous)", "0", "Nodes"},
+    {"master_addr", "--master-addr,--master_addr", "Node 0's address (static rendezvous)",
+     "127.0.0.1", "Nodes"},
+    {"master_port", "--master-port,--master_port", "Node 0's store port (static rendezvous)",
+     "29500", "Nodes"},
+    {"local_addr", "--local-addr,--local_addr", "This node's address as the others reach it",
+     "", "Nodes"},
+    {"standalone", "--standalone", "Single node: a local store on a free port, random id",
+     nullptr, "Nodes"},
+    {"rdzv_backend", "--rdzv-backend,--rdzv_backend", "static or c10d (dynamic)", "static",
+     "Rendezvous"},
+    {"rdzv_endpoint", "--rdzv-endpoint,--rdzv_endpoint", "Store of the c10d rendezvous: host[:port]",
+     "", "Rendezvous"},
+    {"rdzv_id", "--rdzv-id,--rdzv_id", "Job id: agents with one id meet", "none", "Rendezvous"},
+    {"rdzv_conf", "--rdzv-conf,--rdzv_conf",
+     "k=v,... : join_timeout, last_call_timeout, close_timeout, read_timeout, "
+     "keep_alive_interval, keep_alive_max_attempt (seconds), is_host",
+     "", "Rendezvous"},
+    {"hostfile", "--hostfile", "Hosts of the job, one `host [slots=N]` a line (DeepSpeed's format)",
+     "", "Hosts"},
+    {"include", "--include", "Only these hosts/slots of the host list: host1@host2:0,1", "",
+     "Hosts"},
+    {"exclude", "--exclude", "Leave out these hosts/slots of the host list: host1@host2:0,1", "",
+     "Hosts"},
+    {"ssh_command", "--ssh-command",
+     "How to reach a host of the host list (also CCRUN_SSH), called as ssh: options, host, command",
+     "ssh -o BatchMode=yes", "Hosts"},
+    {"remote_ccrun", "--remote-ccrun", "The ccrun each host runs (default: this ccrun's own path)", "",
+     "Hosts"},
+    {"max_restarts", "--max-restarts,--max_restarts", "Restarts of the worker group before failing",
+     "0", "Restarts"},
+    {"monitor_interval", "--monitor-interval,--monitor_interval",
+     "Seconds (accepted for torchrun compatibility; ccrun watches workers by events)", "0.1",
+     "Restarts"},
+    {"stop_grace", "--stop-grace,--stop_grace", "Seconds between SIGTERM and SIGKILL", "30",
+     "Restarts"},
+    {"signals_to_handle", "--signals-to-handle,--signals_to_handle",
+     "Signals forwarded to the workers", "SIGTERM,SIGINT,SIGHUP,SIGQUIT", "Restarts"},
+    {"role", "--role", "Worker role name (ROLE_NAME)", "default", "Program"},
+    {"module", "-m,--module", "Run the program as a Python module (python -m)", nullptr, "Program"},
+    {"start_method", "--start-method,--start_method",
+     "spawn, fork or forkserver: accepted for torchrun compatibility; ccrun always fork+execs",
+     "spawn", "Program"},
+    {"no_python", "--no-python,--no_python", "Execute the program directly, not with Python",
+     nullptr, "Program"},
+    {"run_path", "--run-path,--run_path", "Run the program with Python's runpy.run_path",
+     nullptr, "Program"},
+    {"log_dir", "--log-dir,--log_dir", "Per attempt and rank log files under DIR/<run_id>/", "",
+     "Logs"},
+    {"redirects", "-r,--redirects", "Keep stdout(1)/stderr(2)/both(3) off the console: 3 or 0:1,1:2",
+     "0", "Logs"},
+    {"tee", "-t,--tee", "Also write stdout(1)/stderr(2)/both(3) to the log files", "0", "Logs"},
+    {"local_ranks_filter", "--local-ranks-filter,--local_ranks_filter",
+     "Local ranks shown on the console, e.g. 0,2", "", "Logs"},
+};
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace
+
+std::string Raw::label() const {
+  return yaml ? where + ": \"" + value + "\"" : where + " \"" + value + "\"";
+}
+
+std::span<const Setting> settings() { return kSettings; }
+
+const Setting* find_setting(const std::string& key) {
+  for (const auto& s : kSettings) {
+    if (key == s.key) return &s;
+  }
+  return nullptr;
+}
+
+std::string pet_name(const std::string& key) {
+  std::string n = "PET_" + key;
+  std::transform(n.begin(), n.end(), n.begin(), ::toupper);
+  return n;
+}
+
+std::string first_flag(const Setting& s) {
+  std::string f = s.flags;
+  auto parts = std::stringstream(f);
+  std::string name;
+  while (std::getline(parts, name, ',')) {
+    if (name.rfind("--", 0) == 0) return name;
+  }
+  return f;
+}
+
+std::string closest(const std::string& key, const std::vector<std::string>& known) {
+  std::string best;
+  size_t dist = 4;
+  for (const auto& k : known) {
+    size_t d = edit_distance(key, k);
+    if (d < dist) {
+      dist = d;
+      best = k;
+    }
+  }
+  return best.empty() ? "" : "; did you mean \"" + best + "\"?";
+}
+
+[[noreturn]] void fail(const Raw& r, const std::string& why) {
+  throw ConfigError(r.label() + ": " + why);
+}
+
+int64_t to_int(const Raw& r, int64_t lo, int64_t hi, const char* what) {
+  int64_t v = 0;
+  try {
+    size_t used = 0;
+    v = std::stoll(r.value, &used);
+    if (used != r.value.size()) throw std::invalid_argument("trailing");
+  } catch (const std::exception&) {
+    fail(r, std::string("expected ") + what);
+  }
+  if (v < lo || v > hi) {
+    fail(r, std::string("must be between ") + std::to_string(lo) + " and " + std::to_string(hi));
+  }
+  return v;
+}
+
+std::chrono::milliseconds to_seconds(const Raw& r) {
+  double v = 0;
+  try {
+    size_t used = 0;
+    v = std::stod(r.value, &used);
+    if (used != r.value.size()) throw std::invalid_argument("trailing");
+  } catch (const std::exception&) {
+    fail(r, "expected a number of seconds");
+  }
+  if (!(v >= 0) || v > 1e7) fail(r, "expected a number of seconds, at least 0");
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(v * 1000)));
+}
+
+bool to_bool(const Raw& r) {
+  std::string v = r.value;
+  std::transform(v.begin(), v.end(), v.begin(), ::tolower);
+  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
+  if (v == "0" || v == "false" || v == "no" || v == "off" || v.empty()) return false;
+  fail(r, "expected true or false");
+}
+
+// "3" or "0:1,1:2" -> (default, per local rank).
+void parse_std_streams(const Raw& r, int& def, std::map<int, int>& per_rank) {
+  def = 0;
+  per_rank.clear();
+  if (r.value.find(':') == std::string::npos) {
+    def = int(to_int(r, 0, 3, "0, 1, 2 or 3, or local_rank:value pairs"));
+    return;
+  }
+  std::stringstream ss(r.value);
+  for (std::string item; std::getline(ss, item, ',');) {
+    auto colon = item.find(':');
+    if (colon == std::string::npos) fail(r, "expected local_rank:value pairs such as 0:1,1:2");
+    Raw rank{item.substr(0, colon), r.where, r.yaml}, val{item.substr(colon + 1), r.where, r.yaml};
+    per_rank[int(to_int(rank, 0, 1 << 20, "a local rank"))] = int(to_int(val, 0, 3, "0 to 3"));
+  }
+}
+
+std::string std_streams_text(int def, const std::map<int, int>& per_rank) {
+  if (per_rank.empty()) return std::to_string(def);
+  std::string out;
+  for (auto [k, v] : per_rank) out += (out.empty() ? "" : ",") + std::to_string(k) + ":" + std::to_string(v);
+  return out;
+}
+
+std::string seconds_text(std::chrono::milliseconds ms) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, double(ms.count()) / 1000.0);
+  return std::string(buf, ec == std::errc() ? end : buf);
+}
+
+}  // namespace ccrun::launcher

@@ -1,0 +1,257 @@
+// `ccrun status`: a running job as its store shows it (see status_command.h).
+#include "status_command.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <sstream>
+
+#include "ccrun/endpoint.h"
+#include "ccrun/error.h"
+#include "ccrun/job_keys.h"
+#include "ccrun/tcp_store.h"
+
+namespace ccrun::launcher {
+namespace {
+
+using json = nlohmann::json;
+using std::chrono::milliseconds;
+
+constexpr int kExitHealthy = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitUnknown = 3;
+// A job has at most this many rounds of history worth reading back for
+// the last failure.
+constexpr int kFailureLookback = 8;
+
+int64_t wall_ms() {
+  return std::chrono::duration_cast<milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string format_time(int64_t ms) {
+  time_t secs = time_t(ms / 1000);
+  tm utc{};
+  gmtime_r(&secs, &utc);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &utc);
+  return buf;
+}
+
+json parse_or_null(const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  return j.is_discarded() ? json() : j;
+}
+
+// Reads the job's state. Every read is a check or a single get of a key
+// known to exist: nothing waits.
+json read_status(rendezvous::Store& s, const std::string& run_id) {
+  JobKeys k(run_id);
+  json out{{"run_id", run_id}, {"nodes", json::array()}};
+  bool closed = s.check({k.closed()});
+  if (!s.check({k.current_round()})) {
+    // A job still forming its first round has round 0's join counter.
+    if (!s.check({k.round(0, "joined")}) && !s.check({k.node(0, 0)})) {
+      out["state"] = closed ? "failed" : "unknown";
+      if (closed) out["reason"] = parse_or_null(s.get(k.closed())).value("reason", "");
+      return out;
+    }
+    out["state"] = "forming";
+    out["round"] = 0;
+    out["joined"] = s.check({k.round(0, "joined")}) ? s.add(k.round(0, "joined"), 0) : 0;
+    return out;
+  }
+  int r = std::stoi(s.get(k.current_round()));
+  out["round"] = r;
+  // Newer rounds being formed (a restart under way, a node waiting).
+  int64_t joining = s.check({k.round(r + 1, "joined")}) ? s.add(k.round(r + 1, "joined"), 0) : 0;
+  int size = 0;
+  if (s.check({k.round(r, "size")})) {
+    size = std::stoi(s.get(k.round(r, "size")));
+  } else {
+    while (size < 100000 && s.check({k.node(r, size)})) ++size;  // static rounds
+  }
+  out["num_nodes"] = size;
+  int64_t now = wall_ms();
+  int attempt = 0;
+  int world = 0;
+  for (int i = 0; i < size; ++i) {
+    if (!s.check({k.status(r, i)})) {
+      out["nodes"].push_back({{"node_rank", i}, {"state", "no heartbeat yet"}});
+      continue;
+    }
+    json n = parse_or_null(s.get(k.status(r, i)));
+    if (!n.is_object()) continue;
+    n["heartbeat_age_s"] = double(now - n.value("beat_ms", int64_t{0})) / 1000.0;
+    attempt = std::max(attempt, n.value("attempt", 0));
+    world += n.value("nproc", 0);
+    out["nodes"].push_back(n);
+  }
+  out["attempt"] = attempt;
+  out["world_size"] = world;
+  std::string state = "running";
+  if (closed) {
+    std::string reason = parse_or_null(s.get(k.closed())).value("reason", "");
+    out["reason"] = reason;
+    state = reason.rfind("ccrun received", 0) == 0 ? "stopped" : "failed";
+  } else if (s.check({k.round(r, "end")})) {
+    json end = parse_or_null(s.get(k.round(r, "end")));
+    std::string kind = end.value("kind", "");
+    if (kind == "all_done") {
+      state = "finished";
+    } else {
+      state = "restarting";
+      out["reason"] = kind == "restart" ? "a worker failed" : end.value("detail", kind);
+    }
+  } else if (joining > 0) {
+    out["nodes_waiting"] = joining;
+  }
+  out["state"] = state;
+  // The newest failure of the last few rounds.
+  for (int back = r; back >= 0 && back > r - kFailureLookback; --back) {
+    if (!s.check({k.round(back, "failures")})) continue;
+    int64_t n = s.add(k.round(back, "failures"), 0);
+    if (n <= 0 || !s.check({k.failure(back, int(n - 1))})) continue;
+    json f = parse_or_null(s.get(k.failure(back, int(n - 1))));
+    if (f.is_object()) {
+      f["round"] = back;
+      out["last_failure"] = f;
+      break;
+    }
+  }
+  return out;
+}
+
+std::string describe_failure(const json& f) {
+  std::ostringstream o;
+  o << "node " << f.value("node_rank", -1) << " rank " << f.value("rank", -1) << ": ";
+  if (int sig = f.value("signal", 0)) {
+    const char* abbrev = sigabbrev_np(sig);
+    o << (abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig));
+  } else if (f.value("rank", -1) < 0) {
+    o << f.value("message", std::string("node failure"));
+  } else {
+    o << "exit code " << f.value("exit_code", 0);
+  }
+  o << " at " << format_time(f.value("time_ms", int64_t{0})) << " (attempt "
+    << f.value("attempt", 0) << ")";
+  return o.str();
+}
+
+std::string format_text(const json& st, const std::string& endpoint) {
+  std::ostringstream o;
+  o << "job '" << st.value("run_id", "") << "' at " << endpoint << ": " << st.value("state", "");
+  if (st.contains("round")) o << ", round " << st["round"].get<int>();
+  if (st.contains("attempt")) o << ", attempt " << st["attempt"].get<int>();
+  if (st.contains("world_size")) {
+    o << ", " << st["num_nodes"].get<int>() << " node(s), " << st["world_size"].get<int>()
+      << " rank(s)";
+  }
+  o << "\n";
+  if (st.contains("reason")) o << "  reason: " << st["reason"].get<std::string>() << "\n";
+  if (st.contains("joined")) o << "  nodes joined so far: " << st["joined"].get<int64_t>() << "\n";
+  if (st.contains("nodes_waiting")) {
+    o << "  nodes waiting to join the next round: " << st["nodes_waiting"].get<int64_t>() << "\n";
+  }
+  if (!st["nodes"].empty()) {
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-5s %-20s %-16s %-11s %-8s %s\n", "node", "host",
+                  "address", "ranks", "attempt", "last heartbeat");
+    o << line;
+    for (const auto& n : st["nodes"]) {
+      if (!n.contains("host")) {
+        o << "  " << n.value("node_rank", -1) << "     (no heartbeat yet)\n";
+        continue;
+      }
+      int first = n.value("first_rank", 0);
+      std::string ranks = std::to_string(first) + "-" + std::to_string(first + n.value("nproc", 1) - 1);
+      char age[32];
+      std::snprintf(age, sizeof age, "%.1fs ago", n.value("heartbeat_age_s", 0.0));
+      std::snprintf(line, sizeof line, "  %-5d %-20s %-16s %-11s %-8d %s\n",
+                    n.value("node_rank", -1), n.value("host", "").c_str(),
+                    n.value("addr", "").c_str(), ranks.c_str(), n.value("attempt", 0), age);
+      o << line;
+    }
+  }
+  if (st.contains("last_failure")) {
+    o << "  last failure: " << describe_failure(st["last_failure"]) << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace
+
+int run_status_command(const std::vector<std::string>& args) {
+  CLI::App app("Shows a running job's nodes, ranks, attempt and last failure, as its store "
+               "holds them; exits 0 while the job is healthy (or finished), 1 when it "
+               "failed or was stopped, 3 when the store does not know it",
+               "ccrun status");
+  std::string endpoint, run_id;
+  bool as_json = false;
+  double timeout_s = 2;
+  app.add_option("--rdzv-endpoint,--rdzv_endpoint", endpoint,
+                 "HOST:PORT of the job's store (ccrun-rendezvous or the hosting agent)")
+      ->required();
+  app.add_option("--rdzv-id,--rdzv_id", run_id, "the job's --rdzv-id")->required();
+  app.add_flag("--json", as_json, "print JSON instead of a table");
+  app.add_option("--timeout", timeout_s, "seconds to wait for the store to answer")
+      ->check(CLI::PositiveNumber);
+  try {
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "ccrun status: %s\n", e.what());
+    return kExitUsage;
+  }
+  try {
+    rendezvous::Endpoint ep = rendezvous::parse_endpoint(endpoint, 29400);
+    rendezvous::TcpStoreOptions opts;
+    opts.host = ep.host;
+    opts.port = ep.port;
+    opts.timeout = milliseconds(int64_t(timeout_s * 1000));
+    opts.connect_timeout = opts.timeout;
+    if (const char* token_file = std::getenv("CCRUN_STORE_TOKEN_FILE")) {
+      std::FILE* f = std::fopen(token_file, "r");
+      char buf[4096] = {};
+      if (f && std::fgets(buf, sizeof buf, f)) {
+        opts.token = buf;
+        while (!opts.token.empty() && (opts.token.back() == '\n' || opts.token.back() == '\r')) {
+          opts.token.pop_back();
+        }
+      }
+      if (f) std::fclose(f);
+    }
+    rendezvous::TcpStore store(opts);
+    json st = read_status(store, run_id);
+    if (as_json) {
+      std::printf("%s\n", st.dump(2).c_str());
+    } else {
+      std::fputs(format_text(st, endpoint).c_str(), stdout);
+    }
+    std::string state = st.value("state", "unknown");
+    if (state == "unknown") {
+      std::fprintf(stderr,
+                   "ccrun status: the store at %s has no job '%s'; check --rdzv-id (and that "
+                   "this is the job's store)\n",
+                   endpoint.c_str(), run_id.c_str());
+      return kExitUnknown;
+    }
+    return state == "failed" || state == "stopped" ? kExitFailed : kExitHealthy;
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "ccrun status: %s\n", e.what());
+    return kExitUsage;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "ccrun status: %s\n", e.what());
+    return kExitUnknown;
+  }
+}
+
+}  // namespace ccrun::launcher

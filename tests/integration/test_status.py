@@ -1,0 +1,107 @@
+"""`ccrun status` against real jobs on a ccrun-rendezvous: unknown, forming,
+running, restarting, failed and finished, through the real binaries."""
+import json
+import subprocess
+import time
+
+from helpers import binary, spawn_ccrun, start_daemon
+
+FAST = "keep_alive_interval=0.3,keep_alive_max_attempt=3,last_call_timeout=1"
+
+
+def status(daemon, run_id, *extra):
+    start = time.time()
+    r = subprocess.run([binary("launcher", "ccrun"), "status", "--rdzv-endpoint",
+                        f"127.0.0.1:{daemon.port}", "--rdzv-id", run_id, *extra],
+                       capture_output=True, text=True, timeout=10)
+    return r, time.time() - start
+
+
+def status_json(daemon, run_id):
+    r, _ = status(daemon, run_id, "--json")
+    return r.returncode, json.loads(r.stdout)
+
+
+def wait_state(daemon, run_id, state, timeout=30):
+    deadline = time.time() + timeout
+    st = {}
+    while time.time() < deadline:
+        rc, st = status_json(daemon, run_id)
+        if st.get("state") == state:
+            return rc, st
+        time.sleep(0.1)
+    raise AssertionError(f"never {state}: last {st}")
+
+
+def agent(daemon, run_id, program, nproc=2, restarts=0, grace=3):
+    return spawn_ccrun("--nnodes", "2", "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d",
+                       "--rdzv-endpoint", f"127.0.0.1:{daemon.port}", "--rdzv-id", run_id,
+                       "--rdzv-conf", FAST, "--max-restarts", str(restarts), "--stop-grace",
+                       str(grace), "--no-python", "/bin/sh", "-c", program)
+
+
+def test_unknown_job_and_bad_usage():
+    with start_daemon("--host", "127.0.0.1") as d:
+        r, took = status(d, "nosuchjob")
+        assert r.returncode == 3
+        assert "has no job 'nosuchjob'" in r.stderr
+        assert took < 1.0
+    r = subprocess.run([binary("launcher", "ccrun"), "status", "--rdzv-id", "x"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "rdzv-endpoint" in r.stderr
+
+
+def test_a_program_named_status_still_runs(tmp_path):
+    prog = tmp_path / "status"
+    prog.write_text("#!/bin/sh\necho I am a program named status\n")
+    prog.chmod(0o755)
+    r = subprocess.run([binary("launcher", "ccrun"), "--standalone", "--no-python", "--",
+                        str(prog)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "I am a program named status" in r.stdout
+
+
+def test_forming_running_restarting_failed():
+    with start_daemon("--host", "127.0.0.1") as d:
+        # The second node's workers ignore SIGTERM: its stop lasts the grace
+        # period, long enough to see the job restarting.
+        first = agent(d, "st1", 'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "$RANK" = 0 ]; '
+                                'then sleep 1.5; exit 3; fi; sleep 30', restarts=1)
+        rc, st = wait_state(d, "st1", "forming")
+        assert rc == 0 and st["joined"] == 1
+        second = agent(d, "st1", 'trap "" TERM; sleep 30', restarts=1)
+        rc, st = wait_state(d, "st1", "running")
+        assert rc == 0
+        assert st["num_nodes"] == 2 and st["world_size"] == 4 and st["attempt"] == 0
+        nodes = sorted(st["nodes"], key=lambda n: n["node_rank"])
+        assert [n["first_rank"] for n in nodes] == [0, 2]
+        assert all(n["addr"] == "127.0.0.1" and n["heartbeat_age_s"] < 5 for n in nodes)
+        r, took = status(d, "st1")
+        assert "running" in r.stdout and "last heartbeat" in r.stdout
+        assert took < 0.5  # answers within 100 ms of work; the rest is process start-up
+        rc, st = wait_state(d, "st1", "restarting")
+        assert rc == 0 and st["last_failure"]["exit_code"] == 3
+        # The second attempt fails for good when the first node is stopped.
+        rc, st = wait_state(d, "st1", "running")
+        assert st["attempt"] == 1
+        first.terminate()
+        rc, st = wait_state(d, "st1", "stopped")
+        assert rc == 1 and "SIGTERM" in st["reason"]
+        for p in (first, second):
+            p.kill()
+            p.wait()
+
+
+def test_finished_and_failed():
+    with start_daemon("--host", "127.0.0.1") as d:
+        ps = [agent(d, "ok", "true", nproc=1) for _ in range(2)]
+        for p in ps:
+            p.communicate(timeout=60)
+        rc, st = status_json(d, "ok")
+        assert rc == 0 and st["state"] == "finished"
+        ps = [agent(d, "bad", 'exit $RANK', nproc=1) for _ in range(2)]
+        for p in ps:
+            p.communicate(timeout=60)
+        r, _ = status(d, "bad")
+        assert r.returncode == 1
+        assert "failed" in r.stdout and "last failure: node" in r.stdout and "exit code 1" in r.stdout

@@ -1,0 +1,209 @@
+"""The ssh fan-out through the real ccrun binary, with tests/launcher/fake_ssh.sh
+as the ssh command (it runs the command here in a fresh environment), so that
+no sshd is needed: every host's agent runs on this machine, on loopback
+addresses 127.0.0.1-3. The namespace cluster test with a real sshd is separate."""
+import os
+import select
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from helpers import ccrun_cmd, free_port
+
+FAKE_SSH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_ssh.sh")
+
+
+def hostfile(tmp_path, text):
+    path = tmp_path / "hostfile"
+    path.write_text(text)
+    return str(path)
+
+
+def launch(tmp_path, hosts, *args, env=None, **kw):
+    """Starts ccrun on a host list; the ssh command is the fake one unless args give one."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "SLURM_", "CCRUN_SSH"))}
+    full_env.update(env or {})
+    ssh = [] if "--ssh-command" in args else ["--ssh-command", FAKE_SSH]
+    cmd = ccrun_cmd("--hostfile", hostfile(tmp_path, hosts), "--master-port", str(free_port()),
+                    *ssh, *args)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=full_env, cwd=str(tmp_path), start_new_session=True, **kw)
+
+
+def finish(proc, timeout=60):
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    return proc.returncode, out, err
+
+
+def wait_gone(pids, timeout):
+    """Waits (on pidfds, no polling) until every pid has exited; returns those left."""
+    fds = {}
+    for pid in pids:
+        try:
+            fds[pid] = os.pidfd_open(pid)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    try:
+        while fds:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            ready, _, _ = select.select(list(fds.values()), [], [], left)
+            for pid, fd in list(fds.items()):
+                if fd in ready:
+                    os.close(fd)
+                    del fds[pid]
+        return sorted(fds)
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+
+
+def test_three_hosts_run_with_forwarded_env_and_prefixed_lines(tmp_path):
+    p = launch(tmp_path, "127.0.0.1 slots=2\n127.0.0.2  # nproc_per_node\n127.0.0.3 slots=1\n",
+               "--export", "MYVAR", "--no-python", "sh", "-c",
+               "echo rank=$RANK/$WORLD_SIZE host=$FAKE_SSH_HOST pp=$PYTHONPATH nccl=$NCCL_DEBUG "
+               "my=$MYVAR unset=$NOT_FORWARDED pwd=$(pwd)",
+               env={"PYTHONPATH": "/x/y", "NCCL_DEBUG": "INFO", "MYVAR": "it's", "NOT_FORWARDED": "1"})
+    rc, out, err = finish(p)
+    assert rc == 0, err
+    lines = sorted(out.splitlines())
+    want = [("127.0.0.1", 0), ("127.0.0.1", 1), ("127.0.0.2", 2), ("127.0.0.3", 3)]
+    assert len(lines) == 4, out
+    for (host, rank), line in zip(want, lines):
+        assert line == (f"{host}: [{rank}]:rank={rank}/4 host={host} pp=/x/y nccl=INFO my=it's "
+                        f"unset= pwd={tmp_path}")
+    assert "starting 3 node(s)" in err
+
+
+def test_ssh_is_called_like_ssh(tmp_path):
+    log = tmp_path / "ssh.log"
+    p = launch(tmp_path, "127.0.0.1\n", "--no-python", "true",
+               env={"FAKE_SSH_LOG": str(log)})
+    assert finish(p)[0] == 0
+    args = log.read_text().split("\n--\n")[0].split("\n")
+    assert args[0] == "127.0.0.1"  # the host, then one command line
+    assert len(args) == 2 and args[1].startswith(f"cd '{tmp_path}' && exec env ")
+    # CCRUN_SSH with options: options, host, command.
+    env = {"FAKE_SSH_LOG": str(log), "CCRUN_SSH": f"{FAKE_SSH} -o 'BatchMode=yes' -p 22"}
+    log.unlink()
+    cmd = ccrun_cmd("--hostfile", hostfile(tmp_path, "127.0.0.1\n"), "--master-port", str(free_port()),
+                    "--no-python", "true")
+    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env}, timeout=60)
+    assert r.returncode == 0, r.stderr
+    args = log.read_text().split("\n--\n")[0].split("\n")
+    assert args[:5] == ["-o", "BatchMode=yes", "-p", "22", "127.0.0.1"]
+
+
+def test_a_failing_node_gives_the_job_its_status(tmp_path):
+    p = launch(tmp_path, "127.0.0.1\n127.0.0.2\n", "--no-python", "sh", "-c",
+               'if [ "$RANK" = 1 ]; then exit 3; fi; sleep 30')
+    start = time.monotonic()
+    rc, out, err = finish(p)
+    assert rc == 1, err
+    assert "ccrun: host 127.0.0.2 (node 1) exited with status 1" in err
+    assert "127.0.0.2: Root cause (first failure):" in err
+    assert time.monotonic() - start < 20
+
+
+def test_unreachable_host_fails_the_job_at_once(tmp_path):
+    p = launch(tmp_path, "127.0.0.1\nunreachable-node\n", "--no-python", "sleep", "30")
+    start = time.monotonic()
+    rc, out, err = finish(p)
+    assert rc == 255, err
+    assert ("ccrun: host unreachable-node (node 1): ssh failed (exit 255): ssh: connect to host "
+            "unreachable-node port 22: Connection refused") in err
+    assert "stopping the other 1 node(s)" in err
+    assert time.monotonic() - start < 15
+
+
+def started_pids(tmp_path, proc, n):
+    """Reads stdout until n workers said `pid=...`; returns their pids."""
+    pids = []
+    while len(pids) < n:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        if "pid=" in line:
+            pids.append(int(line.split("pid=")[1]))
+    return pids
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signals_reach_every_node(tmp_path, sig, code):
+    p = launch(tmp_path, "127.0.0.1\n127.0.0.2\n", "--stop-grace", "5", "--no-python", "sh", "-c",
+               "echo pid=$$; exec sleep 60")
+    pids = started_pids(tmp_path, p, 2)
+    p.send_signal(sig)
+    rc, out, err = finish(p, timeout=30)
+    assert rc == code, err
+    assert wait_gone(pids, 10) == []
+
+
+def test_sigkill_of_the_launcher_stops_every_node(tmp_path):
+    p = launch(tmp_path, "127.0.0.1\n127.0.0.2\n", "--stop-grace", "5", "--no-python", "sh", "-c",
+               "echo pid=$$; exec sleep 60")
+    pids = started_pids(tmp_path, p, 2)
+    p.kill()
+    p.wait()
+    # Each ssh dies with the launcher (PR_SET_PDEATHSIG); the fake ssh is the
+    # agent itself here, which then stops its workers. Over a real ssh the
+    # remote agent sees its stdin close (--exit-on-stdin-eof).
+    assert wait_gone(pids, 15) == []
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    """A real sshd on 127.0.0.1-3 (one free port) with keys made here; yields the
+    ssh command that reaches it. Skips where it cannot run."""
+    if os.geteuid() != 0:
+        pytest.skip("skipped: a loopback sshd for root logins needs root")
+    if not os.access("/usr/sbin/sshd", os.X_OK) or not shutil.which("ssh"):
+        pytest.skip("skipped: openssh-server and openssh-client are not installed")
+    d = tmp_path_factory.mktemp("sshd")
+    for name in ("host_key", "key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)], check=True)
+    shutil.copy(d / "key.pub", d / "authorized_keys")
+    port = free_port()
+    (d / "config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nListenAddress 127.0.0.2\nListenAddress 127.0.0.3\n"
+        f"HostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n"
+        "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+        f"KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPidFile {d}/pid\n")
+    os.makedirs("/run/sshd", exist_ok=True)
+    subprocess.run(["/usr/sbin/sshd", "-f", str(d / "config"), "-E", str(d / "log")], check=True)
+    try:
+        yield (f"ssh -p {port} -i {d}/key -o BatchMode=yes -o StrictHostKeyChecking=no "
+               "-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR")
+    finally:
+        os.kill(int((d / "pid").read_text()), signal.SIGTERM)
+
+
+def test_real_sshd_three_hosts(tmp_path, sshd):
+    p = launch(tmp_path, "127.0.0.1\n127.0.0.2\n127.0.0.3\n", "--ssh-command", sshd,
+               "--no-python", "sh", "-c", 'echo rank=$RANK pp=$PYTHONPATH via=${SSH_CONNECTION##* }',
+               env={"PYTHONPATH": "/x"})
+    rc, out, err = finish(p)
+    assert rc == 0, err
+    assert sorted(out.splitlines()) == [
+        "127.0.0.1: [0]:rank=0 pp=/x via=" + sshd.split()[2],
+        "127.0.0.2: [1]:rank=1 pp=/x via=" + sshd.split()[2],
+        "127.0.0.3: [2]:rank=2 pp=/x via=" + sshd.split()[2]]
+
+
+def test_real_sshd_unreachable_host_is_named(tmp_path, sshd):
+    # 127.0.0.4: nothing listens on the sshd's port there.
+    p = launch(tmp_path, "127.0.0.1\n127.0.0.4\n", "--ssh-command", sshd, "--no-python", "sleep", "30")
+    start = time.monotonic()
+    rc, out, err = finish(p)
+    assert rc == 255, err
+    assert "ccrun: host 127.0.0.4 (node 1): ssh failed (exit 255): ssh: connect to host 127.0.0.4" in err
+    assert "Connection refused" in err
+    assert time.monotonic() - start < 15
