@@ -68,7 +68,7 @@ TEST_CASE("hostfile: errors name file, line and column", "[hosts]") {
   std::filesystem::remove(path);
 }
 
-TEST_CASE("--include / --exclude filters", "[hosts]") {
+TEST_CASE("host lists: --include / --exclude filters", "[hosts]") {
   const std::string list = "a slots=4\nb slots=2\nc\n";
   auto all = resolve(list, "", "");
   REQUIRE(all.size() == 3);
