@@ -187,7 +187,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string backend() const override { return "gloo"; }
+  Backend backend() const override { return Backend::Gloo; }
 
   std::shared_ptr<Work> all_reduce(Buffer buf, ReduceOp op) override {
     check_host("all_reduce", buf);
@@ -492,8 +492,8 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
 
   void check_host(const std::string& op, const Buffer& b) const {
     if (b.device == DeviceType::Cuda) {
-      throw NotSupportedError(where(op) + ": CUDA buffers need the NCCL backend, which this "
-                              "build does not have; pass host buffers");
+      throw NotSupportedError(where(op) + ": a gloo group takes host buffers; pass CUDA "
+                              "buffers to an auto (the default) or nccl group");
     }
     if (!b.data && b.count > 0) throw Error(where(op) + ": null buffer of " + std::to_string(b.count) + " elements");
   }

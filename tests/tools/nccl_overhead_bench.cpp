@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
     return 1;
   };
   ccrun::InitOptions o;
-  o.backend = "nccl";
+  o.backend = ccrun::Backend::Nccl;
   std::string path = "/tmp/ccrun-nccl-overhead-" + std::to_string(getpid());
   std::remove(path.c_str());
   o.init_method = "file://" + path;
