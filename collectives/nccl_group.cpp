@@ -586,7 +586,9 @@ std::shared_ptr<ProcessGroup> create_nccl_group(std::shared_ptr<rendezvous::Stor
   if (global.empty()) {
     for (int i = 0; i < size; ++i) global.push_back(i);
   }
-  const int device = nccl_device_for(*devices.runtime, rank);
+  // The device follows the rank in the whole job, so a subgroup made from
+  // its own unique id lands where its parent is.
+  const int device = nccl_device_for(*devices.runtime, global[size_t(rank)]);
   return std::make_shared<NcclGroup>(std::move(store), rank, size, timeout, std::move(devices),
                                      std::move(global), nullptr, device);
 }

@@ -23,8 +23,8 @@
 namespace ccrun::collectives {
 
 // The device this rank's NCCL group uses: LOCAL_RANK when set (an index
-// among the devices CUDA_VISIBLE_DEVICES leaves visible), else rank modulo
-// the device count. Throws NotSupportedError when no device is visible and
+// among the devices CUDA_VISIBLE_DEVICES leaves visible), else the rank in
+// the job (the default group's) modulo the device count. Throws NotSupportedError when no device is visible and
 // ConfigError when LOCAL_RANK names a device that is not there (two ranks
 // on one GPU is what NCCL refuses as "Duplicate GPU detected").
 int nccl_device_for(DeviceRuntime& runtime, int rank);
@@ -44,8 +44,8 @@ ReduceOp nccl_reduce_op(ReduceOp op, int size);
 
 // A group of `size` ranks whose NCCL unique id travels through `store`
 // (key "unique_id"), on the device nccl_device_for names. Blocks until every
-// rank joined (ncclCommInitRank). `global` names the ranks in messages
-// (default 0..size-1).
+// rank joined (ncclCommInitRank). `global` holds the job's rank of each
+// member (default 0..size-1): for messages, and for the device choice.
 std::shared_ptr<ProcessGroup> create_nccl_group(std::shared_ptr<rendezvous::Store> store, int rank,
                                                 int size, std::chrono::milliseconds timeout,
                                                 Devices devices, std::vector<int> global = {});
