@@ -422,7 +422,11 @@ class NcclGroup : public ProcessGroup {
 
  private:
   // Joins a new communicator: rank 0 makes the unique id and publishes it
-  // under "unique_id"; the others wait for it (up to the timeout).
+  // under "unique_id"; the others wait for it (up to the timeout). Then
+  // every rank checks in under "joined/<rank>" and waits for all the
+  // others, so a rank that never comes (dead, or not issuing the CUDA
+  // operation that makes the communicator) is a TimeoutError naming it,
+  // not a hang inside ncclCommInitRank, which has no timeout.
   static Comm join(rendezvous::Store& store, int rank, int size, milliseconds timeout, Core& c) {
     NcclUniqueId id{};
     if (rank == 0) {
@@ -442,6 +446,20 @@ class NcclGroup : public ProcessGroup {
                             std::to_string(id.size()) + "; another program shares this store prefix");
       }
       std::memcpy(id.data(), bytes.data(), id.size());
+    }
+    store.set("joined/" + std::to_string(rank), "1");
+    std::vector<std::string> joined;
+    for (int r = 0; r < size; ++r) joined.push_back("joined/" + std::to_string(r));
+    try {
+      store.wait(joined, timeout);
+    } catch (const TimeoutError&) {
+      std::string missing;
+      for (int r = 0; r < size; ++r) {
+        if (!store.check({joined[size_t(r)]})) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+      }
+      throw TimeoutError(c.where("init") + ": rank(s) " + missing + " of this group did not come to make " +
+                         "the NCCL communicator within " + format_secs(timeout) +
+                         "; every rank must issue the same CUDA operations (the first one makes it)");
     }
     Comm comm = nullptr;
     c.check(c.dev.nccl->comm_init_rank(&comm, size, id, rank), "init");

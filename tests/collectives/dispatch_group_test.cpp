@@ -23,7 +23,8 @@ namespace {
 // Runs fn(rank, group) on `size` ranks of default groups at once; rethrows
 // the first failure.
 void run_auto_ranks(std::shared_ptr<FakeCuda> cuda, int size,
-                    const std::function<void(int, ProcessGroup&)>& fn, bool nccl_at_init = false) {
+                    const std::function<void(int, ProcessGroup&)>& fn, bool nccl_at_init = false,
+                    std::chrono::milliseconds timeout = 20s) {
   std::string saved = std::getenv("LOCAL_RANK") ? std::getenv("LOCAL_RANK") : "";
   unsetenv("LOCAL_RANK");
   auto store = std::make_shared<rendezvous::HashStore>();
@@ -36,7 +37,7 @@ void run_auto_ranks(std::shared_ptr<FakeCuda> cuda, int size,
         spec.store = store;
         spec.rank = r;
         spec.size = size;
-        spec.timeout = 20s;
+        spec.timeout = timeout;
         spec.nccl_at_init = nccl_at_init;
         auto pg = collectives::make_group(spec, cuda->devices_for_rank());
         REQUIRE(pg->backend() == Backend::Auto);
@@ -117,6 +118,21 @@ TEST_CASE("auto group: CUDA buffers go to NCCL, made at the first one", "[collec
     REQUIRE(all[5] == 3.0);
   });
   CHECK(cuda->comm_inits == 2);  // one communicator per rank, made once
+}
+
+TEST_CASE("auto group: a rank that skips the first CUDA operation is named, not waited for",
+          "[collectives][dispatch]") {
+  auto cuda = std::make_shared<FakeCuda>(2);
+  run_auto_ranks(
+      cuda, 2,
+      [&](int r, ProcessGroup& pg) {
+        if (r == 1) return;  // never passes a CUDA buffer
+        float* d = cuda->alloc<float>(1, r);
+        CHECK_THROWS_WITH(pg.all_reduce({d, 1, DataType::Float32, DeviceType::Cuda}),
+                          Catch::Contains("rank(s) 1 of this group did not come"));
+      },
+      false, 300ms);
+  CHECK(cuda->comm_inits == 0);
 }
 
 TEST_CASE("auto group: new_group splits both backends", "[collectives][dispatch]") {

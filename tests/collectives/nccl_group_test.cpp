@@ -256,6 +256,11 @@ TEST_CASE("nccl group: unique id through the store", "[collectives][nccl-fake]")
   store->set("unique_id", "short");
   CHECK_THROWS_WITH(collectives::create_nccl_group(store, 1, 2, 200ms, cuda->devices_for_rank()),
                     Catch::Contains("has 5 bytes, expected 128"));
+  // Rank 0 alone: rank 1 never checks in; no hang in ncclCommInitRank.
+  auto store3 = std::make_shared<rendezvous::HashStore>();
+  CHECK_THROWS_WITH(collectives::create_nccl_group(store3, 0, 2, 200ms, cuda->devices_for_rank()),
+                    Catch::Contains("rank(s) 1 of this group did not come"));
+  CHECK(cuda->comm_inits == 0);
   // Rank 0 publishes 128 bytes, which rank 1 uses.
   run_nccl_ranks(cuda, 2, [&](int, ProcessGroup&) {});
   CHECK(cuda->comm_inits == 2);
