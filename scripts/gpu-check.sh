@@ -42,7 +42,10 @@
 #              build/examples/train_linreg_cuda
 #          makes them on a machine that has the dependencies, CUDA and NCCL
 #          headers (configured with -DCCRUN_WITH_NCCL=ON); then no compiler
-#          and no -dev package is needed here;
+#          and no -dev package is needed here. That script leaves out NCCL and
+#          libcudart but copies libcublas*.so (hundreds of MB): delete
+#          <dir>/lib/libcublas* before carrying it, the GPU machine's CUDA has
+#          them (same CUDA major version as the build: 13 here);
 #   - optional, for the torch columns and the DDP job: a python3 whose torch
 #     sees CUDA ($PYTHON_EXEC, else python3, else /usr/bin/python3); those
 #     steps are SKIPPED without it.
