@@ -26,6 +26,7 @@
 #include "ccrun/collectives.h"
 #include "ccrun/prefix_store.h"
 #include "direct_exchange.h"
+#include "durations.h"
 #include "local_copy.h"
 #include "reduce_functions.h"
 #include "ring_reduce_scatter.h"
@@ -60,11 +61,6 @@ size_t direct_max_bytes_from_env() {
                 "algorithms off");
   }
   return size_t(n);
-}
-
-std::string format_secs(milliseconds d) {
-  return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + "s"
-                               : std::to_string(d.count()) + "ms";
 }
 
 // gloo's Store interface onto ours.

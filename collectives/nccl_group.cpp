@@ -10,23 +10,24 @@
 //      stream wait for it;
 //   3. enqueues the NCCL call on the group's stream and records a
 //      completion event from the group's pool behind it;
-//   4. returns a Work that polls that event and the communicator's
-//      asynchronous error. CUDA has no blocking wait with a deadline, so
-//      waiting spins briefly (small operations finish in microseconds), then
-//      sleeps in short steps.
+//   4. returns a Work (nccl_work.h) that polls that event and the
+//      communicator's asynchronous error. CUDA has no blocking wait with a
+//      deadline, so waiting spins briefly (small operations finish in
+//      microseconds), then sleeps in short steps.
 // A Work not done by the group timeout aborts the communicator
 // (ncclCommAbort) and throws TimeoutError; every pending and later
 // operation of the group then fails instead of hanging. Destroying a group
 // gives operations in flight the group timeout, then aborts.
 #include "nccl_group.h"
 
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
 
 #include "ccrun/prefix_store.h"
+#include "durations.h"
+#include "nccl_work.h"
 
 namespace ccrun::collectives {
 namespace {
@@ -34,163 +35,13 @@ namespace {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-std::string format_secs(milliseconds d) {
-  return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + "s"
-                               : std::to_string(d.count()) + "ms";
-}
-
-bool failed(NcclResult r) { return r != NcclResult::Success && r != NcclResult::InProgress; }
-
-// What a failed NCCL result means for the caller, in words that say what
-// to do.
-std::string nccl_hint(NcclResult r) {
-  switch (r) {
-    case NcclResult::InvalidArgument:
-    case NcclResult::InvalidUsage:
-      return "; check the buffers, counts and ranks passed (every rank must issue the same "
-             "operations in the same order)";
-    case NcclResult::RemoteError:
-    case NcclResult::SystemError:
-      return "; a peer may have died or the network failed (NCCL_DEBUG=WARN tells more)";
-    case NcclResult::UnhandledCudaError:
-      return "; a CUDA call inside NCCL failed (a bad buffer, or the GPU is in an error state)";
-    default:
-      return "";
-  }
-}
-
-// State shared by a group and its Works: the communicator, its failure,
-// and the pool of completion events.
-struct Core {
-  Devices dev;
-  Comm comm = nullptr;
-  int device = 0;
-  milliseconds timeout{};
-  std::string names;  // "[0,1,2]": the group's global ranks
-  int global_rank = 0;
-
-  std::atomic<bool> aborted{false};
-  // The group was destroyed after its stream drained: every Work is done,
-  // and comm is gone.
-  std::atomic<bool> closed{false};
-  std::mutex mu;
-  std::string why;                // guarded by mu; set once, before aborted
-  std::vector<Event> free_events; // guarded by mu
-
-  ~Core() {
-    for (Event e : free_events) dev.runtime->destroy_event(e);
-  }
-
-  std::string where(const char* op) const {
-    return std::string(op) + " on NCCL group " + names + " rank " + std::to_string(global_rank) +
-           " (cuda:" + std::to_string(device) + ")";
-  }
-  std::string failure() {
-    std::lock_guard lock(mu);
-    return why;
-  }
-  // Aborts the communicator once; later calls keep the first reason.
-  void abort(const std::string& reason) {
-    std::lock_guard lock(mu);
-    if (aborted.load()) return;
-    why = reason;
-    aborted = true;
-    dev.nccl->comm_abort(comm);
-  }
-  void check(NcclResult r, const char* op) {
-    if (failed(r)) throw Error(where(op) + ": " + dev.nccl->error_string(r, comm) + nccl_hint(r));
-  }
-  void check(CudaStatus s, const char* op) const {
-    if (s) throw Error(where(op) + ": CUDA error: " + s);
-  }
-  Event take_event(const char* op) {
-    {
-      std::lock_guard lock(mu);
-      if (!free_events.empty()) {
-        Event e = free_events.back();
-        free_events.pop_back();
-        return e;
-      }
-    }
-    Event e = nullptr;
-    check(dev.runtime->create_event(&e), op);
-    return e;
-  }
-  void give_event(Event e) noexcept {
-    std::lock_guard lock(mu);
-    try {
-      free_events.push_back(e);
-    } catch (...) {
-      // Out of memory while shrinking: destroying the event is as good.
-      dev.runtime->destroy_event(e);
-    }
-  }
-  // Throws when the group failed; *done when the event has run.
-  bool done(Event e, const char* op) {
-    if (aborted) throw Error(where(op) + ": the communicator was aborted (" + failure() + ")");
-    if (closed) return true;
-    NcclResult async = NcclResult::Success;
-    NcclResult r = dev.nccl->comm_async_error(comm, &async);
-    if (failed(r)) async = r;
-    if (failed(async)) {
-      std::string why = dev.nccl->error_string(async, comm);
-      abort(why);
-      throw Error(where(op) + ": " + why + nccl_hint(async));
-    }
-    bool finished = false;
-    check(dev.runtime->query(e, &finished), op);
-    return finished;
-  }
-};
-
-class NcclWork : public Work {
- public:
-  NcclWork(std::shared_ptr<Core> core, Event event, const char* op)
-      : core_(std::move(core)), event_(event), op_(op) {}
-  ~NcclWork() override { core_->give_event(event_); }
-  NcclWork(const NcclWork&) = delete;  // owns its event until destroyed
-  NcclWork& operator=(const NcclWork&) = delete;
-
-  void wait() override {
-    if (!wait_for(core_->timeout)) {
-      std::string what = core_->where(op_) + ": timed out after " + format_secs(core_->timeout) +
-                         " waiting for the other ranks";
-      core_->abort(what);
-      throw TimeoutError(what + "; the communicator was aborted, so every later operation of "
-                                "this group fails: check that every rank issues the same "
-                                "operations, or raise InitOptions::timeout");
-    }
-  }
-  bool wait_for(milliseconds timeout) override {
-    const auto start = Clock::now(), deadline = start + timeout;
-    for (;;) {
-      if (core_->done(event_, op_)) return true;
-      auto now = Clock::now();
-      if (now >= deadline) return false;
-      // Spin for the first 200 us (most operations are done by then), then
-      // sleep in steps of 100 us.
-      if (now - start < std::chrono::microseconds(200)) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-      }
-    }
-  }
-  bool is_completed() override { return core_->done(event_, op_); }
-
- private:
-  std::shared_ptr<Core> core_;
-  Event event_;
-  const char* op_;  // a string literal
-};
-
 class NcclGroup : public ProcessGroup {
  public:
   // Joins the communicator through the store, or takes `comm` (a split).
   NcclGroup(std::shared_ptr<rendezvous::Store> store, int rank, int size, milliseconds timeout,
             Devices dev, std::vector<int> global, Comm comm, int device)
       : store_(std::move(store)), rank_(rank), size_(size) {
-    core_ = std::make_shared<Core>();
+    core_ = std::make_shared<NcclCore>();
     core_->dev = std::move(dev);
     core_->timeout = timeout;
     core_->global_rank = global[rank];
@@ -201,7 +52,7 @@ class NcclGroup : public ProcessGroup {
     core_->names += "]";
     global_ = std::move(global);
     core_->device = device;
-    Core& c = *core_;
+    NcclCore& c = *core_;
     c.check(c.dev.runtime->set_device(device), "init");
     if (comm) {
       c.comm = comm;
@@ -218,7 +69,7 @@ class NcclGroup : public ProcessGroup {
   }
 
   ~NcclGroup() override {
-    Core& c = *core_;
+    NcclCore& c = *core_;
     // Operations in flight get the group timeout; a peer that never joins
     // them must not hang the destructor.
     const auto deadline = Clock::now() + c.timeout;
@@ -304,12 +155,12 @@ class NcclGroup : public ProcessGroup {
       return grouped(n, [&] {
         NcclResult r = NcclResult::Success;
         if (rank_ == root) {
-          for (int i = 0; i < size_ && !failed(r); ++i) {
+          for (int i = 0; i < size_ && !nccl_failed(r); ++i) {
             r = n.recv(static_cast<char*>(recv.data) + i * send.count * es, send.count,
                        send.dtype, i, c, s);
           }
         }
-        return failed(r) ? r : n.send(send.data, send.count, send.dtype, root, c, s);
+        return nccl_failed(r) ? r : n.send(send.data, send.count, send.dtype, root, c, s);
       });
     });
   }
@@ -327,12 +178,12 @@ class NcclGroup : public ProcessGroup {
       return grouped(n, [&] {
         NcclResult r = NcclResult::Success;
         if (rank_ == root) {
-          for (int i = 0; i < size_ && !failed(r); ++i) {
+          for (int i = 0; i < size_ && !nccl_failed(r); ++i) {
             r = n.send(static_cast<char*>(send.data) + i * recv.count * es, recv.count,
                        recv.dtype, i, c, s);
           }
         }
-        return failed(r) ? r : n.recv(recv.data, recv.count, recv.dtype, root, c, s);
+        return nccl_failed(r) ? r : n.recv(recv.data, recv.count, recv.dtype, root, c, s);
       });
     });
   }
@@ -363,9 +214,9 @@ class NcclGroup : public ProcessGroup {
       return grouped(n, [&] {
         NcclResult r = NcclResult::Success;
         size_t so = 0, ro = 0;
-        for (int i = 0; i < size_ && !failed(r); ++i) {
+        for (int i = 0; i < size_ && !nccl_failed(r); ++i) {
           if (sc[i]) r = n.send(static_cast<char*>(send.data) + so * es, sc[i], send.dtype, i, c, s);
-          if (!failed(r) && rc[i]) {
+          if (!nccl_failed(r) && rc[i]) {
             r = n.recv(static_cast<char*>(recv.data) + ro * es, rc[i], recv.dtype, i, c, s);
           }
           so += sc[i];
@@ -400,7 +251,7 @@ class NcclGroup : public ProcessGroup {
   }
   std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks) override {
     static constexpr const char* kOp = "new_group";
-    Core& c = *core_;
+    NcclCore& c = *core_;
     std::pair<int, int> ck;
     try {
       ck = nccl_split_colour(ranks, rank_, size_);
@@ -427,7 +278,7 @@ class NcclGroup : public ProcessGroup {
   // others, so a rank that never comes (dead, or not issuing the CUDA
   // operation that makes the communicator) is a TimeoutError naming it,
   // not a hang inside ncclCommInitRank, which has no timeout.
-  static Comm join(rendezvous::Store& store, int rank, int size, milliseconds timeout, Core& c) {
+  static Comm join(rendezvous::Store& store, int rank, int size, milliseconds timeout, NcclCore& c) {
     NcclUniqueId id{};
     if (rank == 0) {
       c.check(c.dev.nccl->get_unique_id(&id), "init");
@@ -512,15 +363,15 @@ class NcclGroup : public ProcessGroup {
   template <typename F>
   static NcclResult grouped(NcclApi& n, F&& calls) {
     NcclResult r = n.group_start();
-    if (failed(r)) return r;
+    if (nccl_failed(r)) return r;
     r = calls();
     NcclResult end = n.group_end();
-    return failed(r) ? r : end;
+    return nccl_failed(r) ? r : end;
   }
   // Steps 2-4 of the file comment, for a checked operation.
   template <typename F>
   std::shared_ptr<Work> run(const char* op, F&& enqueue) {
-    Core& c = *core_;
+    NcclCore& c = *core_;
     if (c.aborted) {
       throw Error(c.where(op) + ": the group failed earlier (" + c.failure() +
                   "); create a new one");
@@ -541,7 +392,7 @@ class NcclGroup : public ProcessGroup {
   std::shared_ptr<rendezvous::Store> store_;
   int rank_, size_;
   std::vector<int> global_;
-  std::shared_ptr<Core> core_;
+  std::shared_ptr<NcclCore> core_;
   Stream stream_ = nullptr;
   Event issued_ = nullptr;   // recorded on the default stream before each operation
   void* scratch_ = nullptr;  // barrier's one int
