@@ -26,6 +26,7 @@
 #include "ccrun/collectives.h"
 #include "ccrun/prefix_store.h"
 #include "direct_exchange.h"
+#include "durations.h"
 #include "local_copy.h"
 #include "reduce_functions.h"
 #include "ring_reduce_scatter.h"
@@ -60,11 +61,6 @@ size_t direct_max_bytes_from_env() {
                 "algorithms off");
   }
   return size_t(n);
-}
-
-std::string format_secs(milliseconds d) {
-  return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + "s"
-                               : std::to_string(d.count()) + "ms";
 }
 
 // gloo's Store interface onto ours.
@@ -187,7 +183,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string backend() const override { return "gloo"; }
+  Backend backend() const override { return Backend::Gloo; }
 
   std::shared_ptr<Work> all_reduce(Buffer buf, ReduceOp op) override {
     check_host("all_reduce", buf);
@@ -492,8 +488,8 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
 
   void check_host(const std::string& op, const Buffer& b) const {
     if (b.device == DeviceType::Cuda) {
-      throw NotSupportedError(where(op) + ": CUDA buffers need the NCCL backend, which this "
-                              "build does not have; pass host buffers");
+      throw NotSupportedError(where(op) + ": a gloo group takes host buffers; pass CUDA "
+                              "buffers to an auto (the default) or nccl group");
     }
     if (!b.data && b.count > 0) throw Error(where(op) + ": null buffer of " + std::to_string(b.count) + " elements");
   }

@@ -2,6 +2,7 @@
 // (see include/ccrun/collectives.h).
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <cstdlib>
 #include <mutex>
 
@@ -11,18 +12,22 @@
 #include "ccrun/prefix_store.h"
 #include "ccrun/store_server.h"
 #include "ccrun/tcp_store.h"
-#ifdef CCRUN_HAVE_NCCL
-#include "nccl_group.h"
-#endif
+#include "dispatch_group.h"
 
 namespace ccrun {
 namespace {
 
-#ifdef CCRUN_HAVE_NCCL
-constexpr bool CCRUN_NCCL_BUILT = true;
-#else
-constexpr bool CCRUN_NCCL_BUILT = false;
-#endif
+struct BackendName {
+  std::string_view name;
+  Backend backend;
+};
+// Every name parse_backend takes; the first of each backend is its own.
+constexpr std::array<BackendName, 4> kBackendNames{{
+    {"auto", Backend::Auto},
+    {"gloo", Backend::Gloo},
+    {"nccl", Backend::Nccl},
+    {"cpu:gloo,cuda:nccl", Backend::Auto},  // torch 2.x's spelling
+}};
 
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -49,26 +54,35 @@ std::shared_ptr<rendezvous::StoreServer> g_server;
 
 }  // namespace
 
+Backend parse_backend(std::string_view name) {
+  std::string valid;
+  for (const auto& b : kBackendNames) {
+    if (b.name == name) return b.backend;
+    valid += std::string(valid.empty() ? "" : ", ") + std::string(b.name);
+  }
+  throw ConfigError("unknown collectives backend \"" + std::string(name) + "\"; valid: " + valid);
+}
+
+std::string_view backend_name(Backend backend) {
+  for (const auto& b : kBackendNames) {
+    if (b.backend == backend) return b.name;
+  }
+  return "unknown";
+}
+
 bool nccl_available() {
-#ifdef CCRUN_HAVE_NCCL
-  return collectives::nccl_available();
-#else
-  return false;
-#endif
+  auto d = collectives::default_devices();
+  return d.nccl && d.runtime->device_count() > 0;
 }
 
 std::shared_ptr<ProcessGroup> init_process_group(InitOptions o) {
-  bool nccl = o.backend == "nccl" || (o.backend == "auto" && nccl_available());
-  if (nccl && !nccl_available()) {
-    throw NotSupportedError("init_process_group: backend \"nccl\": " +
-                            std::string(CCRUN_NCCL_BUILT ? "no CUDA device is visible here"
-                                                         : "this build has no NCCL backend "
-                                                           "(CUDA and NCCL were not found at build time)") +
-                            "; use \"gloo\" with host buffers");
-  }
-  if (o.backend != "gloo" && o.backend != "auto") {
-    throw ConfigError("init_process_group: unknown backend \"" + o.backend + "\"; use gloo or auto");
-  }
+  return collectives::init_process_group_with(std::move(o), collectives::default_devices());
+}
+
+namespace collectives {
+
+std::shared_ptr<ProcessGroup> init_process_group_with(InitOptions o, Devices devices) {
+  if (o.backend == Backend::Nccl) require_nccl(devices);
   int rank = env_int("RANK", o.rank);
   int size = env_int("WORLD_SIZE", o.world_size);
   std::shared_ptr<rendezvous::Store> store;
@@ -129,10 +143,16 @@ std::shared_ptr<ProcessGroup> init_process_group(InitOptions o) {
     host = tcp->local_address();
     store = std::make_shared<rendezvous::PrefixStore>(prefix, tcp);
   }
-#ifdef CCRUN_HAVE_NCCL
-  if (nccl) return collectives::create_nccl_group(store, rank, size, o.timeout);
-#endif
-  return create_gloo_group(store, rank, size, o.timeout, host);
+  GroupSpec spec;
+  spec.backend = o.backend;
+  spec.store = std::move(store);
+  spec.rank = rank;
+  spec.size = size;
+  spec.timeout = o.timeout;
+  spec.host = host;
+  spec.nccl_at_init = o.nccl_at_init;
+  return make_group(spec, std::move(devices));
 }
 
+}  // namespace collectives
 }  // namespace ccrun

@@ -1,354 +1,465 @@
-// The NCCL backend: a ProcessGroup for CUDA buffers (see
-// include/ccrun/collectives.h). Built only when CUDA and NCCL are found
-// (CCRUN_WITH_NCCL). The unique id travels through the group's store; each
-// group owns one communicator and one stream; an operation is enqueued on
-// that stream at once, after the work already issued on the default stream
-// (which is where a caller's kernels filling the buffer usually run), and
-// completes through a CUDA event. A Work that is not
-// done by the group timeout aborts the communicator (ncclCommAbort), so
-// every pending and later operation fails instead of hanging.
-#include <cuda_runtime.h>
-#include <nccl.h>
+// The NCCL backend: a ProcessGroup for CUDA buffers (see nccl_group.h),
+// written against device_api.h's seams and compiled in every build.
+//
+// One communicator and one non-blocking stream per group, on the device
+// nccl_device_for names. An operation:
+//   1. checks its arguments, and that every buffer is CUDA memory of the
+//      group's device (one pointer query each);
+//   2. records an event on the legacy default stream (where the caller's
+//      kernels that fill the buffer usually run) and makes the group's
+//      stream wait for it;
+//   3. enqueues the NCCL call on the group's stream and records a
+//      completion event from the group's pool behind it;
+//   4. returns a Work (nccl_work.h) that polls that event and the
+//      communicator's asynchronous error. CUDA has no blocking wait with a
+//      deadline, so waiting spins briefly (small operations finish in
+//      microseconds), then sleeps in short steps.
+// A Work not done by the group timeout aborts the communicator
+// (ncclCommAbort) and throws TimeoutError; every pending and later
+// operation of the group then fails instead of hanging. Destroying a group
+// gives operations in flight the group timeout, then aborts.
+#include "nccl_group.h"
 
-#include <atomic>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
-#include "ccrun/collectives.h"
 #include "ccrun/prefix_store.h"
-#include "nccl_group.h"
+#include "durations.h"
+#include "nccl_work.h"
 
 namespace ccrun::collectives {
 namespace {
 
 using std::chrono::milliseconds;
-
-std::string format_secs(milliseconds d) {
-  return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + "s"
-                               : std::to_string(d.count()) + "ms";
-}
-
-ncclDataType_t nccl_type(DataType t) {
-  switch (t) {
-    case DataType::Int8: return ncclInt8;
-    case DataType::UInt8: return ncclUint8;
-    case DataType::Int32: return ncclInt32;
-    case DataType::Int64: return ncclInt64;
-    case DataType::Float16: return ncclFloat16;
-    case DataType::BFloat16: return ncclBfloat16;
-    case DataType::Float32: return ncclFloat32;
-    case DataType::Float64: return ncclFloat64;
-  }
-  return ncclFloat32;
-}
-
-ncclRedOp_t nccl_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum: return ncclSum;
-    case ReduceOp::Prod: return ncclProd;
-    case ReduceOp::Min: return ncclMin;
-    case ReduceOp::Max: return ncclMax;
-    case ReduceOp::Avg: return ncclAvg;
-  }
-  return ncclSum;
-}
-
-// State shared by a group and its Works: once aborted, all fail.
-struct CommState {
-  ncclComm_t comm = nullptr;
-  std::atomic<bool> aborted{false};
-  std::string why;
-  std::mutex mu;  // guards abort
-  void abort(const std::string& reason) {
-    std::lock_guard lock(mu);
-    if (aborted.exchange(true)) return;
-    why = reason;
-    ncclCommAbort(comm);
-  }
-};
-
-class NcclWork : public Work {
- public:
-  NcclWork(std::shared_ptr<CommState> state, cudaEvent_t event, std::string where, milliseconds timeout)
-      : state_(std::move(state)), event_(event), where_(std::move(where)), timeout_(timeout) {}
-  ~NcclWork() override { cudaEventDestroy(event_); }
-
-  void wait() override {
-    if (!wait_for(timeout_)) {
-      state_->abort(where_ + ": timed out");
-      throw TimeoutError(where_ + ": timed out after " + format_secs(timeout_) +
-                         " waiting for the other ranks; the communicator was aborted");
-    }
-  }
-  bool wait_for(milliseconds timeout) override {
-    // CUDA offers no blocking wait with a deadline: poll the event, and the
-    // communicator's asynchronous error, between short sleeps.
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      if (done()) return true;
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
-  bool is_completed() override { return done(); }
-
- private:
-  bool done() {
-    if (state_->aborted) throw Error(where_ + ": the communicator was aborted (" + state_->why + ")");
-    ncclResult_t async = ncclSuccess;
-    ncclCommGetAsyncError(state_->comm, &async);
-    if (async != ncclSuccess && async != ncclInProgress) {
-      std::string why = ncclGetErrorString(async);
-      state_->abort(why);
-      throw Error(where_ + ": " + why + "; a peer may have died");
-    }
-    cudaError_t e = cudaEventQuery(event_);
-    if (e == cudaSuccess) return true;
-    if (e == cudaErrorNotReady) return false;
-    throw Error(where_ + ": CUDA error " + cudaGetErrorString(e));
-  }
-
-  std::shared_ptr<CommState> state_;
-  cudaEvent_t event_;
-  std::string where_;
-  milliseconds timeout_;
-};
-
-void check(ncclResult_t r, const std::string& where) {
-  if (r != ncclSuccess && r != ncclInProgress) {
-    throw Error(where + ": " + ncclGetErrorString(r) + " (" + (ncclGetLastError(nullptr) ? ncclGetLastError(nullptr) : "") + ")");
-  }
-}
-void check(cudaError_t e, const std::string& where) {
-  if (e != cudaSuccess) throw Error(where + ": CUDA error " + cudaGetErrorString(e));
-}
+using Clock = std::chrono::steady_clock;
 
 class NcclGroup : public ProcessGroup {
  public:
+  // Joins the communicator through the store, or takes `comm` (a split).
   NcclGroup(std::shared_ptr<rendezvous::Store> store, int rank, int size, milliseconds timeout,
-            std::vector<int> global, ncclComm_t comm = nullptr)
-      : store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout), global_(std::move(global)) {
-    names_ = "[";
-    for (size_t i = 0; i < global_.size(); ++i) names_ += (i ? "," : "") + std::to_string(global_[i]);
-    names_ += "]";
-    int devices = 0;
-    check(cudaGetDeviceCount(&devices), "process group " + names_);
-    if (devices == 0) throw Error("process group " + names_ + ": no CUDA device is visible; use the gloo backend");
-    const char* lr = std::getenv("LOCAL_RANK");
-    device_ = (lr ? std::atoi(lr) : rank) % devices;
-    check(cudaSetDevice(device_), "process group " + names_);
-    state_ = std::make_shared<CommState>();
-    if (comm) {
-      state_->comm = comm;
-    } else {
-      ncclUniqueId id;
-      if (rank == 0) {
-        check(ncclGetUniqueId(&id), "process group " + names_);
-        store_->set("nccl/unique_id", std::string(reinterpret_cast<char*>(&id), sizeof id));
-      }
-      store_->wait({"nccl/unique_id"}, timeout);
-      std::string bytes = store_->get("nccl/unique_id");
-      std::memcpy(&id, bytes.data(), sizeof id);
-      check(ncclCommInitRank(&state_->comm, size, id, rank), "process group " + names_ + " rank " + std::to_string(rank));
+            Devices dev, std::vector<int> global, Comm comm, int device)
+      : store_(std::move(store)), rank_(rank), size_(size) {
+    core_ = std::make_shared<NcclCore>();
+    core_->dev = std::move(dev);
+    core_->timeout = timeout;
+    core_->global_rank = global[rank];
+    core_->names = "[";
+    for (size_t i = 0; i < global.size(); ++i) {
+      core_->names += (i ? "," : "") + std::to_string(global[i]);
     }
-    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "process group " + names_);
-    check(cudaEventCreateWithFlags(&issued_, cudaEventDisableTiming), "process group " + names_);
+    core_->names += "]";
+    global_ = std::move(global);
+    core_->device = device;
+    NcclCore& c = *core_;
+    c.check(c.dev.runtime->set_device(device), "init");
+    if (comm) {
+      c.comm = comm;
+    } else {
+      c.comm = join(*store_, rank, size, timeout, c);
+    }
+    Stream stream = nullptr;
+    if (CudaStatus s = c.dev.runtime->create_stream(&stream)) {
+      c.dev.nccl->comm_destroy(c.comm);
+      c.check(s, "init");
+    }
+    stream_ = stream;
+    issued_ = c.take_event("init");
   }
+
   ~NcclGroup() override {
-    // Operations still in flight get the group timeout to finish; a peer
-    // that never joins them must not hang the destructor.
-    auto deadline = std::chrono::steady_clock::now() + timeout_;
-    while (!state_->aborted && cudaStreamQuery(stream_) == cudaErrorNotReady) {
-      if (std::chrono::steady_clock::now() >= deadline) {
-        state_->abort("the group was destroyed with operations pending");
+    NcclCore& c = *core_;
+    // Operations in flight get the group timeout; a peer that never joins
+    // them must not hang the destructor.
+    const auto deadline = Clock::now() + c.timeout;
+    for (;;) {
+      bool idle = true;
+      if (c.aborted || c.dev.runtime->stream_idle(stream_, &idle) != nullptr || idle) break;
+      if (Clock::now() >= deadline) {
+        c.abort("the group was destroyed with operations in flight for " + format_secs(c.timeout));
         break;
       }
       std::this_thread::sleep_for(milliseconds(1));
     }
-    cudaStreamSynchronize(stream_);
-    if (!state_->aborted) ncclCommDestroy(state_->comm);
-    if (scratch_) cudaFree(scratch_);
-    cudaEventDestroy(issued_);
-    cudaStreamDestroy(stream_);
+    if (!c.aborted) {
+      c.closed = true;
+      c.dev.nccl->comm_destroy(c.comm);
+    }
+    if (scratch_) c.dev.runtime->device_free(scratch_);
+    c.give_event(issued_);
+    c.dev.runtime->destroy_stream(stream_);
   }
+  NcclGroup(const NcclGroup&) = delete;  // owns a communicator and a stream
+  NcclGroup& operator=(const NcclGroup&) = delete;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string backend() const override { return "nccl"; }
+  Backend backend() const override { return Backend::Nccl; }
 
   std::shared_ptr<Work> all_reduce(Buffer b, ReduceOp op) override {
-    return run("all_reduce", {b}, [&](cudaStream_t s) {
-      return ncclAllReduce(b.data, b.data, b.count, nccl_type(b.dtype), nccl_op(op), state_->comm, s);
+    static constexpr const char* kOp = "all_reduce";
+    check_buffer(kOp, b);
+    ReduceOp o = nccl_reduce_op(op, size_);
+    return run(kOp, [&](NcclApi& n, Comm c, Stream s) {
+      return n.all_reduce(b.data, b.data, b.count, b.dtype, o, c, s);
     });
   }
   std::shared_ptr<Work> broadcast(Buffer b, int root) override {
-    return run("broadcast", {b}, [&](cudaStream_t s) {
-      return ncclBroadcast(b.data, b.data, b.count, nccl_type(b.dtype), root, state_->comm, s);
+    static constexpr const char* kOp = "broadcast";
+    check_rank(kOp, "root", root);
+    check_buffer(kOp, b);
+    return run(kOp, [&](NcclApi& n, Comm c, Stream s) {
+      return n.broadcast(b.data, b.data, b.count, b.dtype, root, c, s);
     });
   }
   std::shared_ptr<Work> reduce(Buffer b, int root, ReduceOp op) override {
-    return run("reduce", {b}, [&](cudaStream_t s) {
-      return ncclReduce(b.data, b.data, b.count, nccl_type(b.dtype), nccl_op(op), root, state_->comm, s);
+    static constexpr const char* kOp = "reduce";
+    check_rank(kOp, "root", root);
+    check_buffer(kOp, b);
+    ReduceOp o = nccl_reduce_op(op, size_);
+    return run(kOp, [&](NcclApi& n, Comm c, Stream s) {
+      return n.reduce(b.data, b.data, b.count, b.dtype, o, root, c, s);
     });
   }
   std::shared_ptr<Work> all_gather(Buffer send, Buffer recv) override {
-    size_check("all_gather", recv.count, send.count * size_);
-    return run("all_gather", {send, recv}, [&](cudaStream_t s) {
-      return ncclAllGather(send.data, recv.data, send.count, nccl_type(send.dtype), state_->comm, s);
+    static constexpr const char* kOp = "all_gather";
+    check_pair(kOp, send, recv);
+    size_check(kOp, "recv", recv.count, send.count * size_);
+    return run(kOp, [&](NcclApi& n, Comm c, Stream s) {
+      return n.all_gather(send.data, recv.data, send.count, send.dtype, c, s);
     });
   }
   std::shared_ptr<Work> reduce_scatter(Buffer send, Buffer recv, ReduceOp op) override {
-    size_check("reduce_scatter", send.count, recv.count * size_);
-    return run("reduce_scatter", {send, recv}, [&](cudaStream_t s) {
-      return ncclReduceScatter(send.data, recv.data, recv.count, nccl_type(send.dtype), nccl_op(op), state_->comm, s);
+    static constexpr const char* kOp = "reduce_scatter";
+    check_pair(kOp, send, recv);
+    size_check(kOp, "send", send.count, recv.count * size_);
+    ReduceOp o = nccl_reduce_op(op, size_);
+    return run(kOp, [&](NcclApi& n, Comm c, Stream s) {
+      return n.reduce_scatter(send.data, recv.data, recv.count, send.dtype, o, c, s);
     });
   }
   // gather, scatter and all_to_all: grouped send/recv (NCCL has no such
   // collectives).
   std::shared_ptr<Work> gather(Buffer send, Buffer recv, int root) override {
-    if (rank_ == root) size_check("gather", recv.count, send.count * size_);
-    return run("gather", {send}, [&](cudaStream_t s) {
-      size_t es = element_size(send.dtype);
-      ncclResult_t r = ncclGroupStart();
-      if (rank_ == root) {
-        for (int i = 0; i < size_ && r == ncclSuccess; ++i) {
-          r = ncclRecv(static_cast<char*>(recv.data) + i * send.count * es, send.count,
-                       nccl_type(send.dtype), i, state_->comm, s);
+    static constexpr const char* kOp = "gather";
+    check_rank(kOp, "root", root);
+    if (rank_ == root) {
+      check_pair(kOp, send, recv);
+      size_check(kOp, "recv", recv.count, send.count * size_);
+    } else {
+      check_buffer(kOp, send);
+    }
+    return run(kOp, [&](NcclApi& n, Comm c, Stream s) {
+      const size_t es = element_size(send.dtype);
+      return grouped(n, [&] {
+        NcclResult r = NcclResult::Success;
+        if (rank_ == root) {
+          for (int i = 0; i < size_ && !nccl_failed(r); ++i) {
+            r = n.recv(static_cast<char*>(recv.data) + i * send.count * es, send.count,
+                       send.dtype, i, c, s);
+          }
         }
-      }
-      if (r == ncclSuccess) r = ncclSend(send.data, send.count, nccl_type(send.dtype), root, state_->comm, s);
-      ncclResult_t end = ncclGroupEnd();
-      return r != ncclSuccess ? r : end;
+        return nccl_failed(r) ? r : n.send(send.data, send.count, send.dtype, root, c, s);
+      });
     });
   }
   std::shared_ptr<Work> scatter(Buffer send, Buffer recv, int root) override {
-    if (rank_ == root) size_check("scatter", send.count, recv.count * size_);
-    return run("scatter", {recv}, [&](cudaStream_t s) {
-      size_t es = element_size(recv.dtype);
-      ncclResult_t r = ncclGroupStart();
-      if (rank_ == root) {
-        for (int i = 0; i < size_ && r == ncclSuccess; ++i) {
-          r = ncclSend(static_cast<char*>(send.data) + i * recv.count * es, recv.count,
-                       nccl_type(recv.dtype), i, state_->comm, s);
+    static constexpr const char* kOp = "scatter";
+    check_rank(kOp, "root", root);
+    if (rank_ == root) {
+      check_pair(kOp, send, recv);
+      size_check(kOp, "send", send.count, recv.count * size_);
+    } else {
+      check_buffer(kOp, recv);
+    }
+    return run(kOp, [&](NcclApi& n, Comm c, Stream s) {
+      const size_t es = element_size(recv.dtype);
+      return grouped(n, [&] {
+        NcclResult r = NcclResult::Success;
+        if (rank_ == root) {
+          for (int i = 0; i < size_ && !nccl_failed(r); ++i) {
+            r = n.send(static_cast<char*>(send.data) + i * recv.count * es, recv.count,
+                       recv.dtype, i, c, s);
+          }
         }
-      }
-      if (r == ncclSuccess) r = ncclRecv(recv.data, recv.count, nccl_type(recv.dtype), root, state_->comm, s);
-      ncclResult_t end = ncclGroupEnd();
-      return r != ncclSuccess ? r : end;
+        return nccl_failed(r) ? r : n.recv(recv.data, recv.count, recv.dtype, root, c, s);
+      });
     });
   }
   std::shared_ptr<Work> all_to_all(Buffer send, Buffer recv) override {
-    if (send.count % size_ != 0) {
-      throw Error(where("all_to_all") + ": send.count is not a multiple of the group size");
+    if (send.count % size_ != 0 || recv.count != send.count) {
+      throw Error(core_->where("all_to_all") + ": send.count (" + std::to_string(send.count) +
+                  ") and recv.count (" + std::to_string(recv.count) +
+                  ") must be equal and a multiple of the group size " + std::to_string(size_));
     }
     std::vector<size_t> counts(size_, send.count / size_);
     return all_to_all(send, counts, recv, counts);
   }
   std::shared_ptr<Work> all_to_all(Buffer send, std::vector<size_t> sc, Buffer recv,
                                    std::vector<size_t> rc) override {
+    static constexpr const char* kOp = "all_to_all";
     if (sc.size() != size_t(size_) || rc.size() != size_t(size_)) {
-      throw Error(where("all_to_all") + ": give one count per rank");
+      throw Error(core_->where(kOp) + ": give one count per rank (" + std::to_string(size_) +
+                  "); got " + std::to_string(sc.size()) + " send and " +
+                  std::to_string(rc.size()) + " recv counts");
     }
-    return run("all_to_all", {send, recv}, [&](cudaStream_t s) {
-      size_t es = element_size(send.dtype), so = 0, ro = 0;
-      ncclResult_t r = ncclGroupStart();
-      for (int i = 0; i < size_ && r == ncclSuccess; ++i) {
-        if (sc[i]) r = ncclSend(static_cast<char*>(send.data) + so * es, sc[i], nccl_type(send.dtype), i, state_->comm, s);
-        if (r == ncclSuccess && rc[i]) r = ncclRecv(static_cast<char*>(recv.data) + ro * es, rc[i], nccl_type(recv.dtype), i, state_->comm, s);
-        so += sc[i];
-        ro += rc[i];
-      }
-      ncclResult_t end = ncclGroupEnd();
-      return r != ncclSuccess ? r : end;
+    size_t st = 0, rt = 0;
+    for (int i = 0; i < size_; ++i) st += sc[i], rt += rc[i];
+    check_pair(kOp, send, recv);
+    size_check(kOp, "send", send.count, st);
+    size_check(kOp, "recv", recv.count, rt);
+    return run(kOp, [&](NcclApi& n, Comm c, Stream s) {
+      const size_t es = element_size(send.dtype);
+      return grouped(n, [&] {
+        NcclResult r = NcclResult::Success;
+        size_t so = 0, ro = 0;
+        for (int i = 0; i < size_ && !nccl_failed(r); ++i) {
+          if (sc[i]) r = n.send(static_cast<char*>(send.data) + so * es, sc[i], send.dtype, i, c, s);
+          if (!nccl_failed(r) && rc[i]) {
+            r = n.recv(static_cast<char*>(recv.data) + ro * es, rc[i], recv.dtype, i, c, s);
+          }
+          so += sc[i];
+          ro += rc[i];
+        }
+        return r;
+      });
     });
   }
   std::shared_ptr<Work> send(Buffer b, int dst, int) override {
-    return run("send", {b}, [&](cudaStream_t s) {
-      return ncclSend(b.data, b.count, nccl_type(b.dtype), dst, state_->comm, s);
+    static constexpr const char* kOp = "send";
+    check_rank(kOp, "dst", dst);
+    check_buffer(kOp, b);
+    return run(kOp, [&](NcclApi& n, Comm c, Stream s) {
+      return n.send(b.data, b.count, b.dtype, dst, c, s);
     });
   }
   std::shared_ptr<Work> recv(Buffer b, int src, int) override {
-    return run("recv", {b}, [&](cudaStream_t s) {
-      return ncclRecv(b.data, b.count, nccl_type(b.dtype), src, state_->comm, s);
+    static constexpr const char* kOp = "recv";
+    check_rank(kOp, "src", src);
+    check_buffer(kOp, b);
+    return run(kOp, [&](NcclApi& n, Comm c, Stream s) {
+      return n.recv(b.data, b.count, b.dtype, src, c, s);
     });
   }
   std::shared_ptr<Work> barrier() override {
-    if (!scratch_) check(cudaMalloc(&scratch_, sizeof(int)), where("barrier"));
+    if (!scratch_) {
+      core_->check(core_->dev.runtime->set_device(core_->device), "barrier");
+      core_->check(core_->dev.runtime->device_alloc(sizeof(int32_t), &scratch_), "barrier");
+    }
     return all_reduce({scratch_, 1, DataType::Int32, DeviceType::Cuda}, ReduceOp::Sum);
   }
   std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks) override {
-    int color = NCCL_SPLIT_NOCOLOR, key = 0;
-    std::vector<int> global;
-    for (size_t i = 0; i < ranks.size(); ++i) {
-      global.push_back(global_[ranks[i]]);
-      if (ranks[i] == rank_) {
-        color = 0;
-        key = int(i);
-      }
+    static constexpr const char* kOp = "new_group";
+    NcclCore& c = *core_;
+    std::pair<int, int> ck;
+    try {
+      ck = nccl_split_colour(ranks, rank_, size_);
+    } catch (const Error& e) {
+      throw Error(c.where(kOp) + ": " + e.what());
     }
-    ncclComm_t sub = nullptr;
-    check(ncclCommSplit(state_->comm, color, key, &sub, nullptr), where("new_group"));
-    if (color == NCCL_SPLIT_NOCOLOR) return nullptr;
-    return std::make_shared<NcclGroup>(store_, key, int(ranks.size()), timeout_, global, sub);
+    const int id = ++groups_made_;  // every rank counts, members or not
+    if (c.aborted) throw Error(c.where(kOp) + ": the group failed earlier (" + c.failure() + ")");
+    c.check(c.dev.runtime->set_device(c.device), kOp);
+    Comm sub = nullptr;
+    c.check(c.dev.nccl->comm_split(c.comm, ck.first, ck.second, &sub), kOp);
+    if (ck.first == kNcclNoColor) return nullptr;
+    std::vector<int> global;
+    for (int r : ranks) global.push_back(global_[r]);
+    auto store = std::make_shared<rendezvous::PrefixStore>("group" + std::to_string(id), store_);
+    return std::make_shared<NcclGroup>(store, ck.second, int(ranks.size()), c.timeout, c.dev,
+                                       std::move(global), sub, c.device);
   }
 
  private:
-  std::string where(const std::string& op) const {
-    return op + " on group " + names_ + " rank " + std::to_string(global_[rank_]);
+  // Joins a new communicator: rank 0 makes the unique id and publishes it
+  // under "unique_id"; the others wait for it (up to the timeout). Then
+  // every rank checks in under "joined/<rank>" and waits for all the
+  // others, so a rank that never comes (dead, or not issuing the CUDA
+  // operation that makes the communicator) is a TimeoutError naming it,
+  // not a hang inside ncclCommInitRank, which has no timeout.
+  static Comm join(rendezvous::Store& store, int rank, int size, milliseconds timeout, NcclCore& c) {
+    NcclUniqueId id{};
+    if (rank == 0) {
+      c.check(c.dev.nccl->get_unique_id(&id), "init");
+      store.set("unique_id", std::string(id.data(), id.size()));
+    } else {
+      try {
+        store.wait({"unique_id"}, timeout);
+      } catch (const TimeoutError&) {
+        throw TimeoutError(c.where("init") + ": rank 0 did not publish the NCCL unique id within " +
+                           format_secs(timeout) + "; is rank 0 running, and creating the same group?");
+      }
+      std::string bytes = store.get("unique_id");
+      if (bytes.size() != id.size()) {
+        throw ProtocolError(c.where("init") + ": the NCCL unique id in the store has " +
+                            std::to_string(bytes.size()) + " bytes, expected " +
+                            std::to_string(id.size()) + "; another program shares this store prefix");
+      }
+      std::memcpy(id.data(), bytes.data(), id.size());
+    }
+    store.set("joined/" + std::to_string(rank), "1");
+    std::vector<std::string> joined;
+    for (int r = 0; r < size; ++r) joined.push_back("joined/" + std::to_string(r));
+    try {
+      store.wait(joined, timeout);
+    } catch (const TimeoutError&) {
+      std::string missing;
+      for (int r = 0; r < size; ++r) {
+        if (!store.check({joined[size_t(r)]})) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+      }
+      throw TimeoutError(c.where("init") + ": rank(s) " + missing + " of this group did not come to make " +
+                         "the NCCL communicator within " + format_secs(timeout) +
+                         "; every rank must issue the same CUDA operations (the first one makes it)");
+    }
+    Comm comm = nullptr;
+    c.check(c.dev.nccl->comm_init_rank(&comm, size, id, rank), "init");
+    return comm;
   }
-  void size_check(const std::string& op, size_t have, size_t need) const {
+
+  void check_rank(const char* op, const char* what, int r) const {
+    if (r < 0 || r >= size_) {
+      throw Error(core_->where(op) + ": " + what + " " + std::to_string(r) +
+                  " is outside the group (size " + std::to_string(size_) + ")");
+    }
+  }
+  // Declared CUDA, and really memory of this group's device.
+  void check_buffer(const char* op, const Buffer& b) const {
+    if (b.device != DeviceType::Cuda) {
+      throw NotSupportedError(core_->where(op) +
+                              ": the NCCL backend takes CUDA buffers (Buffer::device = Cuda); "
+                              "pass host buffers to a gloo or auto group");
+    }
+    if (b.count == 0) return;
+    if (!b.data) {
+      throw Error(core_->where(op) + ": null buffer of " + std::to_string(b.count) + " elements");
+    }
+    PointerInfo info;
+    core_->check(core_->dev.runtime->pointer_info(b.data, &info), op);
+    if (info.kind != DeviceType::Cuda) {
+      throw Error(core_->where(op) + ": the buffer is host memory, though marked CUDA; pass "
+                                     "memory from cudaMalloc on cuda:" +
+                  std::to_string(core_->device));
+    }
+    if (info.device != core_->device) {
+      throw Error(core_->where(op) + ": the buffer is on cuda:" + std::to_string(info.device) +
+                  ", this group runs on cuda:" + std::to_string(core_->device) +
+                  " (LOCAL_RANK's device); allocate it there");
+    }
+  }
+  void check_pair(const char* op, const Buffer& send, const Buffer& recv) const {
+    if (send.dtype != recv.dtype) {
+      throw Error(core_->where(op) + ": send and recv have different data types");
+    }
+    check_buffer(op, send);
+    check_buffer(op, recv);
+  }
+  void size_check(const char* op, const char* which, size_t have, size_t need) const {
     if (have != need) {
-      throw Error(where(op) + ": the larger buffer holds " + std::to_string(have) +
-                  " elements; it must hold group size x count = " + std::to_string(need));
+      throw Error(core_->where(op) + ": " + which + " holds " + std::to_string(have) +
+                  " elements; it must hold " + std::to_string(need));
     }
   }
   template <typename F>
-  std::shared_ptr<Work> run(const std::string& op, std::vector<Buffer> bufs, F&& enqueue) {
-    for (const auto& b : bufs) {
-      if (b.device != DeviceType::Cuda) {
-        throw NotSupportedError(where(op) + ": the NCCL backend takes CUDA buffers; use a gloo group for host buffers");
-      }
+  static NcclResult grouped(NcclApi& n, F&& calls) {
+    NcclResult r = n.group_start();
+    if (nccl_failed(r)) return r;
+    r = calls();
+    NcclResult end = n.group_end();
+    return nccl_failed(r) ? r : end;
+  }
+  // Steps 2-4 of the file comment, for a checked operation.
+  template <typename F>
+  std::shared_ptr<Work> run(const char* op, F&& enqueue) {
+    NcclCore& c = *core_;
+    if (c.aborted) {
+      throw Error(c.where(op) + ": the group failed earlier (" + c.failure() +
+                  "); create a new one");
     }
-    if (state_->aborted) throw Error(where(op) + ": the group failed earlier (" + state_->why + "); create a new one");
-    check(cudaSetDevice(device_), where(op));
-    // The group's stream does not synchronise with the default stream by
-    // itself: wait for what was issued there (and, through the legacy
-    // default stream, on every blocking stream) before touching the buffers.
-    check(cudaEventRecord(issued_, cudaStreamLegacy), where(op));
-    check(cudaStreamWaitEvent(stream_, issued_, 0), where(op));
-    check(enqueue(stream_), where(op));
-    cudaEvent_t ev;
-    check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), where(op));
-    check(cudaEventRecord(ev, stream_), where(op));
-    return std::make_shared<NcclWork>(state_, ev, where(op), timeout_);
+    DeviceRuntime& rt = *c.dev.runtime;
+    c.check(rt.set_device(c.device), op);
+    c.check(rt.record_on_default_stream(issued_), op);
+    c.check(rt.stream_wait(stream_, issued_), op);
+    c.check(enqueue(*c.dev.nccl, c.comm, stream_), op);
+    Event done = c.take_event(op);
+    if (CudaStatus s = rt.record(done, stream_)) {
+      c.give_event(done);
+      c.check(s, op);
+    }
+    return std::make_shared<NcclWork>(core_, done, op);
   }
 
   std::shared_ptr<rendezvous::Store> store_;
   int rank_, size_;
-  milliseconds timeout_;
   std::vector<int> global_;
-  std::string names_;
-  int device_ = 0;
-  std::shared_ptr<CommState> state_;
-  cudaStream_t stream_ = nullptr;
-  cudaEvent_t issued_ = nullptr;  // recorded on the default stream before each operation
-  void* scratch_ = nullptr;       // barrier's one int
+  std::shared_ptr<NcclCore> core_;
+  Stream stream_ = nullptr;
+  Event issued_ = nullptr;   // recorded on the default stream before each operation
+  void* scratch_ = nullptr;  // barrier's one int
+  int groups_made_ = 0;      // caller's thread only
 };
 
 }  // namespace
 
-bool nccl_available() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+int nccl_device_for(DeviceRuntime& runtime, int rank) {
+  const int devices = runtime.device_count();
+  std::string visible = runtime.visible_devices();
+  std::string seen = visible.empty() ? "CUDA_VISIBLE_DEVICES unset"
+                                     : "CUDA_VISIBLE_DEVICES=" + visible;
+  if (devices <= 0) {
+    throw NotSupportedError("NCCL backend: no CUDA device is visible (" + seen +
+                            "); use host buffers, or run where a GPU is");
+  }
+  const char* lr = std::getenv("LOCAL_RANK");
+  if (!lr || !*lr) return rank % devices;
+  char* end = nullptr;
+  long local = std::strtol(lr, &end, 10);
+  if (*end || local < 0) {
+    throw ConfigError(std::string("NCCL backend: LOCAL_RANK=\"") + lr + "\" is not a rank");
+  }
+  if (local >= devices) {
+    throw ConfigError("NCCL backend: LOCAL_RANK " + std::to_string(local) + " has no GPU of its own: " +
+                      std::to_string(devices) + " visible (" + seen +
+                      "); run at most that many processes per node (--nproc-per-node), one GPU each");
+  }
+  return int(local);
+}
+
+std::pair<int, int> nccl_split_colour(const std::vector<int>& ranks, int rank, int size) {
+  std::vector<bool> seen(size_t(size), false);
+  std::pair<int, int> ck{kNcclNoColor, 0};
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    int r = ranks[i];
+    if (r < 0 || r >= size) {
+      throw Error("rank " + std::to_string(r) + " is not in this group of " + std::to_string(size));
+    }
+    if (seen[size_t(r)]) throw Error("rank " + std::to_string(r) + " is listed twice");
+    seen[size_t(r)] = true;
+    if (r == rank) ck = {0, int(i)};
+  }
+  return ck;
+}
+
+ReduceOp nccl_reduce_op(ReduceOp op, int size) {
+  return size == 1 && op == ReduceOp::Avg ? ReduceOp::Sum : op;
 }
 
 std::shared_ptr<ProcessGroup> create_nccl_group(std::shared_ptr<rendezvous::Store> store, int rank,
-                                                int size, std::chrono::milliseconds timeout) {
-  std::vector<int> global(size);
-  for (int i = 0; i < size; ++i) global[i] = i;
-  return std::make_shared<NcclGroup>(std::move(store), rank, size, timeout, global);
+                                                int size, std::chrono::milliseconds timeout,
+                                                Devices devices, std::vector<int> global) {
+  if (!devices.nccl) {
+    throw NotSupportedError("NCCL backend: this build has none (CUDA and NCCL were not found "
+                            "when it was configured; see CCRUN_WITH_NCCL in the README); use host "
+                            "buffers with the gloo or auto backend");
+  }
+  if (global.empty()) {
+    for (int i = 0; i < size; ++i) global.push_back(i);
+  }
+  // The device follows the rank in the whole job, so a subgroup made from
+  // its own unique id lands where its parent is.
+  const int device = nccl_device_for(*devices.runtime, global[size_t(rank)]);
+  return std::make_shared<NcclGroup>(std::move(store), rank, size, timeout, std::move(devices),
+                                     std::move(global), nullptr, device);
 }
 
 }  // namespace ccrun::collectives

@@ -27,10 +27,12 @@ table=$(python3 - "$tmp/out" <<'PY'
 import json, sys
 def size(b):
     return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB" if b >= 1 << 10 else f"{b} B"
-print("| size | raw ncclAllReduce + sync us | ccrun all_reduce + wait us | overhead us |")
-print("|---|---|---|---|")
+print("| size | raw ncclAllReduce + sync us | ccrun nccl group all_reduce + wait us | overhead us "
+      "| ccrun default group us | overhead us |")
+print("|---|---|---|---|---|---|")
 for r in map(json.loads, open(sys.argv[1])):
-    print(f"| {size(r['bytes'])} | {r['raw_us']:.2f} | {r['ccrun_us']:.2f} | {r['overhead_us']:.2f} |")
+    print(f"| {size(r['bytes'])} | {r['raw_us']:.2f} | {r['ccrun_us']:.2f} | {r['overhead_us']:.2f} "
+          f"| {r['auto_us']:.2f} | {r['auto_overhead_us']:.2f} |")
 PY
 )
 echo "$table"

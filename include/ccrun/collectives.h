@@ -2,8 +2,10 @@
 //
 // The collective library that workers launched by ccrun link
 // (ccrun::collectives). A ProcessGroup is bootstrapped from a Store (by
-// default the env:// variables ccrun and torchrun set) and runs collectives
-// over Gloo's TCP transport for host buffers.
+// default the env:// variables ccrun and torchrun set). The default group
+// takes both kinds of buffers, as torch 2.x's "cpu:gloo,cuda:nccl" does: host
+// buffers run over Gloo's TCP transport, CUDA buffers over NCCL (in builds
+// that found CUDA and NCCL, CCRUN_WITH_NCCL).
 //
 //   auto pg = ccrun::init_process_group();            // RANK, WORLD_SIZE, ...
 //   std::vector<float> grad(n);
@@ -17,8 +19,8 @@
 // a failed group fails every later operation (never a hang).
 //
 // Operations are collective: every rank of the group issues them in the
-// same order. Backends: Gloo for host buffers; NCCL for CUDA buffers in
-// builds that found CUDA and NCCL (CCRUN_WITH_NCCL).
+// same order (host and CUDA operations each in their own order: see
+// docs/collectives.md, "Two backends in one group").
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -27,6 +29,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ccrun/error.h"
@@ -38,10 +41,26 @@ enum class DataType { Int8, UInt8, Int32, Int64, Float16, BFloat16, Float32, Flo
 enum class ReduceOp { Sum, Prod, Min, Max, Avg };  // Avg on integers truncates
 enum class DeviceType { Host, Cuda };
 
+// The backend a group runs on. Chosen once, at init_process_group.
+enum class Backend {
+  Auto,  // "auto" (alias "cpu:gloo,cuda:nccl"): host buffers to Gloo, CUDA buffers to NCCL
+  Gloo,  // "gloo": host buffers only
+  Nccl,  // "nccl": CUDA buffers only; needs nccl_available()
+};
+
+// The backend a name means ("auto", "cpu:gloo,cuda:nccl", "gloo", "nccl");
+// throws ConfigError naming the valid ones for any other.
+Backend parse_backend(std::string_view name);
+// The canonical name: "auto", "gloo" or "nccl".
+std::string_view backend_name(Backend backend);
+
 // Bytes of one element of `t`.
 size_t element_size(DataType t);
 
 // A buffer the caller owns and keeps alive until the operation's Work is done.
+// `device` says where it lives, as a tensor's device does; a group with
+// Backend::Auto routes by it (Host to Gloo, Cuda to NCCL), and the NCCL
+// backend checks that a Cuda buffer really is memory of its device.
 struct Buffer {
   void* data;
   size_t count;  // elements
@@ -61,10 +80,18 @@ class Work {
 };
 
 struct InitOptions {
-  std::string backend = "auto";        // "nccl", "gloo", "auto" = nccl if built and a GPU exists
+  // Auto: one group for both kinds of buffers (Gloo for host, NCCL for
+  // CUDA); Gloo or Nccl: that backend only. From a string: parse_backend.
+  Backend backend = Backend::Auto;
   std::string init_method = "env://";  // "env://", "tcp://host:port", "file:///path"
   int rank = -1, world_size = -1;      // -1: from the environment (RANK, WORLD_SIZE)
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+  // Backend::Auto only. false (the default): the NCCL communicator is made
+  // at the group's first operation on CUDA buffers, so a program that never
+  // passes one never touches CUDA or NCCL. true: made at init when a CUDA
+  // device is visible (needed when a rank's first CUDA operation is a
+  // send/recv, which not every rank joins).
+  bool nccl_at_init = false;
 };
 
 class ProcessGroup {
@@ -72,7 +99,7 @@ class ProcessGroup {
   virtual ~ProcessGroup() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual std::string backend() const = 0;
+  virtual Backend backend() const = 0;
 
   // In place: every rank's buf becomes the reduction of all ranks' bufs.
   virtual std::shared_ptr<Work> all_reduce(Buffer buf, ReduceOp op = ReduceOp::Sum) = 0;
@@ -112,10 +139,12 @@ std::shared_ptr<ProcessGroup> create_gloo_group(std::shared_ptr<rendezvous::Stor
                                                 std::string host = "127.0.0.1");
 
 // Whether this build has the NCCL backend and a CUDA device is visible.
+// Creates no CUDA context.
 bool nccl_available();
 
-// Bootstraps the default group from options.init_method. backend "nccl"
-// (CUDA buffers) needs nccl_available(); "auto" picks it when available.
+// Bootstraps the default group from options.init_method. Backend::Nccl
+// needs nccl_available(); Backend::Auto works everywhere (its CUDA buffers
+// need nccl_available() when they come).
 std::shared_ptr<ProcessGroup> init_process_group(InitOptions options = {});
 
 }  // namespace ccrun

@@ -273,7 +273,7 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", timeout_s, "seconds an operation may take");
   app.add_option("--die-after-barrier", die_rank, "this rank exits(3) after the first barrier");
   CLI11_PARSE(app, argc, argv);
-  o.backend = "gloo";
+  o.backend = Backend::Gloo;
   o.timeout = std::chrono::seconds(timeout_s);
   try {
     auto pg = init_process_group(o);

@@ -2,8 +2,10 @@
 // at world size 1 on one GPU, float32 from 4 B to 64 MiB. Both sides issue
 // one call and wait for it (ccrun: Work::wait; raw: ncclAllReduce on a
 // stream of its own, then cudaStreamSynchronize), so the difference is
-// ccrun's own path: argument checks, Work and event, stream handoff. One
-// JSON line per size. Exits 77 (skipped) without NCCL or a CUDA device.
+// ccrun's own path: argument checks, Work and event, stream handoff. ccrun
+// is timed twice: through a Backend::Nccl group ("ccrun_us") and through the
+// default group, which routes the CUDA buffer to its NCCL side ("auto_us").
+// One JSON line per size. Exits 77 (skipped) without NCCL or a CUDA device.
 //
 //   scripts/bench-nccl-overhead.sh            (or run it directly)
 //   build/tests/nccl_overhead_bench [max_bytes]
@@ -38,13 +40,19 @@ int main(int argc, char** argv) {
     return 1;
   };
   ccrun::InitOptions o;
-  o.backend = "nccl";
+  o.backend = ccrun::Backend::Nccl;
   std::string path = "/tmp/ccrun-nccl-overhead-" + std::to_string(getpid());
   std::remove(path.c_str());
   o.init_method = "file://" + path;
   o.rank = 0;
   o.world_size = 1;
   auto pg = ccrun::init_process_group(o);
+  ccrun::InitOptions ao = o;
+  ao.backend = ccrun::Backend::Auto;
+  std::string auto_path = path + "-auto";
+  std::remove(auto_path.c_str());
+  ao.init_method = "file://" + auto_path;
+  auto auto_pg = ccrun::init_process_group(ao);
 
   ncclUniqueId id;
   ncclComm_t comm;
@@ -64,6 +72,9 @@ int main(int argc, char** argv) {
       cudaStreamSynchronize(stream);
     };
     auto ours = [&] { pg->all_reduce({d, count, ccrun::DataType::Float32, ccrun::DeviceType::Cuda})->wait(); };
+    auto by_auto = [&] {
+      auto_pg->all_reduce({d, count, ccrun::DataType::Float32, ccrun::DeviceType::Cuda})->wait();
+    };
     auto time = [&](auto&& once) {
       for (int i = 0; i < iters / 10; ++i) once();
       auto t0 = Clock::now();
@@ -71,19 +82,22 @@ int main(int argc, char** argv) {
       return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters;
     };
     // Alternate and keep each side's best of three, as the CPU benchmark.
-    double best_raw = 1e30, best_ours = 1e30;
+    double best_raw = 1e30, best_ours = 1e30, best_auto = 1e30;
     for (int round = 0; round < 3; ++round) {
       best_raw = std::min(best_raw, time(raw));
       best_ours = std::min(best_ours, time(ours));
+      best_auto = std::min(best_auto, time(by_auto));
     }
-    std::printf("{\"bytes\":%zu,\"raw_us\":%.2f,\"ccrun_us\":%.2f,\"overhead_us\":%.2f}\n", bytes,
-                best_raw, best_ours, best_ours - best_raw);
+    std::printf("{\"bytes\":%zu,\"raw_us\":%.2f,\"ccrun_us\":%.2f,\"overhead_us\":%.2f,"
+                "\"auto_us\":%.2f,\"auto_overhead_us\":%.2f}\n",
+                bytes, best_raw, best_ours, best_ours - best_raw, best_auto, best_auto - best_raw);
     std::fflush(stdout);
   }
   cudaFree(d);
   cudaStreamDestroy(stream);
   ncclCommDestroy(comm);
   std::remove(path.c_str());
+  std::remove(auto_path.c_str());
   return 0;
 #endif
 }
