@@ -9,6 +9,7 @@
 #include "ccrun/collectives.h"
 #include "ccrun/endpoint.h"
 #include "ccrun/file_store.h"
+#include "ccrun/job_keys.h"
 #include "ccrun/prefix_store.h"
 #include "ccrun/store_server.h"
 #include "ccrun/tcp_store.h"
@@ -105,12 +106,13 @@ std::shared_ptr<ProcessGroup> init_process_group_with(InitOptions o, Devices dev
       }
       host_store = rank == 0;
     } else if (m == "env://") {
-      if (std::getenv("CCRUN_STORE_ADDR") && std::getenv("CCRUN_STORE_PORT")) {
+      if (std::getenv(worker_env::kStoreAddr) && std::getenv(worker_env::kStorePort)) {
         // ccrun's agent advertises its store: no second store is needed.
-        addr = std::getenv("CCRUN_STORE_ADDR");
-        port = uint16_t(std::stoi(std::getenv("CCRUN_STORE_PORT")));
-        prefix = "ccrun/" + env_or("CCRUN_RUN_ID", "none") + "/collectives/attempt_" +
-                 env_or("CCRUN_ATTEMPT", "0");
+        addr = std::getenv(worker_env::kStoreAddr);
+        port = rendezvous::parse_endpoint("x:" + std::string(std::getenv(worker_env::kStorePort)))
+                   .port;
+        prefix = JobKeys(env_or(worker_env::kRunId, "none"))
+                     .collectives(std::getenv(worker_env::kAttempt) ? env_int(worker_env::kAttempt, -1) : 0);
         spdlog::debug("init_process_group: using the agent's store {}:{}", addr, port);
       } else {
         addr = env_or("MASTER_ADDR", "");
