@@ -383,7 +383,8 @@ std::vector<std::string> agent_args(const JobSpec& spec, size_t index) {
                            : std::to_string(spec.min_nodes) + ":" + std::to_string(spec.max_nodes);
   std::vector<std::string> a = {"--nnodes",         nnodes,
                                 "--node-rank",      std::to_string(index),
-                                "--nproc-per-node", std::to_string(h.devices.size()),
+                                "--nproc-per-node",
+                                h.slots == 0 ? spec.nproc_per_node_given : std::to_string(h.devices.size()),
                                 "--master-addr",    spec.master_addr,
                                 "--master-port",    std::to_string(spec.master_port),
                                 "--rdzv-backend",   spec.rdzv.backend,

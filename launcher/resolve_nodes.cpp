@@ -50,12 +50,13 @@ void resolve_nodes(const Sources& src, JobSpec& spec) {
   Raw nproc = raw("nproc_per_node");
   if (nproc.value == "cpu") {
     spec.nproc_per_node = count_cpus();
+    spec.nproc_per_node_given = nproc.value;
   } else if (nproc.value == "gpu" || nproc.value == "auto") {
+    // "gpu" without a GPU here is 0: an error unless a host list's hosts
+    // count their own (resolve_hosts decides).
     int gpus = count_gpus(env);
-    if (nproc.value == "gpu" && gpus == 0) {
-      fail(nproc, "no CUDA device is visible on this machine; give a number or use cpu");
-    }
-    spec.nproc_per_node = gpus > 0 ? gpus : count_cpus();
+    spec.nproc_per_node = gpus > 0 ? gpus : nproc.value == "gpu" ? 0 : count_cpus();
+    spec.nproc_per_node_given = nproc.value;
   } else {
     spec.nproc_per_node = int(to_int(nproc, 1, 1 << 16, "a positive number, auto, cpu or gpu"));
   }
