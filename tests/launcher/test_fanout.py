@@ -207,3 +207,26 @@ def test_real_sshd_unreachable_host_is_named(tmp_path, sshd):
     assert "ccrun: host 127.0.0.4 (node 1): ssh failed (exit 255): ssh: connect to host 127.0.0.4" in err
     assert "Connection refused" in err
     assert time.monotonic() - start < 15
+
+
+def test_elastic_job_goes_on_without_an_unreachable_host(tmp_path):
+    p = launch(tmp_path, "127.0.0.1\n127.0.0.2\nunreachable-node\n", "--nnodes", "2:3",
+               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
+               "--rdzv-conf", "last_call_timeout=0.5", "--no-python", "sh", "-c", "echo rank=$RANK/$WORLD_SIZE")
+    rc, out, err = finish(p)
+    assert rc == 0, err
+    assert "ssh failed (exit 255)" in err and "the job is elastic and 2 node(s) remain (min 2)" in err
+    assert sorted(line.split(":", 1)[1] for line in out.splitlines()) == [" [0]:rank=0/2", " [1]:rank=1/2"]
+
+
+def test_torch_ddp_over_the_fan_out(tmp_path):
+    """examples/ddp_logreg.py (torch DDP over gloo) on two "hosts" started over the fake ssh."""
+    script = os.path.join(os.environ.get("CCRUN_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
+                          "examples", "ddp_logreg.py")
+    if subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode != 0:
+        pytest.skip("skipped: /usr/bin/python3 has no torch (Debian's python3-torch)")
+    p = launch(tmp_path, "127.0.0.1 slots=2\n127.0.0.2\n", script, env={"PYTHON_EXEC": "/usr/bin/python3"})
+    rc, out, err = finish(p, timeout=300)
+    assert rc == 0, err + out
+    assert "127.0.0.1: [0]:trained on 3 workers (restart count 0)" in out, out
+    assert "127.0.0.2: " in err and "node 1 of 2, ranks 2..2 of 3" in err
