@@ -61,7 +61,9 @@ void resolve_nodes(const Sources& src, JobSpec& spec) {
     spec.nproc_per_node = int(to_int(nproc, 1, 1 << 16, "a positive number, auto, cpu or gpu"));
   }
   spec.node_rank = int(to_int(raw("node_rank"), 0, 1 << 20, "a node rank"));
-  spec.master_addr = raw("master_addr").value;
+  Raw master = raw("master_addr");
+  if (master.value.empty()) fail(master, "empty; give node 0's address, e.g. 10.0.0.1");
+  spec.master_addr = master.value;
   spec.master_port = int(to_int(raw("master_port"), 0, 65535, "a TCP port (0 = a free one)"));
   spec.local_addr = raw("local_addr").value;
   spec.standalone = to_bool(raw("standalone"));
