@@ -1,9 +1,11 @@
 //===- ccrun/job_spec.h - What one ccrun job is -----------------*- C++ -*-===//
 //
 // A `JobSpec` is the whole description of a job on one node, after flags,
-// PET_* environment variables and the YAML job file have been merged and
-// validated by the launcher. The agent runs exactly what it says and never
-// re-reads flags. Defaults are torchrun's.
+// PET_* environment variables, Slurm's srun variables and the YAML job file
+// have been merged and validated by the launcher. The agent runs exactly
+// what it says and never re-reads flags. Defaults are torchrun's. With a
+// host list (`hosts`), the launcher does not run an agent itself: it starts
+// one per host over ssh (launcher/fanout.h), each with its own JobSpec.
 //
 //   JobSpec spec;                      // torchrun's defaults
 //   spec.nproc_per_node = 4;
