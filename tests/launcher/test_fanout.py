@@ -149,14 +149,22 @@ def test_signals_reach_every_node(tmp_path, sig, code):
 
 def test_sigkill_of_the_launcher_stops_every_node(tmp_path):
     p = launch(tmp_path, "127.0.0.1\n127.0.0.2\n", "--stop-grace", "5", "--no-python", "sh", "-c",
-               "echo pid=$$; exec sleep 60")
-    pids = started_pids(tmp_path, p, 2)
+               "echo pid=$$ agent=$PPID; exec sleep 60")
+    lines = [p.stdout.readline() for _ in range(2)]
+    workers = [int(line.split("pid=")[1].split()[0]) for line in lines]
+    agents = [int(line.split("agent=")[1]) for line in lines]
     p.kill()
     p.wait()
     # Each ssh dies with the launcher (PR_SET_PDEATHSIG); the fake ssh is the
-    # agent itself here, which then stops its workers. Over a real ssh the
-    # remote agent sees its stdin close (--exit-on-stdin-eof).
-    assert wait_gone(pids, 15) == []
+    # agent itself here, which gets that SIGTERM and stops its workers. Over
+    # a real ssh the remote agent sees its stdin close (--exit-on-stdin-eof).
+    assert wait_gone(workers, 15) == []
+    left = wait_gone(agents, 10)
+    for pid in left:  # never leave an agent behind, whatever the verdict
+        os.kill(pid, signal.SIGKILL)
+    if left:
+        pytest.xfail(f"agent(s) {left} still up 10 s after SIGTERM: an agent whose store (node 0) "
+                     "went away while stopping hangs (agent/, issue 11.3 and 11.7)")
 
 
 @pytest.fixture(scope="module")
