@@ -140,6 +140,10 @@ class Fanout {
     signalled_ = sig;
     std::fprintf(stderr, "ccrun: received %s; stopping every node (again to kill at once)\n",
                  signal_name(sig).c_str());
+    // Both ways to every node: the signal to its ssh (a local agent gets it
+    // itself), and EOF on the remote agent's stdin (what a real ssh, which
+    // forwards no signal, can carry).
+    for (auto& n : nodes_) close_stdin(*n);
     signal_all(sig);
     arm_kill_timer();
   }
@@ -154,6 +158,11 @@ class Fanout {
                    static_cast<long long>((spec_.stop_grace + kKillSlack).count() / 1000));
       signal_all(SIGKILL);
     });
+  }
+
+  static void close_stdin(Node& n) {
+    if (n.stdin_fd >= 0) ::close(n.stdin_fd);
+    n.stdin_fd = -1;
   }
 
   void signal_all(int sig) {
@@ -248,7 +257,7 @@ class Fanout {
     if (n.finished) return;
     n.finished = true;
     if (n.drain) n.drain->cancel();
-    ::close(n.stdin_fd);
+    close_stdin(n);
     ++finished_;
     if (n.status != 0 && !signalled_) on_failure(n);
     if (finished_ == nodes_.size()) {
@@ -383,7 +392,8 @@ std::vector<std::string> agent_args(const JobSpec& spec, size_t index) {
                            : std::to_string(spec.min_nodes) + ":" + std::to_string(spec.max_nodes);
   std::vector<std::string> a = {"--nnodes",         nnodes,
                                 "--node-rank",      std::to_string(index),
-                                "--nproc-per-node", std::to_string(h.devices.size()),
+                                "--nproc-per-node",
+                                h.slots == 0 ? spec.nproc_per_node_given : std::to_string(h.devices.size()),
                                 "--master-addr",    spec.master_addr,
                                 "--master-port",    std::to_string(spec.master_port),
                                 "--rdzv-backend",   spec.rdzv.backend,

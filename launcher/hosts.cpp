@@ -193,6 +193,10 @@ std::vector<HostSpec> resolve_host_list(const std::vector<HostLine>& lines, int 
       for (const auto& h : hosts) known += (known.empty() ? "" : ", ") + h.name;
       throw ConfigError(label + ": host \"" + f.host + "\" is not in the host list (" + known + ")");
     }
+    if (!f.slots.empty() && it->slots == 0) {
+      throw ConfigError(label + ": host \"" + f.host + "\" counts its slots itself (--nproc-per-node "
+                        "auto, cpu or gpu); give it slots=N in the host list to name slots");
+    }
     for (int s : f.slots) {
       if (s >= it->slots) {
         throw ConfigError(label + ": host \"" + f.host + "\" has slots 0 to " +

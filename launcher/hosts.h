@@ -52,7 +52,7 @@ struct HostFilterEntry {
 std::vector<HostFilterEntry> parse_host_filter(std::string_view text, const std::string& label);
 
 // The host list with its slots resolved (`default_slots` for a host without
-// slots=) and narrowed by `include` or `exclude` (at most one non-empty;
+// slots=; 0 = counted on the host, then a filter cannot name its slots) and narrowed by `include` or `exclude` (at most one non-empty;
 // each labelled for errors). Throws ConfigError when a filter names a host
 // or slot that is not in the list, or when no host is left.
 std::vector<HostSpec> resolve_host_list(const std::vector<HostLine>& lines, int default_slots,

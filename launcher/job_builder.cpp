@@ -39,6 +39,8 @@ std::unique_ptr<CLI::App> make_app(Flags& f) {
       "  ccrun --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 --nproc-per-node 8 train.py\n"
       "  ccrun --nnodes 1:4 --rdzv-backend c10d --rdzv-endpoint 10.0.0.1:29400 \\\n"
       "        --rdzv-id job7 --max-restarts 3 --no-python ./trainer --steps 1000\n"
+      "  ccrun --hostfile hosts.txt --nproc-per-node 8 train.py     # every host, over ssh\n"
+      "  srun --ntasks-per-node=1 ccrun --nproc-per-node gpu train.py  # under Slurm\n"
       "  ccrun --config configs/single_node.yaml");
   app->prefix_command();  // everything from the program on belongs to it
   app->get_formatter()->column_width(44);

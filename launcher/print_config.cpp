@@ -21,7 +21,12 @@ std::string to_yaml(const JobSpec& s) {
   } else {
     out << YAML::DoubleQuoted << std::to_string(s.min_nodes) + ":" + std::to_string(s.max_nodes);
   }
-  out << YAML::Key << "nproc_per_node" << YAML::Value << s.nproc_per_node;
+  out << YAML::Key << "nproc_per_node" << YAML::Value;
+  if (!s.hosts.empty() && !s.nproc_per_node_given.empty()) {
+    out << s.nproc_per_node_given;  // each host counts its own
+  } else {
+    out << s.nproc_per_node;
+  }
   out << YAML::Key << "node_rank" << YAML::Value << s.node_rank;
   out << YAML::Key << "master_addr" << YAML::Value << s.master_addr;
   out << YAML::Key << "master_port" << YAML::Value << s.master_port;
@@ -58,8 +63,9 @@ std::string to_yaml(const JobSpec& s) {
     bool narrowed = false;
     out << YAML::Key << "hosts" << YAML::Value << YAML::BeginSeq;
     for (const auto& h : s.hosts) {
-      out << YAML::Flow << YAML::BeginMap << YAML::Key << "host" << YAML::Value << h.name << YAML::Key
-          << "slots" << YAML::Value << h.slots << YAML::EndMap;
+      out << YAML::Flow << YAML::BeginMap << YAML::Key << "host" << YAML::Value << h.name;
+      if (h.slots > 0) out << YAML::Key << "slots" << YAML::Value << h.slots;
+      out << YAML::EndMap;
       include += (include.empty() ? "" : "@") + h.name;
       if (int(h.devices.size()) != h.slots) {
         narrowed = true;

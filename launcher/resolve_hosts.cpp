@@ -27,13 +27,18 @@ void resolve_hosts(const Sources& src, JobSpec& spec) {
     lines = *yaml.hosts;
     list_where = yaml.hosts_where;
   }
+  if (lines.empty() && spec.nproc_per_node == 0) {
+    fail(src.get("nproc_per_node"), "no CUDA device is visible on this machine; give a number or use cpu");
+  }
   if (lines.empty()) {
     for (const Raw* f : {&include, &exclude}) {
       if (!f->value.empty()) fail(*f, "needs a host list (--hostfile FILE or hosts: in the job file)");
     }
     return;
   }
-  spec.hosts = resolve_host_list(lines, spec.nproc_per_node, include.value, include.label(),
+  // With auto, cpu or gpu, a host without slots= counts its own (slots 0).
+  int default_slots = spec.nproc_per_node_given.empty() ? spec.nproc_per_node : 0;
+  spec.hosts = resolve_host_list(lines, default_slots, include.value, include.label(),
                                  exclude.value, exclude.label());
   int n = int(spec.hosts.size());
   if (!src.given("nnodes")) {

@@ -50,17 +50,20 @@ void resolve_nodes(const Sources& src, JobSpec& spec) {
   Raw nproc = raw("nproc_per_node");
   if (nproc.value == "cpu") {
     spec.nproc_per_node = count_cpus();
+    spec.nproc_per_node_given = nproc.value;
   } else if (nproc.value == "gpu" || nproc.value == "auto") {
+    // "gpu" without a GPU here is 0: an error unless a host list's hosts
+    // count their own (resolve_hosts decides).
     int gpus = count_gpus(env);
-    if (nproc.value == "gpu" && gpus == 0) {
-      fail(nproc, "no CUDA device is visible on this machine; give a number or use cpu");
-    }
-    spec.nproc_per_node = gpus > 0 ? gpus : count_cpus();
+    spec.nproc_per_node = gpus > 0 ? gpus : nproc.value == "gpu" ? 0 : count_cpus();
+    spec.nproc_per_node_given = nproc.value;
   } else {
     spec.nproc_per_node = int(to_int(nproc, 1, 1 << 16, "a positive number, auto, cpu or gpu"));
   }
   spec.node_rank = int(to_int(raw("node_rank"), 0, 1 << 20, "a node rank"));
-  spec.master_addr = raw("master_addr").value;
+  Raw master = raw("master_addr");
+  if (master.value.empty()) fail(master, "empty; give node 0's address, e.g. 10.0.0.1");
+  spec.master_addr = master.value;
   spec.master_port = int(to_int(raw("master_port"), 0, 65535, "a TCP port (0 = a free one)"));
   spec.local_addr = raw("local_addr").value;
   spec.standalone = to_bool(raw("standalone"));

@@ -1,6 +1,7 @@
 // The rendezvous settings, and the checks that tie them to the node settings
 // (see resolve.h).
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "ccrun/endpoint.h"
@@ -57,15 +58,20 @@ void resolve_rendezvous(const Sources& src, JobSpec& spec) {
     }
   }
   spec.rdzv.endpoint = endpoint.value;
-  spec.rdzv.id = raw("rdzv_id").value;
+  Raw id = raw("rdzv_id");
+  if (id.value.empty()) fail(id, "the job id is empty; give one, e.g. job7 (agents with one id meet)");
+  spec.rdzv.id = id.value;
   std::map<std::string, Raw> conf = src.yaml().rdzv_conf;
   Raw conf_raw = raw("rdzv_conf");
   if (!conf_raw.value.empty() && !conf_raw.yaml) {
     std::stringstream ss(conf_raw.value);
+    std::set<std::string> seen;  // in this flag (it overrides the job file's)
     for (std::string item; std::getline(ss, item, ',');) {
       auto eq = item.find('=');
-      if (eq == std::string::npos) fail(conf_raw, "expected key=value pairs separated by commas");
-      conf[item.substr(0, eq)] = Raw{item.substr(eq + 1), conf_raw.where + " " + item.substr(0, eq), false};
+      if (eq == std::string::npos || eq == 0) fail(conf_raw, "expected key=value pairs separated by commas");
+      std::string key = item.substr(0, eq);
+      if (!seen.insert(key).second) fail(conf_raw, "\"" + key + "\" is given twice; keep one");
+      conf[key] = Raw{item.substr(eq + 1), conf_raw.where + " " + key, false};
     }
   }
   apply_conf(conf, spec.rdzv);

@@ -1,9 +1,11 @@
 //===- ccrun/job_spec.h - What one ccrun job is -----------------*- C++ -*-===//
 //
 // A `JobSpec` is the whole description of a job on one node, after flags,
-// PET_* environment variables and the YAML job file have been merged and
-// validated by the launcher. The agent runs exactly what it says and never
-// re-reads flags. Defaults are torchrun's.
+// PET_* environment variables, Slurm's srun variables and the YAML job file
+// have been merged and validated by the launcher. The agent runs exactly
+// what it says and never re-reads flags. Defaults are torchrun's. With a
+// host list (`hosts`), the launcher does not run an agent itself: it starts
+// one per host over ssh (launcher/fanout.h), each with its own JobSpec.
 //
 //   JobSpec spec;                      // torchrun's defaults
 //   spec.nproc_per_node = 4;
@@ -67,7 +69,9 @@ struct LogSpec {
 // --include / --exclude.
 struct HostSpec {
   std::string name;   // as ssh reaches it: a name or an address
-  int slots = 1;      // slots=N, or nproc_per_node when not given
+  // slots=N, or nproc_per_node when not given; 0 = counted on the host
+  // (nproc_per_node auto, cpu or gpu, and no slots=).
+  int slots = 1;
   // The slots (local device indices, 0..slots-1) this job uses, ascending:
   // all of them unless --include/--exclude named some. Workers on this host
   // = devices.size().
@@ -80,6 +84,10 @@ struct JobSpec {
   int max_nodes = 1;
   int node_rank = 0;            // static rendezvous only
   int nproc_per_node = 1;       // resolved from N|auto|cpu|gpu
+  // "auto", "cpu" or "gpu" as given (empty for a number): each host of a
+  // host list without slots= resolves it itself (the launching machine may
+  // have no GPU).
+  std::string nproc_per_node_given;
   std::string master_addr = "127.0.0.1";  // static rendezvous
   int master_port = 29500;
   std::string local_addr;       // --local-addr: this node's address

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -122,4 +123,23 @@ TEST_CASE("fanout: --export, exports:, --ssh-command, CCRUN_SSH and ssh_command:
   CHECK(back.fanout.exports == V{"WANDB_API_KEY"});
   CHECK(back.hosts.size() == 2);
   for (const auto& p : {std::filesystem::path(hf), yaml, again}) std::filesystem::remove(p);
+}
+
+TEST_CASE("fanout: --nproc-per-node gpu is counted on each host, not here", "[fanout][hosts]") {
+  auto hf = write_hostfile("n1\nn2 slots=2\n");
+  Environment no_gpu{{{"CUDA_VISIBLE_DEVICES", ""}}};
+  auto spec = parse_command_line({"--hostfile", hf, "--nproc-per-node", "gpu", "x"}, no_gpu).spec;
+  REQUIRE(spec.hosts.size() == 2);
+  CHECK(spec.hosts[0].slots == 0);
+  CHECK(spec.hosts[1].slots == 2);
+  auto a0 = agent_args(spec, 0), a1 = agent_args(spec, 1);
+  CHECK(std::find(a0.begin(), a0.end(), "gpu") != a0.end());
+  CHECK(parse_command_line(a1, {}).spec.nproc_per_node == 2);
+  CHECK_THAT(to_yaml(spec), Catch::Contains("nproc_per_node: gpu\n") && Catch::Contains("- {host: n1}\n"));
+  CHECK_THROWS_WITH(parse_command_line({"--hostfile", hf, "--nproc-per-node", "gpu", "--include", "n1:0", "x"},
+                                       no_gpu),
+                    Catch::Contains("host \"n1\" counts its slots itself"));
+  // Without a host list, no GPU here is still an error.
+  CHECK_THROWS_WITH(parse_command_line({"--nproc-per-node", "gpu", "x"}, no_gpu), Catch::Contains("no CUDA device"));
+  std::filesystem::remove(hf);
 }

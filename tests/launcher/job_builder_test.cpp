@@ -186,6 +186,11 @@ TEST_CASE("every bad value is an error, never a wrap or a silent choice", "[laun
   CHECK(parse({"--nproc-per-node", "2", "--local-ranks-filter", "1", "a"}).logs.local_ranks_filter ==
         std::set<int>{1});
   CHECK_THAT(error_of({"--config", "/tmp", "a"}), Catch::Contains("is a directory"));
+  CHECK_THAT(error_of({"--rdzv-conf", "join_timeout=1,join_timeout=2", "a"}),
+             Catch::Contains("\"join_timeout\" is given twice"));
+  CHECK_THAT(error_of({"--rdzv-conf", "=1", "a"}), Catch::Contains("expected key=value"));
+  CHECK_THAT(error_of({"--rdzv-id", "", "a"}), Catch::Contains("--rdzv-id \"\": the job id is empty"));
+  CHECK_THAT(error_of({"--master-addr", "", "a"}), Catch::Contains("--master-addr \"\": empty"));
 }
 
 TEST_CASE("port 0 (a free port) where one node can use it", "[launcher]") {

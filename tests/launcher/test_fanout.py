@@ -149,14 +149,22 @@ def test_signals_reach_every_node(tmp_path, sig, code):
 
 def test_sigkill_of_the_launcher_stops_every_node(tmp_path):
     p = launch(tmp_path, "127.0.0.1\n127.0.0.2\n", "--stop-grace", "5", "--no-python", "sh", "-c",
-               "echo pid=$$; exec sleep 60")
-    pids = started_pids(tmp_path, p, 2)
+               "echo pid=$$ agent=$PPID; exec sleep 60")
+    lines = [p.stdout.readline() for _ in range(2)]
+    workers = [int(line.split("pid=")[1].split()[0]) for line in lines]
+    agents = [int(line.split("agent=")[1]) for line in lines]
     p.kill()
     p.wait()
     # Each ssh dies with the launcher (PR_SET_PDEATHSIG); the fake ssh is the
-    # agent itself here, which then stops its workers. Over a real ssh the
-    # remote agent sees its stdin close (--exit-on-stdin-eof).
-    assert wait_gone(pids, 15) == []
+    # agent itself here, which gets that SIGTERM and stops its workers. Over
+    # a real ssh the remote agent sees its stdin close (--exit-on-stdin-eof).
+    assert wait_gone(workers, 15) == []
+    left = wait_gone(agents, 10)
+    for pid in left:  # never leave an agent behind, whatever the verdict
+        os.kill(pid, signal.SIGKILL)
+    if left:
+        pytest.xfail(f"agent(s) {left} still up 10 s after SIGTERM: an agent whose store (node 0) "
+                     "went away while stopping hangs (agent/, issue 11.3 and 11.7)")
 
 
 @pytest.fixture(scope="module")
@@ -207,3 +215,26 @@ def test_real_sshd_unreachable_host_is_named(tmp_path, sshd):
     assert "ccrun: host 127.0.0.4 (node 1): ssh failed (exit 255): ssh: connect to host 127.0.0.4" in err
     assert "Connection refused" in err
     assert time.monotonic() - start < 15
+
+
+def test_elastic_job_goes_on_without_an_unreachable_host(tmp_path):
+    p = launch(tmp_path, "127.0.0.1\n127.0.0.2\nunreachable-node\n", "--nnodes", "2:3",
+               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
+               "--rdzv-conf", "last_call_timeout=0.5", "--no-python", "sh", "-c", "echo rank=$RANK/$WORLD_SIZE")
+    rc, out, err = finish(p)
+    assert rc == 0, err
+    assert "ssh failed (exit 255)" in err and "the job is elastic and 2 node(s) remain (min 2)" in err
+    assert sorted(line.split(":", 1)[1] for line in out.splitlines()) == [" [0]:rank=0/2", " [1]:rank=1/2"]
+
+
+def test_torch_ddp_over_the_fan_out(tmp_path):
+    """examples/ddp_logreg.py (torch DDP over gloo) on two "hosts" started over the fake ssh."""
+    script = os.path.join(os.environ.get("CCRUN_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
+                          "examples", "ddp_logreg.py")
+    if subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode != 0:
+        pytest.skip("skipped: /usr/bin/python3 has no torch (Debian's python3-torch)")
+    p = launch(tmp_path, "127.0.0.1 slots=2\n127.0.0.2\n", script, env={"PYTHON_EXEC": "/usr/bin/python3"})
+    rc, out, err = finish(p, timeout=300)
+    assert rc == 0, err + out
+    assert "127.0.0.1: [0]:trained on 3 workers (restart count 0)" in out, out
+    assert "127.0.0.2: " in err and "node 1 of 2, ranks 2..2 of 3" in err
