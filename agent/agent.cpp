@@ -41,6 +41,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -575,8 +576,8 @@ class Agent {
       bool shown = spec_.logs.local_ranks_filter.empty() ||
                    spec_.logs.local_ranks_filter.count(lr);
       std::string prefix = spec_.logs.prefix_lines ? "[" + std::to_string(w.rank) + "]:" : "";
-      w.out = {prefix, shown && !(redirect & 1), 1, files ? (dir / "stdout.log").string() : ""};
-      w.err = {prefix, shown && !(redirect & 2), 2, files ? (dir / "stderr.log").string() : ""};
+      w.out = {prefix, shown && !(redirect & 1), 1, files ? (dir / "stdout.log").string() : "", {}};
+      w.err = {prefix, shown && !(redirect & 2), 2, files ? (dir / "stderr.log").string() : "", {}};
       specs.push_back(std::move(w));
     }
     if (signalled_) {
@@ -723,8 +724,16 @@ class Agent {
       final.push_back(f);
       all_failures_.push_back(f);
     }
-    std::string text = format_report(run_id_, final);
-    std::fprintf(stderr, "%s  reason    : %s\n", text.c_str(), reason.c_str());
+    std::string text = format_report(run_id_, final) + "  reason    : " + reason + "\n";
+    if (spec_.exit_on_stdin_eof) {
+      // Started by a fan-out: every node prints the same report, and the
+      // launching ccrun shows one of them (fanout.h, kReportMarker).
+      std::string marked;
+      std::istringstream lines(text);
+      for (std::string l; std::getline(lines, l);) marked += kReportMarker + l + "\n";
+      text = marked;
+    }
+    std::fputs(text.c_str(), stderr);
     if (logs_dir_ && logs_dir_->kept()) {
       logs_dir_->write_file("failure_report.json",
                             report_json(run_id_, final, all_failures_, reason) + "\n");

@@ -30,6 +30,11 @@ struct Failure {
   static Failure from_json(const std::string& json);  // tolerant
 };
 
+// Starts each report line of an agent started by the ssh fan-out
+// (--exit-on-stdin-eof), so that the launching ccrun can show the report of
+// one node only: every node prints the same one.
+inline constexpr const char* kReportMarker = "ccrun-report| ";
+
 // "SIGSEGV" for 11; "signal 77" for unknown numbers.
 std::string signal_name(int sig);
 

@@ -81,13 +81,16 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
   }
 
   void emit(const std::string& line) {
+    bool shown = options.to_console;
+    std::string text = line;
+    if (shown && options.console_filter) shown = options.console_filter(text);
     std::string out;
-    out.reserve(options.prefix.size() + line.size() + 1);
+    out.reserve(options.prefix.size() + text.size() + 1);
     out += options.prefix;
-    out += line;
+    out += text;
     out += '\n';
     // A closed console must not stop the job: its errors are ignored.
-    if (options.to_console) (void)write_all(options.console_fd, out);
+    if (shown) (void)write_all(options.console_fd, out);
     if (file_fd >= 0) {
       if (int err = write_all(file_fd, line + "\n"); err != 0) {
         std::fprintf(stderr, "ccrun: cannot write %s: %s; its later lines are not saved\n",

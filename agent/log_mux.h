@@ -27,6 +27,9 @@ struct StreamOptions {
   bool to_console = true;
   int console_fd = 1;     // 1 or 2
   std::string file;       // log file path; empty = none
+  // Sees each whole line before the console does and may rewrite it;
+  // false keeps it off the console (the file and the tail still get it).
+  std::function<bool(std::string& line)> console_filter;
 };
 
 class LogMux {

@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "ccrun/error.h"
+#include "failure_report.h"
 #include "log_mux.h"
 #include "settings.h"
 
@@ -224,12 +225,24 @@ class Fanout {
     node->pidfd = std::make_unique<asio::posix::stream_descriptor>(io_, pidfd);
     Node* n = node.get();
     std::string prefix = node->host + ": ";
-    mux_.add(out[0], agent::StreamOptions{prefix, true, 1, ""}, [this, n] { pipe_closed(*n); });
-    n->err_stream = mux_.add(err[0], agent::StreamOptions{prefix, true, 2, ""}, [this, n] { pipe_closed(*n); });
+    mux_.add(out[0], agent::StreamOptions{prefix, true, 1, "", {}}, [this, n] { pipe_closed(*n); });
+    agent::StreamOptions err_options{prefix, true, 2, "", {}};
+    err_options.console_filter = [this, n](std::string& line) { return report_line(*n, line); };
+    n->err_stream = mux_.add(err[0], err_options, [this, n] { pipe_closed(*n); });
     n->pidfd->async_wait(asio::posix::stream_descriptor::wait_read, [this, n](boost::system::error_code ec) {
       if (!ec) on_exit(*n);
     });
     nodes_.push_back(std::move(node));
+  }
+
+  // Every node prints the same failure report (marked by its agent): the
+  // first node to start one is shown, the others' copies are not.
+  bool report_line(Node& n, std::string& line) {
+    std::string_view marker = agent::kReportMarker;
+    if (line.compare(0, marker.size(), marker) != 0) return true;
+    if (!report_node_) report_node_ = &n;
+    line.erase(0, marker.size());
+    return report_node_ == &n;
   }
 
   void on_exit(Node& n) {
@@ -317,6 +330,7 @@ class Fanout {
   asio::io_context io_;
   asio::signal_set signals_;
   agent::LogMux mux_;
+  const Node* report_node_ = nullptr;  // whose failure report is shown
   asio::steady_timer peer_timer_;
   asio::steady_timer kill_timer_;
   bool peer_timer_armed_ = false;
