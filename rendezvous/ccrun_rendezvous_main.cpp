@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -54,9 +55,21 @@ int main(int argc, char** argv) {
                  "File holding a shared secret clients must present "
                  "(torch clients cannot; ccrun agents read CCRUN_STORE_TOKEN_FILE)");
   app.add_option("--max-connections", opts.max_connections,
-                 "Connections beyond this are refused")
+                 "Connections beyond this are refused; 0 = what the open-file "
+                 "limit allows less 64 (at most 65536)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::NonNegativeNumber);
+  double handshake_s = 10, idle_s = 0;
+  app.add_option("--handshake-timeout", handshake_s,
+                 "Seconds a new connection has to authenticate (with --token-file) "
+                 "or to send its first request; 0 = no limit")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--idle-timeout", idle_s,
+                 "Close a connection silent this many seconds with no WAIT parked; "
+                 "0 = never (torch clients stay silent for a whole job)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--max-value-bytes", opts.max_value_bytes,
                  "Largest value a client may send")
       ->capture_default_str()
@@ -67,6 +80,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("ccrun-rendezvous ") + CCRUN_VERSION);
   CLI11_PARSE(app, argc, argv);
 
+  auto to_ms = [](double s) {
+    return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+  };
+  opts.handshake_timeout = to_ms(handshake_s);
+  opts.idle_timeout = to_ms(idle_s);
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [ccrun-rendezvous] [%l] %v");
 
@@ -85,6 +103,8 @@ int main(int argc, char** argv) {
     std::printf("ccrun-rendezvous: listening on %s:%u\n", opts.host.c_str(),
                 unsigned(server.port()));
     std::fflush(stdout);
+    spdlog::info("serving up to {} connections; the data lives in memory only "
+                 "(a restarted daemon starts empty)", server.max_connections());
     int signo = 0;
     sigwait(&stop_signals, &signo);
     spdlog::info("{} received; closing {} connection(s)", strsignal(signo),

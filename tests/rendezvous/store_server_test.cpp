@@ -183,11 +183,85 @@ TEST_CASE("2.x dialect: a parked WAIT is woken by SET, ADD and MULTI_SET", "[ser
     }
     CHECK(waiter.recv(1) == u8(0));
   }
-  // A GET of a missing key parks too, and requests behind it wait their turn.
-  waiter.send(q(wire::Query::kGet) + str("later") + q(wire::Query::kPing) + u32(7));
-  CHECK(waiter.recv(1, 200ms).empty());
+}
+
+TEST_CASE("2.x dialect: requests behind a parked WAIT are answered at once (issue 13.1)",
+          "[server][wait]") {
+  Server s;
+  RawClient c(s.port()), setter(s.port());
+  c.send(validate());
+  setter.send(validate());
+  // As torch 2.x's (libuv) server: the WAIT stays parked, the PING behind it
+  // is answered, and STOP_WAITING comes whenever the key appears.
+  c.send(q(wire::Query::kWait) + u64(1) + str("later") + q(wire::Query::kPing) + u32(7));
+  CHECK(c.recv(4) == u32(7));
+  c.send(q(wire::Query::kGet) + str("keep/me"));
+  CHECK(c.recv(8 + 4) == str("safe"));
   setter.send(q(wire::Query::kSet) + str("later") + str("value"));
-  CHECK(waiter.recv(13 + 4) == str("value") + u32(7));
+  CHECK(c.recv(1) == u8(0));
+  // A GET or MULTI_GET of a missing key answers an empty value, as torch
+  // 2.x's server does (its clients WAIT first), and blocks nothing.
+  c.send(q(wire::Query::kGet) + str("missing") + q(wire::Query::kPing) + u32(8));
+  CHECK(c.recv(8 + 4) == str("") + u32(8));
+  c.send(q(wire::Query::kMultiGet) + u64(2) + str("later") + str("missing"));
+  CHECK(c.recv(8 + 5 + 8) == str("value") + str(""));
+  // Several WAITs parked at once: one STOP_WAITING each; CANCEL_WAIT drops
+  // the rest.
+  c.send(q(wire::Query::kWait) + u64(1) + str("w1") + q(wire::Query::kWait) + u64(2) +
+         str("w1") + str("w2") + q(wire::Query::kWait) + u64(1) + str("w3"));
+  CHECK(c.recv(1, 200ms).empty());
+  setter.send(q(wire::Query::kSet) + str("w1") + str("1"));
+  CHECK(c.recv(1) == u8(0));
+  CHECK(c.recv(1, 200ms).empty());
+  setter.send(q(wire::Query::kSet) + str("w2") + str("1"));
+  CHECK(c.recv(1) == u8(0));
+  c.send(q(wire::Query::kCancelWait));
+  CHECK(c.recv(1) == u8(1));
+  setter.send(q(wire::Query::kSet) + str("w3") + str("1"));
+  c.send(q(wire::Query::kPing) + u32(9));
+  CHECK(c.recv(4) == u32(9));  // no late STOP_WAITING for the cancelled w3
+}
+
+TEST_CASE("1.13 dialect: a timed-out WAIT stays parked and later requests are answered "
+          "(issue 13.1)", "[server][wait]") {
+  Server s;
+  RawClient c(s.port());
+  auto legacy = [](wire::LegacyQuery t) { return u8(uint8_t(t)); };
+  c.send(legacy(wire::LegacyQuery::kAdd) + str("init/") + i64(1));
+  CHECK(c.recv(8) == i64(1));
+  c.send(legacy(wire::LegacyQuery::kSet) + str("/a") + str("1"));
+  // The client gives up on this WAIT after its timeout, and says nothing.
+  c.send(legacy(wire::LegacyQuery::kWait) + u64(1) + str("/never"));
+  CHECK(c.recv(1, 300ms).empty());
+  c.send(legacy(wire::LegacyQuery::kGetNumKeys));
+  CHECK(c.recv(8) == i64(3));  // keep/me, init/, /a
+  c.send(legacy(wire::LegacyQuery::kGet) + str("/a"));
+  CHECK(c.recv(9) == str("1"));
+  // Once the key appears, STOP_WAITING is sent between later replies, as
+  // torch 1.13's own server does.
+  RawClient setter(s.port());
+  setter.send(validate() + q(wire::Query::kSet) + str("/never") + str("x"));
+  CHECK(c.recv(1) == u8(0));
+  c.send(legacy(wire::LegacyQuery::kGetNumKeys));
+  CHECK(c.recv(8) == i64(4));
+  // A GET of a missing key: torch 1.13's server closes the connection.
+  c.send(legacy(wire::LegacyQuery::kGet) + str("/missing"));
+  CHECK(c.closed_by_peer());
+  expect_server_healthy(s.port());
+}
+
+TEST_CASE("a connection may park a bounded number of WAITs", "[server][wait][hostile]") {
+  StoreServerOptions o;
+  o.max_waits_per_connection = 8;
+  Server s(o);
+  RawClient c(s.port());
+  c.send(validate());
+  for (int i = 0; i < 8; ++i) c.send(q(wire::Query::kWait) + u64(1) + str("nope"));
+  c.send(q(wire::Query::kPing) + u32(1));
+  CHECK(c.recv(4) == u32(1));
+  c.send(q(wire::Query::kWait) + u64(1) + str("nope"));
+  CHECK(c.closed_by_peer());
+  expect_server_healthy(s.port());
 }
 
 TEST_CASE("2.x dialect: CANCEL_WAIT releases a parked wait", "[server]") {
