@@ -484,6 +484,45 @@ void TcpStore::multi_set(const std::vector<std::string>& keys,
   call(true, [&](Connection& c) { c.send(req); });
 }
 
+void TcpStore::queue_push(const std::string& key, const std::string& value) {
+  std::string req;
+  wire::append_u8(req, type_byte(options_.protocol, wire::Query::kQueuePush));
+  wire::append_bytes(req, key);
+  wire::append_bytes(req, value);
+  call(false, [&](Connection& c) { c.send(req); });
+}
+
+std::optional<std::string> TcpStore::queue_pop(const std::string& key, bool block) {
+  std::string req;
+  wire::append_u8(req, type_byte(options_.protocol, wire::Query::kQueuePop));
+  wire::append_bytes(req, key);
+  auto t = timeout();
+  auto deadline = Clock::now() + t;
+  return call(false, [&](Connection& c) -> std::optional<std::string> {
+    for (;;) {
+      if (block) {
+        auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+        wait_locked(c, {key}, std::max(left, milliseconds(0)));
+      }
+      c.send(req);
+      auto length = c.recv_value<int64_t>(Clock::now() + timeout());
+      if (length > 0) return c.recv_bytes(Clock::now() + timeout());
+      if (!block) return std::nullopt;
+      // Another client popped the item we were woken for: wait again.
+    }
+  });
+}
+
+int64_t TcpStore::queue_len(const std::string& key) {
+  std::string req;
+  wire::append_u8(req, type_byte(options_.protocol, wire::Query::kQueueLen));
+  wire::append_bytes(req, key);
+  return call(true, [&](Connection& c) {
+    c.send(req);
+    return c.recv_value<int64_t>(Clock::now() + timeout());
+  });
+}
+
 std::chrono::microseconds TcpStore::ping() {
   auto start = Clock::now();
   if (options_.protocol == Protocol::kTorch113) {

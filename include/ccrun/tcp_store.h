@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "ccrun/store.h"
@@ -72,6 +73,19 @@ class TcpStore : public Store {
   void multi_set(const std::vector<std::string>& keys,
                  const std::vector<std::string>& values) override;
   std::chrono::microseconds ping() override;
+
+  // torch 2.x's queues: a FIFO of byte strings per key, apart from the
+  // keys' values (2.x dialect: ccrun's stores and torch's libuv servers
+  // that have QUEUE_PUSH; NotSupportedError on the 1.13 dialect).
+  //
+  // Appends `value` to the queue at `key`; wakes one blocked queue_pop.
+  void queue_push(const std::string& key, const std::string& value);
+  // Pops the front of the queue at `key`: nullopt when it is empty. With
+  // `block`, first waits up to timeout() for an item (TimeoutError), and if
+  // another client takes it first, waits again until the same deadline.
+  std::optional<std::string> queue_pop(const std::string& key, bool block = true);
+  // Items in the queue at `key`.
+  int64_t queue_len(const std::string& key);
 
   // "host:port", as used in messages.
   std::string endpoint() const;

@@ -264,6 +264,98 @@ TEST_CASE("a connection may park a bounded number of WAITs", "[server][wait][hos
   expect_server_healthy(s.port());
 }
 
+TEST_CASE("2.x dialect: QUEUE_PUSH, QUEUE_POP and QUEUE_LEN as torch's server (issue 13.2)",
+          "[server][queue]") {
+  Server s;
+  RawClient c(s.port());
+  c.send(validate());
+  c.send(q(wire::Query::kQueuePush) + str("/q") + str("a"));  // no reply
+  c.send(q(wire::Query::kQueuePush) + str("/q") + str("bb"));
+  c.send(q(wire::Query::kQueueLen) + str("/q"));
+  CHECK(c.recv(8) == i64(2));
+  // QUEUE_POP: the length before the pop, then the item when there was one.
+  c.send(q(wire::Query::kQueuePop) + str("/q"));
+  CHECK(c.recv(8 + 9) == i64(2) + str("a"));
+  // A key with a non-empty queue is present for CHECK and WAIT, but has no
+  // value: GETNUMKEYS and GET do not see it, and values are apart.
+  c.send(q(wire::Query::kCheck) + u64(1) + str("/q"));
+  CHECK(c.recv(1) == u8(0));
+  c.send(q(wire::Query::kWait) + u64(1) + str("/q"));
+  CHECK(c.recv(1) == u8(0));
+  c.send(q(wire::Query::kGetNumKeys));
+  CHECK(c.recv(8) == i64(1));  // keep/me
+  c.send(q(wire::Query::kSet) + str("/q") + str("value") + q(wire::Query::kQueueLen) + str("/q"));
+  CHECK(c.recv(8) == i64(1));
+  c.send(q(wire::Query::kQueuePop) + str("/q"));
+  CHECK(c.recv(8 + 10) == i64(1) + str("bb"));
+  // An empty queue (or one never pushed to): length 0 and nothing else.
+  c.send(q(wire::Query::kQueuePop) + str("/q") + q(wire::Query::kQueuePop) + str("/none") +
+         q(wire::Query::kQueueLen) + str("/q") + q(wire::Query::kPing) + u32(5));
+  CHECK(c.recv(8 * 3 + 4) == i64(0) + i64(0) + i64(0) + u32(5));
+  c.send(q(wire::Query::kGet) + str("/q"));
+  CHECK(c.recv(13) == str("value"));
+}
+
+TEST_CASE("2.x dialect: a blocking pop is WAIT then QUEUE_POP; a push wakes one waiter",
+          "[server][queue]") {
+  Server s;
+  RawClient a(s.port()), b(s.port()), gone(s.port()), pusher(s.port());
+  for (auto* c : {&a, &b, &gone, &pusher}) c->send(validate());
+  auto wait_q = q(wire::Query::kWait) + u64(1) + str("/jobs");
+  // A waiter that cancels is skipped, not handed the wake-up.
+  gone.send(wait_q);
+  CHECK(gone.recv(1, 100ms).empty());
+  gone.send(q(wire::Query::kCancelWait));
+  CHECK(gone.recv(1) == u8(1));
+  a.send(wait_q);
+  CHECK(a.recv(1, 100ms).empty());
+  b.send(wait_q);
+  CHECK(b.recv(1, 100ms).empty());
+  // One push wakes the oldest waiter only.
+  pusher.send(q(wire::Query::kQueuePush) + str("/jobs") + str("j1"));
+  CHECK(a.recv(1) == u8(0));
+  CHECK(b.recv(1, 200ms).empty());
+  a.send(q(wire::Query::kQueuePop) + str("/jobs"));
+  CHECK(a.recv(8 + 10) == i64(1) + str("j1"));
+  pusher.send(q(wire::Query::kQueuePush) + str("/jobs") + str("j2"));
+  CHECK(b.recv(1) == u8(0));
+  b.send(q(wire::Query::kQueuePop) + str("/jobs"));
+  CHECK(b.recv(8 + 10) == i64(1) + str("j2"));
+  CHECK(gone.recv(1, 100ms).empty());
+  // A WAIT on a queue that has an item returns at once.
+  pusher.send(q(wire::Query::kQueuePush) + str("/jobs") + str("j3"));
+  a.send(wait_q);
+  CHECK(a.recv(1) == u8(0));
+}
+
+TEST_CASE("TcpStore: queue_push, queue_pop (blocking and not) and queue_len", "[server][queue]") {
+  Server s;
+  TcpStoreOptions opts;
+  opts.port = s.port();
+  opts.timeout = 5s;
+  TcpStore consumer(opts), producer(opts);
+  CHECK(consumer.queue_len("work") == 0);
+  CHECK_FALSE(consumer.queue_pop("work", /*block=*/false).has_value());
+  std::thread later([&] {
+    std::this_thread::sleep_for(100ms);
+    producer.queue_push("work", "item1");
+    producer.queue_push("work", std::string(100000, 'x'));
+    (void)producer.ping();  // a round trip: both pushes are in
+  });
+  CHECK(consumer.queue_pop("work") == "item1");
+  later.join();
+  CHECK(consumer.queue_len("work") == 1);
+  CHECK(consumer.queue_pop("work") == std::string(100000, 'x'));
+  consumer.set_timeout(300ms);
+  CHECK_THROWS_AS(consumer.queue_pop("work"), ccrun::TimeoutError);
+  // The connection is still in step after the timed-out pop.
+  producer.queue_push("work", "item3");
+  CHECK(consumer.queue_pop("work", false) == "item3");
+  TcpStoreOptions legacy = opts;
+  legacy.protocol = TcpStoreOptions::Protocol::kTorch113;
+  CHECK_THROWS_AS(TcpStore(legacy).queue_push("work", "x"), ccrun::NotSupportedError);
+}
+
 TEST_CASE("2.x dialect: CANCEL_WAIT releases a parked wait", "[server]") {
   Server s;
   RawClient c(s.port());
