@@ -87,7 +87,7 @@ size_t KeyTable::queue_length(const std::string& key) const {
 }
 
 bool KeyTable::park(const std::shared_ptr<KeyWaiter>& waiter,
-                    const std::vector<std::string>& keys) {
+                    std::vector<std::string>& keys) {
   size_t missing = 0;
   for (const auto& k : keys) {
     if (!present(k)) ++missing;
@@ -96,19 +96,22 @@ bool KeyTable::park(const std::shared_ptr<KeyWaiter>& waiter,
   waiter->missing = missing;
   waiter->parked.clear();
   waiter->parked.reserve(missing);
-  for (const auto& k : keys) {
+  for (auto& k : keys) {
     if (present(k)) continue;
     auto [it, created] = waiting_.try_emplace(k);
     WaitList& list = it->second;
     if (created) list.epoch = next_epoch_++;
     // Drop cancelled entries once they are most of the list, so a client
     // that waits and cancels in a loop cannot grow it without bound.
-    if (list.cancelled >= 16 && 2 * list.cancelled > list.waiters.size()) {
+    if (list.cancelled >= 16 && 2 * list.cancelled > list.size()) {
+      list.waiters.erase(list.waiters.begin(),
+                         list.waiters.begin() + static_cast<std::ptrdiff_t>(list.head));
+      list.head = 0;
       std::erase_if(list.waiters, [](const auto& w) { return w->cancelled; });
       list.cancelled = 0;
     }
     list.waiters.push_back(waiter);
-    waiter->parked.emplace_back(k, list.epoch);
+    waiter->parked.emplace_back(std::move(k), list.epoch);
   }
   return false;
 }
@@ -122,7 +125,7 @@ void KeyTable::cancel(const std::shared_ptr<KeyWaiter>& waiter) {
     auto it = waiting_.find(key);
     if (it == waiting_.end() || it->second.epoch != epoch) continue;
     WaitList& list = it->second;
-    if (++list.cancelled == list.waiters.size()) waiting_.erase(it);
+    if (++list.cancelled == list.size()) waiting_.erase(it);
   }
   waiter->parked.clear();
 }
@@ -132,9 +135,10 @@ void KeyTable::wake(const std::string& key) {
   if (it == waiting_.end()) return;
   // Move the list out first: a woken waiter may set keys or close sessions
   // (and so touch waiting_) before we are done.
-  std::deque<std::shared_ptr<KeyWaiter>> woken = std::move(it->second.waiters);
+  WaitList woken = std::move(it->second);
   waiting_.erase(it);
-  for (const auto& w : woken) {
+  for (size_t i = woken.head; i < woken.waiters.size(); ++i) {
+    const auto& w = woken.waiters[i];
     if (w->cancelled || w->missing == 0) continue;
     if (--w->missing == 0 && w->on_ready) {
       auto ready = std::move(w->on_ready);
@@ -148,9 +152,8 @@ void KeyTable::wake_one(const std::string& key) {
   if (it == waiting_.end()) return;
   WaitList& list = it->second;
   std::shared_ptr<KeyWaiter> ready;
-  while (!ready && !list.waiters.empty()) {
-    std::shared_ptr<KeyWaiter> w = std::move(list.waiters.front());
-    list.waiters.pop_front();
+  while (!ready && list.head < list.waiters.size()) {
+    std::shared_ptr<KeyWaiter> w = std::move(list.waiters[list.head++]);
     if (w->cancelled) {
       --list.cancelled;
       continue;
@@ -165,7 +168,13 @@ void KeyTable::wake_one(const std::string& key) {
     }
     if (--w->missing == 0) ready = std::move(w);
   }
-  if (list.waiters.empty()) waiting_.erase(it);
+  if (list.size() == 0) {
+    waiting_.erase(it);
+  } else if (list.head > 16 && 2 * list.head > list.waiters.size()) {
+    list.waiters.erase(list.waiters.begin(),
+                       list.waiters.begin() + static_cast<std::ptrdiff_t>(list.head));
+    list.head = 0;
+  }
   // Called last: the callback may touch waiting_.
   if (ready && ready->on_ready) {
     auto on_ready = std::move(ready->on_ready);

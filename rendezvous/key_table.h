@@ -76,19 +76,25 @@ class KeyTable {
 
   size_t queue_length(const std::string& key) const;
 
-  // Parks `waiter` on the ones of `keys` not present. Returns true (and parks
+  // Parks `waiter` on the ones of `keys` not present, moving those keys
+  // into the waiter (no copies: a WAIT of a million keys costs their parse
+  // and one list entry each). Returns true (and parks nothing, moves
   // nothing) when every key is present already.
-  bool park(const std::shared_ptr<KeyWaiter>& waiter,
-            const std::vector<std::string>& keys);
+  bool park(const std::shared_ptr<KeyWaiter>& waiter, std::vector<std::string>& keys);
 
   // Cancels a parked waiter; it will never be called. O(its keys).
   void cancel(const std::shared_ptr<KeyWaiter>& waiter);
 
  private:
+  // The waiters of one key, oldest first, from `head` on (a vector, not a
+  // deque: an empty std::deque already allocates about 600 bytes, and a WAIT
+  // may create a list for each of a million keys).
   struct WaitList {
-    std::deque<std::shared_ptr<KeyWaiter>> waiters;
-    size_t cancelled = 0;  // entries of cancelled waiters
+    std::vector<std::shared_ptr<KeyWaiter>> waiters;
+    size_t head = 0;       // entries before it were taken by queue pushes
+    size_t cancelled = 0;  // entries (from head on) of cancelled waiters
     uint64_t epoch = 0;    // tells this list from a later one of the key
+    size_t size() const { return waiters.size() - head; }
   };
 
   // Wakes every waiter of `key`.

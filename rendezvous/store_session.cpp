@@ -145,7 +145,12 @@ void StoreSession::on_read(const boost::system::error_code& ec, size_t n) {
 
 void StoreSession::process() {
   size_t pos = 0;
-  while (!closed_ && pos < in_.size() && !output_full()) {
+  bool full = false;  // stopped with requests left, for the replies' sake
+  while (!closed_ && pos < in_.size()) {
+    if (output_full()) {
+      full = true;
+      break;
+    }
     std::string_view view(in_.data() + pos, in_.size() - pos);
     if (dialect_ == wire::Dialect::kUnknown) {
       dialect_ = wire::detect_dialect(view);
@@ -178,6 +183,15 @@ void StoreSession::process() {
   if (closed_) return;
   in_.erase(0, pos);
   flush();
+  if (full && !write_in_flight_ && !output_full()) {
+    // The socket took every reply at once, so no write completion will
+    // resume us: go on with the rest, after the other sessions' turns.
+    asio::post(socket_.get_executor(), [self = shared_from_this()] {
+      if (self->closed_) return;
+      self->process();
+      self->do_read();
+    });
+  }
 }
 
 bool StoreSession::admit_unauthenticated(uint8_t type) {
@@ -191,10 +205,7 @@ bool StoreSession::admit_unauthenticated(uint8_t type) {
 
 void StoreSession::handle(wire::Request& req) {
   KeyTable& table = ctx_.table;
-  if (ctx_.token.empty() && !handshake_done_) {
-    handshake_done_ = true;
-    if (ctx_.idle_timeout.count() == 0) timer_.cancel();
-  }
+  if (ctx_.token.empty() && !handshake_done_) on_handshake_done();
   switch (req.type) {
     case Query::kValidate:
       if (req.u32 != wire::kValidationMagic) {
@@ -204,10 +215,7 @@ void StoreSession::handle(wire::Request& req) {
     case Query::kAuthenticate:
       if (ctx_.token.empty() || constant_time_equal(req.keys[0], ctx_.token)) {
         authenticated_ = true;
-        if (!handshake_done_) {
-          handshake_done_ = true;
-          if (ctx_.idle_timeout.count() == 0) timer_.cancel();
-        }
+        if (!handshake_done_) on_handshake_done();
         wire::append_u8(out_, uint8_t(wire::AuthResponse::kAccepted));
       } else {
         if (ctx_.bad_input_log.allow()) {
@@ -439,6 +447,15 @@ void StoreSession::on_written(const boost::system::error_code& ec) {
   do_read();
 }
 
+void StoreSession::on_handshake_done() {
+  handshake_done_ = true;
+  if (ctx_.idle_timeout.count() > 0) {
+    arm_timer(last_activity_ + ctx_.idle_timeout);  // replaces the handshake deadline
+  } else {
+    timer_.cancel();
+  }
+}
+
 void StoreSession::arm_timer(Clock::time_point deadline) {
   timer_.expires_at(deadline);
   timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
@@ -478,6 +495,12 @@ void StoreSession::on_timer() {
 void StoreSession::fail(const std::string& why) {
   if (ctx_.bad_input_log.allow()) {
     spdlog::warn("store: closing connection from {}: {}", peer_, why);
+  }
+  // The replies to the requests before the bad one go out if the socket
+  // takes them now (no waiting for a client that may never read).
+  if (!write_in_flight_ && !out_.empty()) {
+    boost::system::error_code ec;
+    socket_.write_some(asio::buffer(out_), ec);
   }
   close();
 }

@@ -95,6 +95,7 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   // True while unsent replies exceed the bound: no parsing, no reading.
   bool output_full() const;
   bool must_authenticate() const { return !ctx_.token.empty() && !authenticated_; }
+  void on_handshake_done();
   void arm_timer(Clock::time_point deadline);
   void on_timer();
   void fail(const std::string& why);

@@ -97,7 +97,7 @@ enum class Dialect : uint8_t {
 struct Limits {
   uint64_t max_key_bytes = 64 * 1024;
   uint64_t max_value_bytes = 256ull * 1024 * 1024;
-  uint64_t max_keys_per_request = 1024 * 1024;
+  uint64_t max_keys_per_request = 128 * 1024;  // torch 2.x's own limit
 };
 
 // One request, in the 2.x dialect's terms whatever the connection speaks.

@@ -55,10 +55,12 @@ struct StoreServerOptions {
   // out without CANCEL_WAIT, as torch 1.13's, leaves them parked); one more
   // closes the connection.
   size_t max_waits_per_connection = 1024;
-  // Bounds on one request (a request over one ends its connection).
+  // Bounds on one request (a request over one ends its connection). A
+  // parked WAIT costs about 200 bytes of memory per missing key, so the key
+  // count is capped as torch's libuv server caps it (128 Ki).
   uint64_t max_key_bytes = 64 * 1024;
   uint64_t max_value_bytes = 256ull * 1024 * 1024;
-  uint64_t max_keys_per_request = 1024 * 1024;
+  uint64_t max_keys_per_request = 128 * 1024;  // torch 2.x's own limit
   // A connection whose unsent replies exceed this is neither parsed nor
   // read from until its client catches up (bounds the memory a client that
   // does not read costs: this plus one reply).

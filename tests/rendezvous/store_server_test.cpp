@@ -5,12 +5,20 @@
 #include <catch2/catch.hpp>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <condition_variable>
 #include <fstream>
+#include <mutex>
+#include <regex>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -96,15 +104,16 @@ std::string from_hex(const std::string& hex) {
   return out;
 }
 
-// A well-behaved client checks the server still answers and keeps data.
-void expect_server_healthy(uint16_t port) {
+// A well-behaved client checks the server still answers and keeps data
+// (the key "keep/me", which the Server fixture sets).
+void expect_server_healthy(uint16_t port, bool has_keep_me = true) {
   TcpStoreOptions opts;
   opts.port = port;
   opts.timeout = 5s;
   TcpStore store(opts);
   store.set("health/probe", "ok");
   CHECK(store.get("health/probe") == "ok");
-  CHECK(store.get("keep/me") == "safe");
+  if (has_keep_me) CHECK(store.get("keep/me") == "safe");
 }
 
 struct Server {
@@ -118,6 +127,92 @@ struct Server {
   uint16_t port() const { return server.port(); }
   StoreServer server;
 };
+
+// ccrun-rendezvous as a child process (its log and memory are its own):
+// its stdout and stderr (spdlog writes to stdout) are collected by a thread
+// the test reads from; `nofile` caps its descriptors.
+class Daemon {
+ public:
+  explicit Daemon(std::vector<std::string> args, rlim_t nofile = 0) {
+    std::string bin = std::string(CCRUN_BINARY_DIR) + "/rendezvous/ccrun-rendezvous";
+    if (::access(bin.c_str(), X_OK) != 0) return;
+    args.insert(args.begin(), {bin, "--port", "0", "--host", "127.0.0.1"});
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int out[2];
+    REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
+    pid_ = ::fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      if (nofile) {
+        rlimit lim{nofile, nofile};
+        ::setrlimit(RLIMIT_NOFILE, &lim);
+      }
+      ::dup2(out[1], 1);
+      ::dup2(out[1], 2);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    reader_ = std::thread([this, fd = out[0]] {
+      char buf[4096];
+      ssize_t n;
+      while ((n = ::read(fd, buf, sizeof buf)) > 0) {
+        std::lock_guard lock(mu_);
+        log_.append(buf, size_t(n));
+        cv_.notify_all();
+      }
+      ::close(fd);
+    });
+    std::unique_lock lock(mu_);
+    std::smatch m;
+    static const std::regex listening("listening on [^\\n]*:(\\d+)\\n");
+    REQUIRE(cv_.wait_for(lock, 10s, [&] { return std::regex_search(log_, m, listening); }));
+    port = static_cast<uint16_t>(std::stoi(m[1].str()));
+  }
+  ~Daemon() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (reader_.joinable()) reader_.join();
+  }
+  bool running() const { return pid_ > 0; }
+  std::string log() const {
+    std::lock_guard lock(mu_);
+    return log_;
+  }
+  size_t count_in_log(const std::string& what) const {
+    std::string text = log();
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  }
+  // Resident memory, from /proc/<pid>/status.
+  size_t rss_bytes() const {
+    std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("VmRSS:", 0) == 0) return std::stoul(line.substr(6)) * 1024;
+    }
+    return 0;
+  }
+  uint16_t port = 0;
+
+ private:
+  pid_t pid_ = -1;
+  std::thread reader_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::string log_;
+};
+
+#define REQUIRE_DAEMON(d)                                                        \
+  if (!(d).running()) {                                                          \
+    WARN("skipped: " CCRUN_BINARY_DIR "/rendezvous/ccrun-rendezvous is not built"); \
+    return;                                                                      \
+  }
 
 }  // namespace
 
@@ -536,4 +631,251 @@ TEST_CASE("the parser needs whole requests and reports what it needs", "[wire]")
   r = wire::parse_request(q(wire::Query::kGet) + u64(9), wire::Dialect::kTorch2, limits, req);
   CHECK(r.status == wire::ParseStatus::kError);
   CHECK_THAT(r.error, Catch::Contains("limit 8 bytes"));
+}
+
+TEST_CASE("the parser resumes a list request where it stopped", "[wire]") {
+  wire::Limits limits;
+  std::string wait = q(wire::Query::kWait) + u64(3) + str("alpha") + str("b") + str("gamma");
+  std::string mset = q(wire::Query::kMultiSet) + u64(2) + str("k1") + str("v1") + str("k2") +
+                     str("value2");
+  for (const std::string& whole : {wait, mset}) {
+    wire::Request req;
+    wire::ParseCursor cursor;
+    wire::ParseResult r;
+    // Fed a byte more at a time, as a slow connection delivers it.
+    for (size_t cut = 1; cut <= whole.size(); ++cut) {
+      r = wire::parse_request(std::string_view(whole).substr(0, cut), wire::Dialect::kTorch2,
+                              limits, req, &cursor);
+      if (cut < whole.size()) {
+        REQUIRE(r.status == wire::ParseStatus::kNeedMore);
+        CHECK(r.needed > cut);
+      }
+    }
+    REQUIRE(r.status == wire::ParseStatus::kComplete);
+    CHECK(r.consumed == whole.size());
+    CHECK_FALSE(cursor.in_list);
+    wire::Request once;
+    REQUIRE(wire::parse_request(whole, wire::Dialect::kTorch2, limits, once).status ==
+            wire::ParseStatus::kComplete);
+    CHECK(req.keys == once.keys);
+    CHECK(req.values == once.values);
+  }
+}
+
+TEST_CASE("a client that never reads cannot make the daemon queue its replies (issue 11.6)",
+          "[server][hostile][limits]") {
+  Daemon d({});
+  REQUIRE_DAEMON(d);
+  RawClient c(d.port);
+  std::string value(64 * 1024, 'v');
+  c.send(validate() + q(wire::Query::kSet) + str("big") + str(value) + q(wire::Query::kPing) +
+         u32(1));
+  REQUIRE(c.recv(4) == u32(1));
+  size_t before = d.rss_bytes();
+  // 4000 GETs (68 KB) ask for 256 MiB of replies; the client reads none yet.
+  const size_t n = 4000;
+  std::string gets;
+  for (size_t i = 0; i < n; ++i) gets += q(wire::Query::kGet) + str("big");
+  c.send(gets);
+  std::this_thread::sleep_for(700ms);
+  size_t after = d.rss_bytes();
+  INFO("daemon RSS before " << before / 1024 << " KiB, after " << after / 1024 << " KiB");
+  CHECK(after < before + 32 * 1024 * 1024);
+  expect_server_healthy(d.port, false);
+  // Once the client reads, parsing resumes: every reply comes, in order.
+  std::string got = c.recv(n * (8 + value.size()), 60s);
+  REQUIRE(got.size() == n * (8 + value.size()));
+  CHECK(got.substr(got.size() - 8 - value.size()) == str(value));
+  CHECK(got.substr(0, 8) == u64(value.size()));
+}
+
+TEST_CASE("with a token, an unauthenticated connection gets only a handshake's bytes and "
+          "time (issue 11.6)", "[server][auth][hostile][limits]") {
+  StoreServerOptions o;
+  o.token = "s3cret";
+  o.handshake_timeout = 300ms;
+  Server s(o);
+  auto closed_after = [](RawClient& c, std::chrono::milliseconds limit) {
+    auto t0 = std::chrono::steady_clock::now();
+    bool closed = c.closed_by_peer(limit);
+    return closed ? std::chrono::steady_clock::now() - t0 : std::chrono::hours(1);
+  };
+  SECTION("VALIDATE only: closed at the deadline") {
+    RawClient c(s.port());
+    c.send(validate());
+    auto t = closed_after(c, 3000ms);
+    CHECK(t >= 200ms);
+    CHECK(t < 2500ms);
+  }
+  SECTION("nothing at all: closed at the deadline") {
+    RawClient c(s.port());
+    auto t = closed_after(c, 3000ms);
+    CHECK(t >= 200ms);
+    CHECK(t < 2500ms);
+  }
+  SECTION("a request's type byte is enough to refuse it") {
+    RawClient c(s.port());
+    c.send(validate() + q(wire::Query::kSet) + u64(1ull << 30));  // the 1 GiB never comes
+    CHECK(closed_after(c, 3000ms) < 200ms);
+  }
+  SECTION("a token length over the token's is refused before its bytes come") {
+    RawClient c(s.port());
+    c.send(validate() + q(wire::Query::kAuthenticate) + u64(1 << 20));
+    CHECK(closed_after(c, 3000ms) < 200ms);
+  }
+  SECTION("more bytes than a handshake") {
+    RawClient c(s.port());
+    std::string many;
+    for (int i = 0; i < 50; ++i) many += validate();
+    c.send(many);
+    CHECK(closed_after(c, 3000ms) < 200ms);
+  }
+  SECTION("a slow but honest client gets in and stays") {
+    RawClient c(s.port());
+    c.send(validate());
+    std::this_thread::sleep_for(100ms);
+    c.send(q(wire::Query::kAuthenticate) + str("s3cret"));
+    CHECK(c.recv(1) == u8(0));
+    std::this_thread::sleep_for(500ms);  // past the handshake deadline
+    c.send(q(wire::Query::kPing) + u32(4));
+    CHECK(c.recv(4) == u32(4));
+  }
+  TcpStoreOptions good;
+  good.port = s.port();
+  good.token = "s3cret";
+  CHECK(TcpStore(good).get("keep/me") == "safe");
+}
+
+TEST_CASE("without a token: the first request within the handshake deadline, then no "
+          "idle limit unless asked", "[server][limits]") {
+  StoreServerOptions o;
+  o.handshake_timeout = 300ms;
+  Server s(o);
+  RawClient silent(s.port()), torch_like(s.port());
+  torch_like.send(validate());
+  CHECK(silent.closed_by_peer(3000ms));
+  std::this_thread::sleep_for(300ms);  // idle, as torch's clients are for a whole job
+  torch_like.send(q(wire::Query::kPing) + u32(2));
+  CHECK(torch_like.recv(4) == u32(2));
+
+  StoreServerOptions idle;
+  idle.idle_timeout = 300ms;
+  Server t(idle);
+  RawClient quiet(t.port()), waiting(t.port());
+  quiet.send(validate());
+  waiting.send(validate() + q(wire::Query::kWait) + u64(1) + str("later"));
+  CHECK(quiet.closed_by_peer(3000ms));
+  // A parked WAIT is not idleness.
+  CHECK(waiting.recv(1, 600ms).empty());
+  TcpStoreOptions to;
+  to.port = t.port();
+  TcpStore(to).set("later", "1");
+  CHECK(waiting.recv(1) == u8(0));
+}
+
+TEST_CASE("one WAIT of a million keys costs time linear in its size (issue 11.6)",
+          "[server][hostile][limits]") {
+  StoreServerOptions o;
+  o.max_keys_per_request = 1'000'000;  // the default is torch's 128 Ki
+  Server s(o);
+  RawClient c(s.port());
+  const size_t n = 1'000'000;
+  std::string req = validate() + q(wire::Query::kWait) + u64(n);
+  req.reserve(req.size() + n * 16 + 5);
+  char key[16];
+  for (size_t i = 0; i < n; ++i) {
+    std::snprintf(key, sizeof key, "k%07zu", i);
+    req += str(key);
+  }
+  req += q(wire::Query::kPing) + u32(3);
+  auto t0 = std::chrono::steady_clock::now();
+  c.send(req);
+  REQUIRE(c.recv(4, 60s) == u32(3));
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - t0);
+  WARN("a WAIT of " << n << " keys (" << req.size() / (1024 * 1024) << " MiB) parked in "
+                    << took.count() << " ms");
+  CHECK(took < 4000ms);  // was 5 s of server CPU alone, quadratic in the keys
+  c.send(q(wire::Query::kCancelWait));
+  CHECK(c.recv(1, 30s) == u8(1));
+  expect_server_healthy(s.port());
+}
+
+TEST_CASE("ADD refuses to overflow int64 and leaves the value alone", "[server][limits]") {
+  Server s;
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  const int64_t min = std::numeric_limits<int64_t>::min();
+  {
+    RawClient c(s.port());
+    c.send(validate() + q(wire::Query::kAdd) + str("ctr") + i64(max - 1));
+    CHECK(c.recv(8) == i64(max - 1));
+    c.send(q(wire::Query::kAdd) + str("ctr") + i64(1));
+    CHECK(c.recv(8) == i64(max));
+    c.send(q(wire::Query::kAdd) + str("ctr") + i64(1));
+    CHECK(c.closed_by_peer());
+  }
+  {
+    RawClient c(s.port());
+    c.send(validate() + q(wire::Query::kAdd) + str("neg") + i64(min) + q(wire::Query::kAdd) +
+           str("neg") + i64(-1));
+    CHECK(c.recv(8) == i64(min));
+    CHECK(c.closed_by_peer());
+  }
+  TcpStoreOptions to;
+  to.port = s.port();
+  TcpStore store(to);
+  CHECK(store.get("ctr") == std::to_string(max));
+  CHECK(store.get("neg") == std::to_string(min));
+  CHECK(store.add("ctr", -1) == max - 1);
+}
+
+TEST_CASE("the connection limit follows the open-file limit; out of descriptors, accepting "
+          "pauses and says so once (issue 11.6)", "[server][hostile][limits]") {
+  SECTION("default: below RLIMIT_NOFILE, extra connections refused") {
+    Daemon d({}, 64);  // 64 descriptors: the limit is 32 connections
+    REQUIRE_DAEMON(d);
+    std::vector<std::unique_ptr<RawClient>> clients;
+    for (int i = 0; i < 32; ++i) {
+      clients.push_back(std::make_unique<RawClient>(d.port));
+      clients.back()->send(validate());
+    }
+    RawClient extra(d.port);
+    CHECK(extra.closed_by_peer());
+    clients.back()->send(q(wire::Query::kPing) + u32(6));
+    CHECK(clients.back()->recv(4) == u32(6));
+    CHECK(d.count_in_log("cannot accept connections") == 0);
+    CHECK(d.count_in_log("limit 32") >= 1);
+  }
+  SECTION("an explicit limit over it: EMFILE pauses accepts, logged once") {
+    Daemon d({"--max-connections", "1000"}, 64);
+    REQUIRE_DAEMON(d);
+    CHECK(d.count_in_log("is over what the open-file limit allows") == 1);
+    std::vector<std::unique_ptr<RawClient>> clients;
+    for (int i = 0; i < 100; ++i) clients.push_back(std::make_unique<RawClient>(d.port));
+    std::this_thread::sleep_for(1500ms);
+    CHECK(d.count_in_log("cannot accept connections") == 1);  // not 7 a second
+    clients.erase(clients.begin(), clients.begin() + 70);      // the accepted ones
+    RawClient probe(d.port);
+    probe.send(validate() + q(wire::Query::kPing) + u32(8));
+    CHECK(probe.recv(4, 5000ms) == u32(8));
+    CHECK(d.count_in_log("accepting connections again") == 1);
+  }
+}
+
+TEST_CASE("log lines that bad input causes are rate-limited (issue 11.6)",
+          "[server][hostile][limits]") {
+  Daemon d({});
+  REQUIRE_DAEMON(d);
+  for (int i = 0; i < 300; ++i) {
+    RawClient c(d.port);
+    c.send(validate() + u8(0x7f));
+    CHECK(c.closed_by_peer());
+  }
+  std::this_thread::sleep_for(1200ms);  // the summary comes at the end of a second
+  size_t lines = d.count_in_log("unknown query type 127");
+  INFO(d.log());
+  CHECK(lines >= 10);
+  CHECK(lines <= 60);  // 10 a second
+  CHECK(d.count_in_log("were suppressed") >= 1);
+  expect_server_healthy(d.port, false);
 }
