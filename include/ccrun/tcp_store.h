@@ -14,6 +14,13 @@
 // Keys go on the wire as given: torch's own client puts "/" before user
 // keys, so a key a torch client set as "k" reads here as "/k".
 //
+// Every call is bounded: a reply comes within min(timeout, Store::timeout()),
+// the first reply on a new connection also within connect_timeout,
+// a wait ends within its timeout plus at most 1 s to cancel it, a connect
+// (and authentication) within connect_timeout. A peer that is not a store
+// (an HTTP server) is recognised on its first reply: NotAStoreError, which
+// callers should not retry.
+//
 // Thread-safe: one connection, one request at a time. A call that loses the
 // connection reconnects on the next call; idempotent calls (get, wait,
 // check, set, multi_get, multi_set, num_keys, ping, add(k, 0)) retry once after a
@@ -37,7 +44,8 @@ namespace ccrun::rendezvous {
 struct TcpStoreOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 29400;
-  // Timeout of get, wait and multi_get (Store::timeout()), and of one reply.
+  // Timeout of get, wait and multi_get (Store::timeout(), which
+  // set_timeout() changes later), and of one reply (at most Store::timeout()).
   std::chrono::milliseconds timeout = kDefaultStoreTimeout;
   // How long to keep retrying to connect (the server may start later).
   std::chrono::milliseconds connect_timeout{60'000};
@@ -102,6 +110,14 @@ class TcpStore : public Store {
   // cancelled (2.x) or the connection dropped (1.13), then TimeoutError.
   void wait_locked(Connection& c, const std::vector<std::string>& keys,
                    std::chrono::milliseconds timeout);
+
+  // How long one reply may take: options_.timeout, and never longer than
+  // timeout() (an agent that set_timeout(join_timeout) gets every call
+  // bounded by it, even against a peer that accepts and never answers).
+  std::chrono::milliseconds reply_timeout() const;
+  // now + reply_timeout(), or + connect_timeout while the connection has
+  // never been answered (it is still being made).
+  std::chrono::steady_clock::time_point reply_deadline(const Connection& c) const;
 
   TcpStoreOptions options_;
   std::mutex mu_;  // one request at a time on the connection
