@@ -298,7 +298,28 @@ void StoreSession::handle(wire::Request& req) {
     case Query::kQueueLen:
       wire::append_i64(out_, static_cast<int64_t>(table.queue_length(req.keys[0])));
       return;
+    case Query::kDeletePrefix:
+      handle_delete_prefix(req);
+      return;
   }
+}
+
+void StoreSession::handle_delete_prefix(const wire::Request& req) {
+  const std::string& prefix = req.keys[0];
+  const std::string& guard = req.keys[1];
+  if (prefix.empty() || !guard.starts_with(prefix)) {
+    fail("DELETE_PREFIX of \"" + prefix + "\" guarded by \"" + guard +
+         "\": the prefix must not be empty and the guard key must begin with it");
+    return;
+  }
+  if (!ctx_.table.find(guard)) {
+    wire::append_i64(out_, -1);  // the job is not done: nothing deleted
+    return;
+  }
+  size_t n = ctx_.table.erase_prefix(prefix);
+  spdlog::info("store: deleted {} key(s) under \"{}\" for {} (guard \"{}\")", n, prefix,
+               peer_, guard);
+  wire::append_i64(out_, static_cast<int64_t>(n));
 }
 
 void StoreSession::handle_get(const wire::Request& req) {

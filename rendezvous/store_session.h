@@ -88,6 +88,7 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   void handle_add(const wire::Request& req);
   void handle_wait(wire::Request& req);
   void handle_queue_pop(const wire::Request& req);
+  void handle_delete_prefix(const wire::Request& req);
   void on_wait_ready(KeyWaiter* waiter);
   void cancel_waits();
   void flush();

@@ -607,6 +607,24 @@ int64_t TcpStore::queue_len(const std::string& key) {
   });
 }
 
+std::optional<size_t> TcpStore::delete_prefix(const std::string& prefix,
+                                               const std::string& guard_key) {
+  if (prefix.empty() || guard_key.rfind(prefix, 0) != 0) {
+    throw Error("store " + endpoint() + ": delete_prefix(\"" + prefix + "\", \"" + guard_key +
+                "\"): the prefix must not be empty and the guard key must begin with it");
+  }
+  std::string req;
+  wire::append_u8(req, type_byte(options_.protocol, wire::Query::kDeletePrefix));
+  wire::append_bytes(req, prefix);
+  wire::append_bytes(req, guard_key);
+  int64_t n = call(false, [&](Connection& c) {
+    c.send(req);
+    return c.recv_value<int64_t>(reply_deadline(c));
+  });
+  if (n < 0) return std::nullopt;
+  return static_cast<size_t>(n);
+}
+
 std::chrono::microseconds TcpStore::ping() {
   auto start = Clock::now();
   if (options_.protocol == Protocol::kTorch113) {

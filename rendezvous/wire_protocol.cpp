@@ -144,6 +144,8 @@ bool parse_args(Reader& r, Request& out, ParseCursor* cursor) {
       return r.key(out.keys.emplace_back());
     case Query::kAdd:
       return r.key(out.keys.emplace_back()) && r.fixed(out.delta);
+    case Query::kDeletePrefix:
+      return r.key(out.keys.emplace_back()) && r.key(out.keys.emplace_back());
     case Query::kCheck:
     case Query::kWait:
     case Query::kMultiGet:
@@ -179,7 +181,8 @@ bool from_legacy(uint8_t type, Request& out) {
 
 bool is_known(uint8_t type) {
   return type <= static_cast<uint8_t>(Query::kQueueLen) ||
-         type == static_cast<uint8_t>(Query::kAuthenticate);
+         type == static_cast<uint8_t>(Query::kAuthenticate) ||
+         type == static_cast<uint8_t>(Query::kDeletePrefix);
 }
 
 }  // namespace
@@ -269,6 +272,7 @@ std::string query_name(Query q) {
     case Query::kQueuePop: return "QUEUE_POP";
     case Query::kQueueLen: return "QUEUE_LEN";
     case Query::kAuthenticate: return "AUTHENTICATE";
+    case Query::kDeletePrefix: return "DELETE_PREFIX";
   }
   return "query " + std::to_string(static_cast<int>(q));
 }

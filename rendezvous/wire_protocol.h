@@ -48,6 +48,10 @@ enum class Query : uint8_t {
   kQueueLen = 16,   // key -> int64 length
   // ccrun's extensions (2.x dialect only). torch clients never send these.
   kAuthenticate = 0xC0,  // string token -> 1 byte AuthResponse
+  // string prefix, string guard key -> int64: the keys deleted, or -1 (and
+  // nothing deleted) when the guard key does not exist. The guard must
+  // begin with the prefix: a job's "done" marker guards the job's keys.
+  kDeletePrefix = 0xC1,
 };
 
 // Query types of the torch 1.13 dialect (verified by capture).

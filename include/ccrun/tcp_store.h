@@ -95,6 +95,16 @@ class TcpStore : public Store {
   // Items in the queue at `key`.
   int64_t queue_len(const std::string& key);
 
+  // ccrun's DELETE_PREFIX (ccrun's stores only, 2.x dialect): deletes every
+  // key (and queue) that begins with `prefix`, but only if `guard_key` (which
+  // must begin with `prefix`) exists: a finished job's done marker guards its
+  // keys, so a live job's keys cannot go. Returns how many keys were deleted,
+  // or nullopt when the guard key does not exist (nothing deleted). O(keys in
+  // the store) on the server. Not retried after a lost connection.
+  //
+  //   store.delete_prefix("ccrun/job7/", "ccrun/job7/round/3/all_exited");
+  std::optional<size_t> delete_prefix(const std::string& prefix, const std::string& guard_key);
+
   // "host:port", as used in messages.
   std::string endpoint() const;
 

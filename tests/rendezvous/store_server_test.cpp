@@ -879,3 +879,52 @@ TEST_CASE("log lines that bad input causes are rate-limited (issue 11.6)",
   CHECK(d.count_in_log("were suppressed") >= 1);
   expect_server_healthy(d.port, false);
 }
+
+TEST_CASE("DELETE_PREFIX removes a finished job's keys, only once its done marker exists "
+          "(issue 11.8)", "[server][cleanup]") {
+  Server s;
+  RawClient c(s.port());
+  c.send(validate());
+  for (const char* k : {"ccrun/j1/current_round", "ccrun/j1/round/0/node/0", "ccrun/j10/keep",
+                        "other/keep"}) {
+    c.send(q(wire::Query::kSet) + str(k) + str("v"));
+  }
+  c.send(q(wire::Query::kQueuePush) + str("ccrun/j1/q") + str("item"));
+  auto del = [](const std::string& prefix, const std::string& guard) {
+    return u8(uint8_t(wire::Query::kDeletePrefix)) + str(prefix) + str(guard);
+  };
+  // The job is live (no done marker): nothing goes.
+  c.send(del("ccrun/j1/", "ccrun/j1/round/0/all_exited"));
+  CHECK(c.recv(8) == i64(-1));
+  c.send(q(wire::Query::kGetNumKeys));
+  CHECK(c.recv(8) == i64(5));
+  // Done: its keys (and queues) go, a job whose id merely begins alike stays.
+  c.send(q(wire::Query::kSet) + str("ccrun/j1/round/0/all_exited") + str("1"));
+  c.send(del("ccrun/j1/", "ccrun/j1/round/0/all_exited"));
+  CHECK(c.recv(8) == i64(3));
+  c.send(q(wire::Query::kGetNumKeys) + q(wire::Query::kQueueLen) + str("ccrun/j1/q"));
+  CHECK(c.recv(16) == i64(3) + i64(0));
+  c.send(q(wire::Query::kGet) + str("ccrun/j10/keep"));
+  CHECK(c.recv(9) == str("v"));
+  // A guard outside the prefix would let anyone delete anything: refused.
+  c.send(del("other/", "keep/me"));
+  CHECK(c.closed_by_peer());
+  RawClient d(s.port());
+  d.send(validate() + del("", ""));
+  CHECK(d.closed_by_peer());
+  expect_server_healthy(s.port());
+}
+
+TEST_CASE("TcpStore::delete_prefix", "[server][cleanup]") {
+  Server s;
+  TcpStoreOptions o;
+  o.port = s.port();
+  TcpStore store(o);
+  store.set("ccrun/run/closed", "{}");
+  store.set("ccrun/run/round/0/size", "2");
+  CHECK_FALSE(store.delete_prefix("ccrun/run/", "ccrun/run/round/0/all_exited").has_value());
+  CHECK(store.delete_prefix("ccrun/run/", "ccrun/run/closed") == 2u);
+  CHECK_FALSE(store.check({"ccrun/run/round/0/size"}));
+  CHECK_THROWS_AS(store.delete_prefix("ccrun/run/", "elsewhere"), ccrun::Error);
+  CHECK(store.get("keep/me") == "safe");
+}
