@@ -65,6 +65,12 @@ int main(int argc, char** argv) {
                  "or to send its first request; 0 = no limit")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  double finished_ttl_s = 600;
+  app.add_option("--finished-job-ttl", finished_ttl_s,
+                 "Seconds after a job's done marker (and its last write) before its "
+                 "keys (ccrun/<run_id>/...) are deleted; 0 = keep them")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--idle-timeout", idle_s,
                  "Close a connection silent this many seconds with no WAIT parked; "
                  "0 = never (torch clients stay silent for a whole job)")
@@ -85,6 +91,7 @@ int main(int argc, char** argv) {
   };
   opts.handshake_timeout = to_ms(handshake_s);
   opts.idle_timeout = to_ms(idle_s);
+  opts.finished_job_ttl = to_ms(finished_ttl_s);
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [ccrun-rendezvous] [%l] %v");
 

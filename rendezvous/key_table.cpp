@@ -20,6 +20,7 @@ bool KeyTable::present(const std::string& key) const {
 void KeyTable::set(const std::string& key, std::string value) {
   auto [it, inserted] = data_.try_emplace(key);
   it->second = std::move(value);
+  if (on_write) on_write(key);
   // Waiters only park on keys not present: a key with a value has none.
   if (inserted) wake(key);
 }
@@ -42,6 +43,7 @@ KeyTable::AddResult KeyTable::add(const std::string& key, int64_t delta,
   bool inserted = it == data_.end();
   if (inserted) it = data_.try_emplace(key).first;
   it->second.assign(buf, end);
+  if (on_write) on_write(key);
   if (inserted) wake(key);
   return AddResult::kOk;
 }
@@ -49,6 +51,7 @@ KeyTable::AddResult KeyTable::add(const std::string& key, int64_t delta,
 void KeyTable::append(const std::string& key, const std::string& value) {
   auto [it, inserted] = data_.try_emplace(key);
   it->second += value;
+  if (on_write) on_write(key);
   if (inserted) wake(key);
 }
 
@@ -64,6 +67,7 @@ size_t KeyTable::erase_prefix(std::string_view prefix) {
 
 void KeyTable::queue_push(const std::string& key, std::string value) {
   queues_[key].push_back(std::move(value));
+  if (on_write) on_write(key);
   wake_one(key);
 }
 

@@ -36,6 +36,9 @@ struct KeyWaiter {
 
 class KeyTable {
  public:
+  // Called after every write (set, add, append, queue push) with its key.
+  std::function<void(const std::string&)> on_write;
+
   // The value of `key`, or nullptr.
   const std::string* find(const std::string& key) const;
 

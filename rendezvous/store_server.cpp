@@ -50,7 +50,7 @@ bool out_of_descriptors(const boost::system::error_code& ec) {
 class StoreServer::Impl {
  public:
   explicit Impl(StoreServerOptions options)
-      : options_(std::move(options)), ctx_(io_) {
+      : options_(std::move(options)), ctx_(io_, options_.finished_job_ttl) {
     ctx_.limits.max_key_bytes = options_.max_key_bytes;
     ctx_.limits.max_value_bytes = options_.max_value_bytes;
     ctx_.limits.max_keys_per_request = options_.max_keys_per_request;

@@ -51,6 +51,11 @@ struct StoreServerOptions {
   // closed. 0 (the default) = never: torch's clients keep their connection
   // open and silent for the whole job.
   std::chrono::milliseconds idle_timeout{0};
+  // Once a job's done marker exists (ccrun/<run_id>/closed, or
+  // ccrun/<run_id>/round/<R>/all_exited) and nothing has been written under
+  // ccrun/<run_id>/ for this long, the job's keys are deleted. 0 (the
+  // default here; ccrun-rendezvous uses 10 min) = they stay.
+  std::chrono::milliseconds finished_job_ttl{0};
   // WAITs one connection may have parked at once (a client whose waits time
   // out without CANCEL_WAIT, as torch 1.13's, leaves them parked); one more
   // closes the connection.

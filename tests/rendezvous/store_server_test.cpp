@@ -928,3 +928,44 @@ TEST_CASE("TcpStore::delete_prefix", "[server][cleanup]") {
   CHECK_THROWS_AS(store.delete_prefix("ccrun/run/", "elsewhere"), ccrun::Error);
   CHECK(store.get("keep/me") == "safe");
 }
+
+TEST_CASE("finished jobs' keys expire after --finished-job-ttl; live jobs' never (issue 11.8)",
+          "[server][cleanup]") {
+  StoreServerOptions o;
+  o.finished_job_ttl = 400ms;
+  Server s(o);
+  TcpStoreOptions to;
+  to.port = s.port();
+  TcpStore store(to);
+  for (const char* job : {"done", "done10", "closed", "live", "nomarker", "unmarked"}) {
+    store.set(std::string("ccrun/") + job + "/current_round", "0");
+    store.add(std::string("ccrun/") + job + "/round/0/hb/0", 1);
+  }
+  store.set("ccrun/done/round/0/all_exited", "1");       // succeeded
+  store.set("ccrun/closed/closed", "{\"reason\":\"x\"}");  // failed for good
+  store.set("ccrun/live/closed", "{}");                  // closed, but still writing
+  store.set("ccrun/unmarked/round/0/all_exited", "1");   // marker deleted again
+  CHECK(store.delete_key("ccrun/unmarked/round/0/all_exited"));
+  store.set("ccrun/nomarker/round/x/all_exited", "1");   // not a marker: "x" is no round
+  std::atomic<bool> stop{false};
+  std::thread heartbeat([&] {
+    TcpStore hb(to);
+    while (!stop) {  // a live agent's heartbeat, every 100 ms
+      hb.add("ccrun/live/round/0/hb/0", 1);
+      std::this_thread::sleep_for(100ms);
+    }
+  });
+  std::this_thread::sleep_for(1200ms);  // three TTLs
+  CHECK_FALSE(store.check({"ccrun/done/current_round"}));
+  CHECK_FALSE(store.check({"ccrun/done/round/0/all_exited"}));
+  CHECK_FALSE(store.check({"ccrun/closed/round/0/hb/0"}));
+  CHECK(store.check({"ccrun/done10/current_round"}));  // a run id that begins alike
+  CHECK(store.check({"ccrun/live/round/0/hb/0"}));
+  CHECK(store.check({"ccrun/nomarker/current_round"}));
+  CHECK(store.check({"ccrun/unmarked/current_round"}));
+  stop = true;
+  heartbeat.join();
+  std::this_thread::sleep_for(1000ms);  // the live job stopped writing
+  CHECK_FALSE(store.check({"ccrun/live/round/0/hb/0"}));
+  CHECK(store.get("keep/me") == "safe");
+}
