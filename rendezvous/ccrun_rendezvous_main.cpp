@@ -59,10 +59,15 @@ int main(int argc, char** argv) {
                  "limit allows less 64 (at most 65536)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  double handshake_s = 10, idle_s = 0;
+  double handshake_s = 10, first_request_s = 60, idle_s = 0;
   app.add_option("--handshake-timeout", handshake_s,
-                 "Seconds a new connection has to authenticate (with --token-file) "
-                 "or to send its first request; 0 = no limit")
+                 "With --token-file: seconds a new connection has to authenticate; "
+                 "0 = no limit")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--first-request-timeout", first_request_s,
+                 "Without --token-file: seconds a new connection has to send its first "
+                 "request; 0 = no limit")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   double finished_ttl_s = 600;
@@ -90,6 +95,7 @@ int main(int argc, char** argv) {
     return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
   };
   opts.handshake_timeout = to_ms(handshake_s);
+  opts.first_request_timeout = to_ms(first_request_s);
   opts.idle_timeout = to_ms(idle_s);
   opts.finished_job_ttl = to_ms(finished_ttl_s);
   spdlog::set_level(spdlog::level::from_str(log_level));

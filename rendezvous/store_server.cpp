@@ -56,7 +56,8 @@ class StoreServer::Impl {
     ctx_.limits.max_keys_per_request = options_.max_keys_per_request;
     ctx_.token = options_.token;
     ctx_.max_pending_output = options_.max_pending_output_bytes;
-    ctx_.handshake_timeout = options_.handshake_timeout;
+    ctx_.handshake_timeout = options_.token.empty() ? options_.first_request_timeout
+                                                    : options_.handshake_timeout;
     ctx_.idle_timeout = options_.idle_timeout;
     ctx_.max_waits_per_session = options_.max_waits_per_connection;
   }

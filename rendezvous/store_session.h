@@ -53,7 +53,8 @@ struct ServerContext {
   std::string token;              // empty = no authentication
   size_t max_pending_output = 0;  // bytes of unsent replies before pausing
   // A session must finish its handshake (authenticate with a token; send
-  // one whole request without) within this. 0 = no deadline.
+  // one whole request without) within this. 0 = no deadline. (The server
+  // sets the token or the no-token deadline here.)
   std::chrono::milliseconds handshake_timeout{0};
   // A session that sends nothing for this long, with no WAIT parked, is
   // closed. 0 = never.

@@ -43,10 +43,14 @@ struct StoreServerOptions {
   // server's own files (RLIMIT_NOFILE is raised to its hard limit first), at
   // most 65536. An explicit value over that is kept, with a warning.
   size_t max_connections = 0;
-  // A connection must finish its handshake within this, or is closed: with
-  // a token, authenticate; without, send one whole request (every torch and
-  // ccrun client does at once). 0 = no deadline.
+  // With a token: a connection must authenticate within this, or is
+  // closed. 0 = no deadline.
   std::chrono::milliseconds handshake_timeout{10'000};
+  // Without a token: a connection must send one whole request within this,
+  // or is closed (every torch and ccrun client sends one at once; a load
+  // generator may open thousands of connections before it speaks). 0 = no
+  // deadline.
+  std::chrono::milliseconds first_request_timeout{60'000};
   // A connection that sends nothing for this long, with no WAIT parked, is
   // closed. 0 (the default) = never: torch's clients keep their connection
   // open and silent for the whole job.

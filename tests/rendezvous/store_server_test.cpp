@@ -749,7 +749,7 @@ TEST_CASE("with a token, an unauthenticated connection gets only a handshake's b
 TEST_CASE("without a token: the first request within the handshake deadline, then no "
           "idle limit unless asked", "[server][limits]") {
   StoreServerOptions o;
-  o.handshake_timeout = 300ms;
+  o.first_request_timeout = 300ms;
   Server s(o);
   RawClient silent(s.port()), torch_like(s.port());
   torch_like.send(validate());
