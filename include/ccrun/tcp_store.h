@@ -100,7 +100,9 @@ class TcpStore : public Store {
   // must begin with `prefix`) exists: a finished job's done marker guards its
   // keys, so a live job's keys cannot go. Returns how many keys were deleted,
   // or nullopt when the guard key does not exist (nothing deleted). O(keys in
-  // the store) on the server. Not retried after a lost connection.
+  // the store) on the server. Not retried after a lost connection. Agents
+  // need not call it: ccrun-rendezvous expires finished jobs' keys itself
+  // (--finished-job-ttl); see docs/store.md.
   //
   //   store.delete_prefix("ccrun/job7/", "ccrun/job7/round/3/all_exited");
   std::optional<size_t> delete_prefix(const std::string& prefix, const std::string& guard_key);
