@@ -85,6 +85,11 @@ int main(int argc, char** argv) {
                  "Largest value a client may send")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--max-keys-per-request", opts.max_keys_per_request,
+                 "Most keys one WAIT, CHECK, MULTI_GET or MULTI_SET may name (a parked "
+                 "WAIT costs about 200 bytes per missing key)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
