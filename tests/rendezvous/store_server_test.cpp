@@ -165,19 +165,26 @@ class Daemon {
       }
       ::close(fd);
     });
-    std::unique_lock lock(mu_);
     std::smatch m;
     static const std::regex listening("listening on [^\\n]*:(\\d+)\\n");
-    REQUIRE(cv_.wait_for(lock, 10s, [&] { return std::regex_search(log_, m, listening); }));
-    port = static_cast<uint16_t>(std::stoi(m[1].str()));
+    bool started = false;
+    {
+      std::unique_lock lock(mu_);
+      started = cv_.wait_for(lock, 10s, [&] { return std::regex_search(log_, m, listening); });
+      if (started) port = static_cast<uint16_t>(std::stoi(m[1].str()));
+    }
+    if (!started) stop();  // a failed REQUIRE skips the destructor: no stray daemon
+    REQUIRE(started);
   }
-  ~Daemon() {
+  void stop() {
     if (pid_ > 0) {
       ::kill(pid_, SIGTERM);
       ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
     }
     if (reader_.joinable()) reader_.join();
   }
+  ~Daemon() { stop(); }
   bool running() const { return pid_ > 0; }
   std::string log() const {
     std::lock_guard lock(mu_);
