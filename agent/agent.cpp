@@ -359,7 +359,11 @@ class Agent {
     store_opts_.host = host;
     store_opts_.port = port;
     store_opts_.token = token;
-    store_opts_.timeout = std::max(r.read_timeout, milliseconds(1000));
+    // One reply never takes longer than the keep-alive window: a hung store
+    // is as lost as a dead one.
+    store_opts_.timeout = std::max(
+        std::min(r.read_timeout, r.keep_alive_interval * r.keep_alive_max_attempt),
+        milliseconds(1000));
     store_opts_.interrupt = interrupt_;
     // The first connection may wait for a store that starts later (another
     // node's agent); once it answered, a store that stops answering for the

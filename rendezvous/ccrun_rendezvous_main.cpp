@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -54,11 +55,39 @@ int main(int argc, char** argv) {
                  "File holding a shared secret clients must present "
                  "(torch clients cannot; ccrun agents read CCRUN_STORE_TOKEN_FILE)");
   app.add_option("--max-connections", opts.max_connections,
-                 "Connections beyond this are refused")
+                 "Connections beyond this are refused; 0 = what the open-file "
+                 "limit allows less 64 (at most 65536)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::NonNegativeNumber);
+  double handshake_s = 10, first_request_s = 60, idle_s = 0;
+  app.add_option("--handshake-timeout", handshake_s,
+                 "With --token-file: seconds a new connection has to authenticate; "
+                 "0 = no limit")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--first-request-timeout", first_request_s,
+                 "Without --token-file: seconds a new connection has to send its first "
+                 "request; 0 = no limit")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  double finished_ttl_s = 600;
+  app.add_option("--finished-job-ttl", finished_ttl_s,
+                 "Seconds after a job's done marker (and its last write) before its "
+                 "keys (ccrun/<run_id>/...) are deleted; 0 = keep them")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--idle-timeout", idle_s,
+                 "Close a connection silent this many seconds with no WAIT parked; "
+                 "0 = never (torch clients stay silent for a whole job)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--max-value-bytes", opts.max_value_bytes,
                  "Largest value a client may send")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-keys-per-request", opts.max_keys_per_request,
+                 "Most keys one WAIT, CHECK, MULTI_GET or MULTI_SET may name (a parked "
+                 "WAIT costs about 200 bytes per missing key)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
@@ -67,6 +96,13 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("ccrun-rendezvous ") + CCRUN_VERSION);
   CLI11_PARSE(app, argc, argv);
 
+  auto to_ms = [](double s) {
+    return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+  };
+  opts.handshake_timeout = to_ms(handshake_s);
+  opts.first_request_timeout = to_ms(first_request_s);
+  opts.idle_timeout = to_ms(idle_s);
+  opts.finished_job_ttl = to_ms(finished_ttl_s);
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [ccrun-rendezvous] [%l] %v");
 
@@ -85,6 +121,8 @@ int main(int argc, char** argv) {
     std::printf("ccrun-rendezvous: listening on %s:%u\n", opts.host.c_str(),
                 unsigned(server.port()));
     std::fflush(stdout);
+    spdlog::info("serving up to {} connections; the data lives in memory only "
+                 "(a restarted daemon starts empty)", server.max_connections());
     int signo = 0;
     sigwait(&stop_signals, &signo);
     spdlog::info("{} received; closing {} connection(s)", strsignal(signo),

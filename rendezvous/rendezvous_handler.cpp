@@ -529,7 +529,13 @@ class Handler : public RendezvousHandler {
         return;
       } catch (const InterruptedError&) {
         return;  // the agent is stopping
-      } catch (const ConnectionError& e) {
+      } catch (const Error& e) {
+        // A store that refuses the connection or does not answer in time
+        // (stopped, hung): lost once that lasts the keep-alive window.
+        if (!dynamic_cast<const ConnectionError*>(&e) && !dynamic_cast<const TimeoutError*>(&e)) {
+          if (!stop_) on_event({RoundEvent::Kind::kClosed, -1, e.what()});
+          return;
+        }
         if (store_lost_since == Clock::time_point{}) store_lost_since = Clock::now();
         if (Clock::now() - store_lost_since >= window) {
           if (!stop_) on_event({RoundEvent::Kind::kStoreLost, -1, e.what()});
@@ -537,9 +543,6 @@ class Handler : public RendezvousHandler {
         }
         std::unique_lock lock(stop_mu_);
         stop_cv_.wait_for(lock, o_.keep_alive_interval, [this] { return stop_.load(); });
-      } catch (const Error& e) {
-        if (!stop_) on_event({RoundEvent::Kind::kClosed, -1, e.what()});
-        return;
       }
     }
   }

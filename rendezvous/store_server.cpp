@@ -8,6 +8,7 @@
 
 #include <utility>  // boost 1.74 asio uses std::exchange without it
 #include <boost/asio.hpp>
+#include <algorithm>
 #include <future>
 #include <thread>
 #include <vector>
@@ -30,19 +31,40 @@ uint64_t raise_open_file_limit() {
   return lim.rlim_cur;
 }
 
+namespace {
+
+// File descriptors kept free for the server's own use (the listener, logs,
+// the resolver) when the connection limit is derived from RLIMIT_NOFILE.
+constexpr uint64_t kFdMargin = 64;
+
+// How long accepting pauses when the process is out of file descriptors.
+constexpr std::chrono::milliseconds kAcceptPause{200};
+
+bool out_of_descriptors(const boost::system::error_code& ec) {
+  return ec == asio::error::no_descriptors || ec.value() == ENFILE ||
+         ec == asio::error::no_buffer_space || ec == asio::error::no_memory;
+}
+
+}  // namespace
+
 class StoreServer::Impl {
  public:
-  explicit Impl(StoreServerOptions options) : options_(std::move(options)) {
+  explicit Impl(StoreServerOptions options)
+      : options_(std::move(options)), ctx_(io_, options_.finished_job_ttl) {
     ctx_.limits.max_key_bytes = options_.max_key_bytes;
     ctx_.limits.max_value_bytes = options_.max_value_bytes;
     ctx_.limits.max_keys_per_request = options_.max_keys_per_request;
     ctx_.token = options_.token;
     ctx_.max_pending_output = options_.max_pending_output_bytes;
+    ctx_.handshake_timeout = options_.token.empty() ? options_.first_request_timeout
+                                                    : options_.handshake_timeout;
+    ctx_.idle_timeout = options_.idle_timeout;
+    ctx_.max_waits_per_session = options_.max_waits_per_connection;
   }
 
   void bind() {
     if (bound_) return;
-    raise_open_file_limit();
+    set_connection_limit(raise_open_file_limit());
     std::string where = options_.host + ":" + std::to_string(options_.port);
     boost::system::error_code ec;
     tcp::endpoint endpoint;
@@ -113,6 +135,7 @@ class StoreServer::Impl {
   }
 
   ServerContext& ctx() { return ctx_; }
+  size_t max_connections() const { return max_connections_; }
 
  private:
   void serve() {
@@ -121,36 +144,75 @@ class StoreServer::Impl {
     serving_ = false;
   }
 
+  // The connection limit: options_.max_connections, or (0) what the
+  // open-file limit allows.
+  void set_connection_limit(uint64_t nofile) {
+    uint64_t by_fds = nofile > 2 * kFdMargin ? nofile - kFdMargin : nofile / 2;
+    if (options_.max_connections == 0) {
+      max_connections_ = static_cast<size_t>(std::min<uint64_t>(65536, by_fds));
+    } else {
+      max_connections_ = options_.max_connections;
+      if (nofile > 0 && max_connections_ > by_fds) {
+        spdlog::warn("store server: --max-connections {} is over what the open-file "
+                     "limit allows ({} descriptors, so about {} connections); past "
+                     "that, accepting pauses until connections close (raise "
+                     "`ulimit -n` or lower --max-connections)",
+                     max_connections_, nofile, by_fds);
+      }
+    }
+  }
+
   void do_accept() {
     acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
       if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
       if (ec) {
-        spdlog::warn("store server: accept failed: {}", ec.message());
-        if (ec == asio::error::no_descriptors || ec.value() == ENFILE ||
-            ec == asio::error::no_buffer_space || ec == asio::error::no_memory) {
-          // Out of file descriptors: retry once some are closed, without
-          // spinning.
-          retry_.expires_after(std::chrono::milliseconds(100));
-          retry_.async_wait([this](boost::system::error_code tec) {
-            if (!tec) do_accept();
-          });
-          return;
-        }
-        do_accept();
+        on_accept_error(ec);
         return;
       }
-      if (ctx_.num_sessions >= options_.max_connections) {
+      if (accept_failures_ > 0) {
+        spdlog::info("store server: accepting connections again ({} accept "
+                     "attempt(s) failed while out of file descriptors)", accept_failures_);
+        accept_failures_ = 0;
+      }
+      if (ctx_.num_sessions >= max_connections_) {
         boost::system::error_code ignored;
         auto peer = socket.remote_endpoint(ignored);
-        spdlog::warn("store server: refusing connection from {}:{}: {} "
-                     "connections open, limit {} (raise --max-connections)",
-                     peer.address().to_string(), peer.port(),
-                     ctx_.num_sessions, options_.max_connections);
+        if (ctx_.bad_input_log.allow()) {
+          spdlog::warn("store server: refusing connection from {}:{}: {} "
+                       "connections open, limit {} (raise --max-connections)",
+                       peer.address().to_string(), peer.port(),
+                       ctx_.num_sessions, max_connections_);
+        }
         socket.close(ignored);
       } else {
         std::make_shared<StoreSession>(std::move(socket), ctx_)->start();
       }
       do_accept();
+    });
+  }
+
+  // Out of file descriptors: pause accepting (the connection waits in the
+  // listen backlog) and retry on a timer, saying so once, not per attempt.
+  void on_accept_error(const boost::system::error_code& ec) {
+    if (!out_of_descriptors(ec)) {
+      if (ctx_.bad_input_log.allow()) {
+        spdlog::warn("store server: accept failed: {}", ec.message());
+      }
+      do_accept();
+      return;
+    }
+    if (accept_failures_++ == 0) {
+      rlimit lim{};
+      getrlimit(RLIMIT_NOFILE, &lim);
+      spdlog::warn("store server: cannot accept connections: {} ({} connections "
+                   "open, open-file limit {}); pausing accepts, retrying every {} ms "
+                   "until connections close (lower --max-connections or raise `ulimit -n`)",
+                   ec.message(), ctx_.num_sessions, uint64_t(lim.rlim_cur),
+                   kAcceptPause.count());
+    }
+    retry_.expires_after(kAcceptPause);
+    retry_.async_wait([this](boost::system::error_code tec) {
+      if (!tec) do_accept();
     });
   }
 
@@ -168,6 +230,8 @@ class StoreServer::Impl {
   tcp::acceptor acceptor_{io_};
   asio::steady_timer retry_{io_};
   ServerContext ctx_;
+  size_t max_connections_ = 0;
+  uint64_t accept_failures_ = 0;  // in a row, while out of descriptors
   std::thread thread_;
   bool bound_ = false;
   uint16_t port_ = 0;
@@ -189,6 +253,8 @@ uint16_t StoreServer::port() const { return impl_->port(); }
 size_t StoreServer::num_connections() const {
   return impl_->query([this] { return impl_->ctx().num_sessions; });
 }
+
+size_t StoreServer::max_connections() const { return impl_->max_connections(); }
 
 size_t StoreServer::num_keys() const {
   return impl_->query([this] { return impl_->ctx().table.size(); });

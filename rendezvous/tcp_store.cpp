@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -34,6 +35,21 @@ int remaining_ms(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
   if (left.count() <= 0) return 0;
   return left.count() > INT32_MAX ? INT32_MAX : static_cast<int>(left.count());
+}
+
+// How long a timed-out WAIT's CANCEL_WAIT may take to be answered before
+// the connection is dropped instead (a reconnect is cheap; a silent peer
+// must not stretch a wait far past its timeout).
+constexpr milliseconds kCancelGrace{1000};
+
+// Bytes that read as text (an HTTP status line, a banner), not as the
+// little-endian integers a store replies with.
+bool looks_like_text(const unsigned char* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char c = p[i];
+    if (!((c >= 0x20 && c <= 0x7e) || c == '\r' || c == '\n' || c == '\t')) return false;
+  }
+  return n > 0;
 }
 
 }  // namespace
@@ -85,6 +101,7 @@ class TcpStore::Connection {
   T recv_value(Clock::time_point deadline) {
     T v{};
     recv(&v, sizeof v, deadline);
+    if (!replied_) check_first_reply(&v, sizeof v);
     return v;
   }
 
@@ -117,8 +134,46 @@ class TcpStore::Connection {
     return buf;
   }
 
+  // Whether the peer has answered on this connection yet.
+  bool replied() const { return replied_; }
+
   [[noreturn]] void lost(const std::string& why) {
     throw ConnectionError("store " + endpoint_ + ": connection lost: " + why);
+  }
+
+  // The first reply on a connection tells whether the peer speaks the
+  // protocol at all: every one-byte reply is 0 or 1, and no length, count
+  // or counter a store sends has 8 bytes that all read as text, while an
+  // HTTP server's "HTTP/1.1 ..." does (as a length: 2319686071854584916).
+  void check_first_reply(const void* first, size_t n) {
+    replied_ = true;
+    auto* p = static_cast<const unsigned char*>(first);
+    if ((n == 1 && p[0] > 1) || (n > 1 && looks_like_text(p, n))) not_a_store(p, n);
+  }
+
+  [[noreturn]] void not_a_store(const unsigned char* first, size_t n) {
+    std::string seen(reinterpret_cast<const char*>(first), n);
+    // Show the peer's first line, if more of it is there already.
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, 50) > 0) {
+      char more[120];
+      ssize_t r = ::recv(fd_, more, sizeof more, MSG_DONTWAIT);
+      if (r > 0) seen.append(more, static_cast<size_t>(r));
+    }
+    std::string text, hex;
+    for (char c : seen) {
+      if (c == '\r' || c == '\n') break;
+      text += (c >= 0x20 && c <= 0x7e) ? c : '.';
+    }
+    char byte[4];
+    for (size_t i = 0; i < n; ++i) {
+      std::snprintf(byte, sizeof byte, i ? " %02x" : "%02x", first[i]);
+      hex += byte;
+    }
+    throw NotAStoreError("store " + endpoint_ + ": the peer does not speak the TCPStore "
+                         "protocol: its first reply begins \"" + text + "\" (" + hex +
+                         "); this is not a ccrun or torch store. Check the address and "
+                         "port (--rdzv-endpoint, --master-addr/--master-port)");
   }
 
  private:
@@ -247,14 +302,18 @@ class TcpStore::Connection {
     send(req);
     if (opts_.token.empty()) return;
     uint8_t answer = 1;
+    // Part of connecting: bounded by connect_timeout as well.
+    auto limit = std::min(opts_.timeout, std::max(opts_.connect_timeout, milliseconds(1)));
     try {
-      answer = recv_value<uint8_t>(Clock::now() + opts_.timeout);
+      answer = recv_value<uint8_t>(Clock::now() + limit);
     } catch (const ConnectionError&) {
       throw AuthError("store " + endpoint_ +
                       ": the store closed the connection during "
                       "authentication; is it a ccrun store?");
     } catch (const DeadlineExceeded&) {
-      throw AuthError("store " + endpoint_ + ": no answer to authentication");
+      throw AuthError("store " + endpoint_ + ": no answer to authentication within " +
+                      format_duration(limit) +
+                      "; is it a ccrun store (started with --token-file)?");
     }
     if (answer != uint8_t(wire::AuthResponse::kAccepted)) {
       throw AuthError("store " + endpoint_ +
@@ -266,6 +325,7 @@ class TcpStore::Connection {
   const TcpStoreOptions& opts_;
   std::string endpoint_;
   int fd_ = -1;
+  bool replied_ = false;  // the first reply was read (and looked like one)
 };
 
 namespace {
@@ -302,6 +362,20 @@ TcpStore::TcpStore(TcpStoreOptions options)
 
 TcpStore::~TcpStore() = default;
 
+milliseconds TcpStore::reply_timeout() const {
+  auto t = timeout();
+  return t.count() > 0 ? std::min(options_.timeout, t) : options_.timeout;
+}
+
+Clock::time_point TcpStore::reply_deadline(const Connection& c) const {
+  auto t = reply_timeout();
+  // Until the peer has answered once, the connection is still being made:
+  // connect_timeout bounds that too (a peer that accepts and never answers
+  // is no more reachable than one that refuses).
+  if (!c.replied()) t = std::min(t, std::max(options_.connect_timeout, milliseconds(1)));
+  return Clock::now() + t;
+}
+
 std::string TcpStore::endpoint() const {
   bool v6 = options_.host.find(':') != std::string::npos;
   return (v6 ? "[" + options_.host + "]" : options_.host) + ":" +
@@ -326,11 +400,21 @@ auto TcpStore::call(bool idempotent, F&& f) {
     } catch (const InterruptedError&) {
       conn_.reset();  // a request may be half sent or its reply unread
       throw;
+    } catch (const ProtocolError&) {
+      conn_.reset();  // out of step, or not a store at all: never reused
+      throw;
     } catch (const DeadlineExceeded&) {
       // A reply is late: the connection is out of step with its requests.
+      bool never_answered = !conn_->replied();
       conn_.reset();
+      if (never_answered) {
+        auto t = std::min(reply_timeout(), std::max(options_.connect_timeout, milliseconds(1)));
+        throw TimeoutError("store " + endpoint() + ": the peer accepted the connection but "
+                           "sent no reply within " + format_duration(t) +
+                           "; is it a ccrun or torch store, and is it running normally?");
+      }
       throw TimeoutError("store " + endpoint() + ": no reply within " +
-                         format_duration(options_.timeout));
+                         format_duration(reply_timeout()) + "; is the store overloaded?");
     }
   }
 }
@@ -351,7 +435,7 @@ std::string TcpStore::get(const std::string& key) {
     wire::append_u8(req, type_byte(options_.protocol, wire::Query::kGet));
     wire::append_bytes(req, key);
     c.send(req);
-    return c.recv_bytes(Clock::now() + options_.timeout);
+    return c.recv_bytes(reply_deadline(c));
   });
 }
 
@@ -362,7 +446,7 @@ int64_t TcpStore::add(const std::string& key, int64_t delta) {
   wire::append_i64(req, delta);
   return call(delta == 0, [&](Connection& c) {  // add(k, 0) only reads
     c.send(req);
-    return c.recv_value<int64_t>(Clock::now() + options_.timeout);
+    return c.recv_value<int64_t>(reply_deadline(c));
   });
 }
 
@@ -376,7 +460,7 @@ std::string TcpStore::compare_set(const std::string& key,
   wire::append_bytes(req, desired);
   return call(false, [&](Connection& c) {
     c.send(req);
-    return c.recv_bytes(Clock::now() + options_.timeout);
+    return c.recv_bytes(reply_deadline(c));
   });
 }
 
@@ -386,7 +470,7 @@ bool TcpStore::check(const std::vector<std::string>& keys) {
   append_keys(req, keys);
   return call(true, [&](Connection& c) {
     c.send(req);
-    return c.recv_value<uint8_t>(Clock::now() + options_.timeout) ==
+    return c.recv_value<uint8_t>(reply_deadline(c)) ==
            uint8_t(wire::CheckResponse::kReady);
   });
 }
@@ -415,7 +499,7 @@ void TcpStore::wait_locked(Connection& c, const std::vector<std::string>& keys,
   wire::append_u8(cancel, uint8_t(wire::Query::kCancelWait));
   c.send(cancel);
   try {
-    auto grace = Clock::now() + std::min(opts.timeout, milliseconds(10'000));
+    auto grace = Clock::now() + std::min(reply_timeout(), kCancelGrace);
     // A STOP_WAITING may cross our CANCEL_WAIT; WAIT_CANCELED ends it.
     while (c.recv_value<uint8_t>(grace) != uint8_t(wire::WaitResponse::kWaitCanceled)) {
     }
@@ -438,7 +522,7 @@ bool TcpStore::delete_key(const std::string& key) {
   wire::append_bytes(req, key);
   return call(false, [&](Connection& c) {
     c.send(req);
-    return c.recv_value<int64_t>(Clock::now() + options_.timeout) > 0;
+    return c.recv_value<int64_t>(reply_deadline(c)) > 0;
   });
 }
 
@@ -447,7 +531,7 @@ int64_t TcpStore::num_keys() {
   wire::append_u8(req, type_byte(options_.protocol, wire::Query::kGetNumKeys));
   return call(true, [&](Connection& c) {
     c.send(req);
-    return c.recv_value<int64_t>(Clock::now() + options_.timeout);
+    return c.recv_value<int64_t>(reply_deadline(c));
   });
 }
 
@@ -477,7 +561,7 @@ std::vector<std::string> TcpStore::multi_get(
     c.send(req);
     std::vector<std::string> values;
     values.reserve(keys.size());
-    auto deadline = Clock::now() + options_.timeout;
+    auto deadline = reply_deadline(c);
     for (size_t i = 0; i < keys.size(); ++i) values.push_back(c.recv_bytes(deadline));
     return values;
   });
@@ -508,18 +592,76 @@ void TcpStore::multi_set(const std::vector<std::string>& keys,
   call(true, [&](Connection& c) { c.send(req); });
 }
 
+void TcpStore::queue_push(const std::string& key, const std::string& value) {
+  std::string req;
+  wire::append_u8(req, type_byte(options_.protocol, wire::Query::kQueuePush));
+  wire::append_bytes(req, key);
+  wire::append_bytes(req, value);
+  call(false, [&](Connection& c) { c.send(req); });
+}
+
+std::optional<std::string> TcpStore::queue_pop(const std::string& key, bool block) {
+  std::string req;
+  wire::append_u8(req, type_byte(options_.protocol, wire::Query::kQueuePop));
+  wire::append_bytes(req, key);
+  auto t = timeout();
+  auto deadline = Clock::now() + t;
+  return call(false, [&](Connection& c) -> std::optional<std::string> {
+    for (;;) {
+      if (block) {
+        auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+        wait_locked(c, {key}, std::max(left, milliseconds(0)));
+      }
+      c.send(req);
+      auto length = c.recv_value<int64_t>(reply_deadline(c));
+      if (length > 0) return c.recv_bytes(reply_deadline(c));
+      if (!block) return std::nullopt;
+      // Another client popped the item we were woken for: wait again.
+    }
+  });
+}
+
+int64_t TcpStore::queue_len(const std::string& key) {
+  std::string req;
+  wire::append_u8(req, type_byte(options_.protocol, wire::Query::kQueueLen));
+  wire::append_bytes(req, key);
+  return call(true, [&](Connection& c) {
+    c.send(req);
+    return c.recv_value<int64_t>(reply_deadline(c));
+  });
+}
+
+std::optional<size_t> TcpStore::delete_prefix(const std::string& prefix,
+                                               const std::string& guard_key) {
+  if (prefix.empty() || guard_key.rfind(prefix, 0) != 0) {
+    throw Error("store " + endpoint() + ": delete_prefix(\"" + prefix + "\", \"" + guard_key +
+                "\"): the prefix must not be empty and the guard key must begin with it");
+  }
+  std::string req;
+  wire::append_u8(req, type_byte(options_.protocol, wire::Query::kDeletePrefix));
+  wire::append_bytes(req, prefix);
+  wire::append_bytes(req, guard_key);
+  int64_t n = call(false, [&](Connection& c) {
+    c.send(req);
+    return c.recv_value<int64_t>(reply_deadline(c));
+  });
+  if (n < 0) return std::nullopt;
+  return static_cast<size_t>(n);
+}
+
 std::chrono::microseconds TcpStore::ping() {
   auto start = Clock::now();
   if (options_.protocol == Protocol::kTorch113) {
     num_keys();
   } else {
-    uint32_t nonce = static_cast<uint32_t>(start.time_since_epoch().count());
+    // Its low byte 0: an echo never reads as text (see check_first_reply).
+    uint32_t nonce = static_cast<uint32_t>(start.time_since_epoch().count()) & 0xFFFFFF00u;
     std::string req;
     wire::append_u8(req, uint8_t(wire::Query::kPing));
     wire::append_u32(req, nonce);
     uint32_t echoed = call(true, [&](Connection& c) {
       c.send(req);
-      return c.recv_value<uint32_t>(Clock::now() + options_.timeout);
+      return c.recv_value<uint32_t>(reply_deadline(c));
     });
     if (echoed != nonce) {
       std::lock_guard lock(mu_);

@@ -21,8 +21,11 @@ std::string human_bytes(uint64_t n) {
 // records why it could not (more bytes needed, or a bound exceeded).
 class Reader {
  public:
-  Reader(std::string_view data, const Limits& limits)
-      : data_(data), limits_(limits) {}
+  Reader(std::string_view data, const Limits& limits, size_t pos = 0)
+      : data_(data), limits_(limits), pos_(pos) {}
+
+  size_t pos() const { return pos_; }
+  bool needs_more() const { return error_.empty() && needed_ > 0; }
 
   template <typename T>
   bool fixed(T& v) {
@@ -65,15 +68,6 @@ class Reader {
     return true;
   }
 
-  bool keys(std::vector<std::string>& out) {
-    uint64_t n = 0;
-    if (!count(n)) return false;
-    for (uint64_t i = 0; i < n; ++i) {
-      if (!key(out.emplace_back())) return false;
-    }
-    return true;
-  }
-
   ParseResult result() const {
     ParseResult r;
     if (!error_.empty()) {
@@ -105,13 +99,37 @@ class Reader {
   std::string error_;
 };
 
-bool parse_args(Reader& r, Request& out) {
+// Parses the items of a list request (keys, or key-value pairs for
+// MULTI_SET) from item out.keys.size() on. When the bytes end inside an
+// item, that item is dropped and the cursor (if any) remembers where it
+// began, so the next call resumes there.
+bool list_items(Reader& r, Request& out, uint64_t n, ParseCursor* cursor) {
+  const bool pairs = out.type == Query::kMultiSet;
+  for (uint64_t i = out.keys.size(); i < n; ++i) {
+    size_t item_start = r.pos();
+    if (!r.key(out.keys.emplace_back()) ||
+        (pairs && !r.value(out.values.emplace_back()))) {
+      out.keys.resize(i);
+      if (pairs) out.values.resize(i);
+      if (cursor && r.needs_more()) {
+        cursor->in_list = true;
+        cursor->pos = item_start;
+        cursor->count = n;
+      }
+      return false;
+    }
+  }
+  return true;
+}
+
+bool parse_args(Reader& r, Request& out, ParseCursor* cursor) {
   switch (out.type) {
     case Query::kValidate:
     case Query::kPing:
       return r.fixed(out.u32);
     case Query::kSet:
     case Query::kAppend:
+    case Query::kQueuePush:
       return r.key(out.keys.emplace_back()) &&
              r.value(out.values.emplace_back());
     case Query::kCompareSet:
@@ -121,23 +139,19 @@ bool parse_args(Reader& r, Request& out) {
     case Query::kGet:
     case Query::kDeleteKey:
     case Query::kAuthenticate:
+    case Query::kQueuePop:
+    case Query::kQueueLen:
       return r.key(out.keys.emplace_back());
     case Query::kAdd:
       return r.key(out.keys.emplace_back()) && r.fixed(out.delta);
+    case Query::kDeletePrefix:
+      return r.key(out.keys.emplace_back()) && r.key(out.keys.emplace_back());
     case Query::kCheck:
     case Query::kWait:
     case Query::kMultiGet:
-      return r.keys(out.keys);
     case Query::kMultiSet: {
       uint64_t n = 0;
-      if (!r.count(n)) return false;
-      for (uint64_t i = 0; i < n; ++i) {
-        if (!r.key(out.keys.emplace_back()) ||
-            !r.value(out.values.emplace_back())) {
-          return false;
-        }
-      }
-      return true;
+      return r.count(n) && list_items(r, out, n, cursor);
     }
     case Query::kGetNumKeys:
     case Query::kCancelWait:
@@ -166,8 +180,9 @@ bool from_legacy(uint8_t type, Request& out) {
 }
 
 bool is_known(uint8_t type) {
-  return type <= static_cast<uint8_t>(Query::kPing) ||
-         type == static_cast<uint8_t>(Query::kAuthenticate);
+  return type <= static_cast<uint8_t>(Query::kQueueLen) ||
+         type == static_cast<uint8_t>(Query::kAuthenticate) ||
+         type == static_cast<uint8_t>(Query::kDeletePrefix);
 }
 
 }  // namespace
@@ -184,7 +199,16 @@ Dialect detect_dialect(std::string_view first) {
 }
 
 ParseResult parse_request(std::string_view data, Dialect dialect,
-                          const Limits& limits, Request& out) {
+                          const Limits& limits, Request& out,
+                          ParseCursor* cursor) {
+  if (cursor && cursor->in_list) {
+    // The type, the count and the items before cursor->pos are in `out`.
+    Reader r(data, limits, cursor->pos);
+    list_items(r, out, cursor->count, cursor);
+    ParseResult result = r.result();
+    if (result.status != ParseStatus::kNeedMore) cursor->reset();
+    return result;
+  }
   out.clear();
   Reader r(data, limits);
   uint8_t type = 0;
@@ -203,8 +227,10 @@ ParseResult parse_request(std::string_view data, Dialect dialect,
     }
     out.type = static_cast<Query>(type);
   }
-  parse_args(r, out);
-  return r.result();
+  parse_args(r, out, cursor);
+  ParseResult result = r.result();
+  if (cursor && result.status != ParseStatus::kNeedMore) cursor->reset();
+  return result;
 }
 
 void append_u8(std::string& out, uint8_t v) { out.push_back(char(v)); }
@@ -242,7 +268,11 @@ std::string query_name(Query q) {
     case Query::kMultiSet: return "MULTI_SET";
     case Query::kCancelWait: return "CANCEL_WAIT";
     case Query::kPing: return "PING";
+    case Query::kQueuePush: return "QUEUE_PUSH";
+    case Query::kQueuePop: return "QUEUE_POP";
+    case Query::kQueueLen: return "QUEUE_LEN";
     case Query::kAuthenticate: return "AUTHENTICATE";
+    case Query::kDeletePrefix: return "DELETE_PREFIX";
   }
   return "query " + std::to_string(static_cast<int>(q));
 }

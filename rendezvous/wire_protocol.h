@@ -39,8 +39,19 @@ enum class Query : uint8_t {
   kMultiSet = 11,
   kCancelWait = 12,
   kPing = 13,
+  // Queues (torch >= 2.6, libuv server): a FIFO of byte strings per key,
+  // apart from the keys' values. WAIT and CHECK see a key with a non-empty
+  // queue as present; a blocking pop is WAIT then QUEUE_POP.
+  kQueuePush = 14,  // key, bytes -> no reply; wakes one waiter of the key
+  kQueuePop = 15,   // key -> int64 length before the pop, then the bytes
+                    //        popped when that length was > 0
+  kQueueLen = 16,   // key -> int64 length
   // ccrun's extensions (2.x dialect only). torch clients never send these.
   kAuthenticate = 0xC0,  // string token -> 1 byte AuthResponse
+  // string prefix, string guard key -> int64: the keys deleted, or -1 (and
+  // nothing deleted) when the guard key does not exist. The guard must
+  // begin with the prefix: a job's "done" marker guards the job's keys.
+  kDeletePrefix = 0xC1,
 };
 
 // Query types of the torch 1.13 dialect (verified by capture).
@@ -90,7 +101,7 @@ enum class Dialect : uint8_t {
 struct Limits {
   uint64_t max_key_bytes = 64 * 1024;
   uint64_t max_value_bytes = 256ull * 1024 * 1024;
-  uint64_t max_keys_per_request = 1024 * 1024;
+  uint64_t max_keys_per_request = 128 * 1024;  // torch 2.x's own limit
 };
 
 // One request, in the 2.x dialect's terms whatever the connection speaks.
@@ -119,6 +130,19 @@ enum class ParseStatus {
   kError,     // the bytes break the protocol: `error` says how
 };
 
+// Where an incomplete request with a list of keys (CHECK, WAIT, MULTI_GET,
+// MULTI_SET) stopped, so that the next parse of the same bytes (with more
+// appended) resumes there instead of parsing every key again: a request of
+// n keys arriving in pieces then costs O(n), not O(n^2). Owned by the
+// caller, one per connection; reset() after a request completes or fails.
+struct ParseCursor {
+  bool in_list = false;  // `out` holds the type and the items before `pos`
+  size_t pos = 0;        // offset of the first item not yet parsed
+  uint64_t count = 0;    // items the request announced
+
+  void reset() { *this = ParseCursor{}; }
+};
+
 struct ParseResult {
   ParseStatus status = ParseStatus::kNeedMore;
   size_t consumed = 0;  // kComplete: bytes of the request
@@ -131,9 +155,12 @@ struct ParseResult {
 Dialect detect_dialect(std::string_view first_bytes);
 
 // Parses one request from the start of `data`. Never reads past `data`,
-// never allocates more than the bytes present justify.
+// never allocates more than the bytes present justify. With a cursor, an
+// incomplete list request keeps its parsed items in `out` and its position
+// in `cursor`, and the next call (same `data` start, more bytes) resumes.
 ParseResult parse_request(std::string_view data, Dialect dialect,
-                          const Limits& limits, Request& out);
+                          const Limits& limits, Request& out,
+                          ParseCursor* cursor = nullptr);
 
 // Reply encoding: integers little-endian, strings uint64 length + bytes.
 void append_u8(std::string& out, uint8_t v);

@@ -24,7 +24,7 @@ trap cleanup EXIT
 tmp=$(mktemp -d)
 trap 'cleanup; rm -rf "$tmp"' EXIT
 
-"$build/rendezvous/ccrun-rendezvous" --port 0 --log-level warn --max-connections 100000 >"$tmp/ccrun.out" 2>&1 &
+"$build/rendezvous/ccrun-rendezvous" --port 0 --log-level warn >"$tmp/ccrun.out" 2>&1 &
 pids+=($!); ccrun_pid=$!
 "$python" "$here/scripts/torch_store_server.py" >"$tmp/torch.out" 2>&1 &
 pids+=($!); torch_pid=$!

@@ -41,6 +41,14 @@ class ProtocolError : public Error {
   using Error::Error;
 };
 
+// The peer at a store's address does not speak the store protocol (an HTTP
+// server, some other service answered): retrying will not help, the address
+// is wrong. The message names the endpoint and what the peer sent.
+class NotAStoreError : public ProtocolError {
+ public:
+  using ProtocolError::ProtocolError;
+};
+
 // The user's input (flags, YAML, environment variables) is invalid.
 class ConfigError : public Error {
  public:

@@ -15,11 +15,14 @@
 //   server.stop();                      // closes every connection, joins
 //
 // Bad input (an oversized length, an unknown query type, a half frame, a
-// client that never reads) costs that one connection, never the server.
+// client that never reads or never authenticates) costs that one
+// connection, never the server; the log lines it causes are rate-limited.
+// The data lives in memory only: a restarted server starts empty.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -35,14 +38,41 @@ struct StoreServerOptions {
   // before any other request. Empty = no authentication; torch clients can
   // only use a store without a token.
   std::string token;
-  // Connections beyond this are closed as soon as they are accepted.
-  size_t max_connections = 65536;
-  // Bounds on one request (a request over one ends its connection).
+  // Connections beyond this are closed as soon as they are accepted. 0 (the
+  // default) = what the open-file limit allows less a margin of 64 for the
+  // server's own files (RLIMIT_NOFILE is raised to its hard limit first), at
+  // most 65536. An explicit value over that is kept, with a warning.
+  size_t max_connections = 0;
+  // With a token: a connection must authenticate within this, or is
+  // closed. 0 = no deadline.
+  std::chrono::milliseconds handshake_timeout{10'000};
+  // Without a token: a connection must send one whole request within this,
+  // or is closed (every torch and ccrun client sends one at once; a load
+  // generator may open thousands of connections before it speaks). 0 = no
+  // deadline.
+  std::chrono::milliseconds first_request_timeout{60'000};
+  // A connection that sends nothing for this long, with no WAIT parked, is
+  // closed. 0 (the default) = never: torch's clients keep their connection
+  // open and silent for the whole job.
+  std::chrono::milliseconds idle_timeout{0};
+  // Once a job's done marker exists (ccrun/<run_id>/closed, or
+  // ccrun/<run_id>/round/<R>/all_exited) and nothing has been written under
+  // ccrun/<run_id>/ for this long, the job's keys are deleted. 0 (the
+  // default here; ccrun-rendezvous uses 10 min) = they stay.
+  std::chrono::milliseconds finished_job_ttl{0};
+  // WAITs one connection may have parked at once (a client whose waits time
+  // out without CANCEL_WAIT, as torch 1.13's, leaves them parked); one more
+  // closes the connection.
+  size_t max_waits_per_connection = 1024;
+  // Bounds on one request (a request over one ends its connection). A
+  // parked WAIT costs about 200 bytes of memory per missing key, so the key
+  // count is capped as torch's libuv server caps it (128 Ki).
   uint64_t max_key_bytes = 64 * 1024;
   uint64_t max_value_bytes = 256ull * 1024 * 1024;
-  uint64_t max_keys_per_request = 1024 * 1024;
-  // A connection whose unread replies exceed this is no longer read from
-  // until its client catches up (bounds the memory a slow reader costs).
+  uint64_t max_keys_per_request = 128 * 1024;  // torch 2.x's own limit
+  // A connection whose unsent replies exceed this is neither parsed nor
+  // read from until its client catches up (bounds the memory a client that
+  // does not read costs: this plus one reply).
   size_t max_pending_output_bytes = 4 * 1024 * 1024;
 };
 
@@ -73,6 +103,9 @@ class StoreServer {
 
   // Connections open now.
   [[nodiscard]] size_t num_connections() const;
+
+  // The connection limit in force (after bind(); see max_connections).
+  [[nodiscard]] size_t max_connections() const;
 
   // Keys stored now.
   [[nodiscard]] size_t num_keys() const;

@@ -90,3 +90,41 @@ def test_ccrun_client_against_torch_server():
     assert out.returncode == 3
     assert '"missing"' in out.stdout
     assert server.get("from-torch") == b"t"
+
+
+def _timed_out_wait_then_more(port, set_never):
+    """What a torch 1.13 client sees after a timed-out wait: issue 13.1.
+    Returns the observations, to compare ccrun's server with torch's."""
+    c = dist.TCPStore("127.0.0.1", port, None, False,
+                      timeout=datetime.timedelta(seconds=3))
+    c.set("a", "1")
+    with pytest.raises(RuntimeError):
+        c.wait(["never"], datetime.timedelta(milliseconds=300))
+    seen = []
+    # The requests behind the parked WAIT are answered at once...
+    t0 = time.monotonic()
+    seen.append(("num_keys", c.num_keys()))
+    seen.append(("get", c.get("a")))
+    assert time.monotonic() - t0 < 2, "requests behind a parked WAIT were held back"
+    # ...and once "never" appears, the WAIT's STOP_WAITING byte is sent; the
+    # 1.13 client, which has no CANCEL_WAIT, reads it as the start of its
+    # next reply (torch's own server does the same).
+    set_never()
+    time.sleep(0.3)
+    seen.append(("num_keys after", c.num_keys()))
+    return seen
+
+
+def test_torch113_client_after_timed_out_wait_matches_torch_server():
+    port = free_port()
+    server = dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False,
+                           timeout=datetime.timedelta(seconds=10))
+    expected = _timed_out_wait_then_more(port, lambda: server.set("never", "x"))
+    assert expected[:2] == [("num_keys", 1), ("get", b"1")]
+    with start_daemon() as d:
+        setter = torch_client(d.port)
+        seen = _timed_out_wait_then_more(d.port, lambda: setter.set("never", "x"))
+        assert seen == expected
+        # A fresh client is unaffected.
+        assert torch_client(d.port).get("a") == b"1"
+        assert d.proc.poll() is None
