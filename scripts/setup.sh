@@ -17,6 +17,7 @@ packages=(
   python3-torch python3-pytest python3-numpy
   iproute2 iputils-ping procps psmisc time
   clang libclang-rt-14-dev
+  ccache etcd-server openssh-server
 )
 
 missing=()
@@ -34,7 +35,10 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# ccache: the plain and the sanitizer builds compile the same sources three
+# times; a rebuild after a small change, or a second run, reuses the objects.
 cmake -S "$here" -B "$build_dir" -G Ninja \
+  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache \
   -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" \
   -DCCRUN_WARNINGS_AS_ERRORS="${CCRUN_WARNINGS_AS_ERRORS:-OFF}" >/dev/null
 cmake --build "$build_dir" -j "$(nproc)"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every ccrun test: builds first (scripts/setup.sh, which installs what
 # is missing), then ctest (Catch2 unit tests and the Python tests that drive
-# the real binaries), then the benchmarks' smallest size as a smoke test.
-# Exits non-zero on any failure.
+# the real binaries), then the benchmarks' smallest size as a smoke test,
+# then the sanitizer builds and their tests (scripts/test-sanitizers.sh;
+# CCRUN_SANITIZERS=0 skips them). Exits non-zero on any failure.
 #
 #   scripts/test.sh                 # everything
 #   scripts/test.sh -R rendezvous   # extra arguments go to ctest
@@ -23,4 +24,9 @@ if (($# == 0)); then
     echo "== smoke: $(basename "$bench") --smoke"
     "$bench" --smoke
   done
+  if [[ ${CCRUN_SANITIZERS:-1} != 0 ]]; then
+    "$here/scripts/test-sanitizers.sh"
+  else
+    echo "== sanitizers: skipped (CCRUN_SANITIZERS=0)"
+  fi
 fi
