@@ -159,7 +159,8 @@ int64_t FileStore::add(const std::string& key, int64_t delta) {
   Lock lock(*this, true);
   refresh_locked();
   auto it = map_.find(key);
-  int64_t value = parse_counter(key, it == map_.end() ? std::string() : it->second) + delta;
+  int64_t value =
+      add_or_throw(key, it == map_.end() ? std::string_view() : std::string_view(it->second), delta);
   write_record_locked(kOpSet, key, std::to_string(value));
   return value;
 }
@@ -170,13 +171,10 @@ std::string FileStore::compare_set(const std::string& key,
   Lock lock(*this, true);
   refresh_locked();
   auto it = map_.find(key);
-  if (it == map_.end()) {
-    if (!expected.empty()) return expected;
-  } else if (it->second != expected) {
-    return it->second;
-  }
-  write_record_locked(kOpSet, key, desired);
-  return desired;
+  const std::string* now = it == map_.end() ? nullptr : &it->second;
+  std::string reply = compare_set_reply(now, expected, desired);
+  if (compare_set_writes(now, expected)) write_record_locked(kOpSet, key, desired);
+  return reply;
 }
 
 bool FileStore::all_present(const std::vector<std::string>& keys) {

@@ -26,7 +26,7 @@ int64_t HashStore::add(const std::string& key, int64_t delta) {
   {
     std::lock_guard lock(mu_);
     auto& slot = map_[key];
-    value = parse_counter(key, slot) + delta;
+    value = add_or_throw(key, slot, delta);
     slot = std::to_string(value);
   }
   changed_.notify_all();
@@ -36,21 +36,17 @@ int64_t HashStore::add(const std::string& key, int64_t delta) {
 std::string HashStore::compare_set(const std::string& key,
                                    const std::string& expected,
                                    const std::string& desired) {
-  std::string now;
+  std::string reply;
   {
     std::lock_guard lock(mu_);
     auto it = map_.find(key);
-    if (it == map_.end()) {
-      if (!expected.empty()) return expected;
-      map_.emplace(key, desired);
-      now = desired;
-    } else {
-      if (it->second == expected) it->second = desired;
-      return it->second;
-    }
+    const std::string* now = it == map_.end() ? nullptr : &it->second;
+    reply = compare_set_reply(now, expected, desired);
+    if (!compare_set_writes(now, expected)) return reply;
+    map_[key] = desired;
   }
   changed_.notify_all();
-  return now;
+  return reply;
 }
 
 bool HashStore::check(const std::vector<std::string>& keys) {

@@ -2,6 +2,8 @@
 // key_table.h).
 #include "key_table.h"
 
+#include "store_util.h"
+
 #include <charconv>
 
 namespace ccrun::rendezvous {
@@ -27,16 +29,15 @@ void KeyTable::set(const std::string& key, std::string value) {
 
 KeyTable::AddResult KeyTable::add(const std::string& key, int64_t delta,
                                   int64_t& result) {
-  int64_t current = 0;
   auto it = data_.find(key);
-  if (it != data_.end() && !it->second.empty()) {
-    const std::string& v = it->second;
-    auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), current);
-    if (ec != std::errc() || ptr != v.data() + v.size()) return AddResult::kNotCounter;
-  }
-  if (__builtin_add_overflow(current, delta, &result)) {
-    result = current;
-    return AddResult::kOverflow;
+  switch (add_to_counter(it == data_.end() ? std::string_view() : std::string_view(it->second),
+                         delta, result)) {
+    case CounterResult::kNotCounter:
+      return AddResult::kNotCounter;
+    case CounterResult::kOverflow:
+      return AddResult::kOverflow;
+    case CounterResult::kOk:
+      break;
   }
   char buf[24];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, result);

@@ -234,19 +234,8 @@ void StoreSession::handle(wire::Request& req) {
       const std::string& expected = req.values[0];
       std::string& desired = req.values[1];
       const std::string* now = table.find(key);
-      if (!now) {
-        if (expected.empty()) {
-          wire::append_bytes(out_, desired);
-          table.set(key, std::move(desired));
-        } else {
-          wire::append_bytes(out_, expected);
-        }
-      } else if (*now == expected) {
-        wire::append_bytes(out_, desired);
-        table.set(key, std::move(desired));
-      } else {
-        wire::append_bytes(out_, *now);
-      }
+      wire::append_bytes(out_, compare_set_reply(now, expected, desired));
+      if (compare_set_writes(now, expected)) table.set(key, std::move(desired));
       return;
     }
     case Query::kGet:
