@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# Benchmarks ccrun-rendezvous against torch 1.13's own TCPStore server, in
-# one run, with one load generator (build/tests/store_bench, torch 1.13
-# dialect, which both servers speak). Writes a Markdown table to stdout and
-# into docs/benchmarks.md between the bench-store markers.
+# Benchmarks ccrun-rendezvous against torch's own TCPStore server, in one
+# run, with one load generator (build/tests/store_bench, speaking the
+# dialect of that torch, which ccrun's server speaks too). Writes a Markdown
+# table to stdout and into docs/benchmarks.md between the bench-store markers
+# (the docs table only for the machine's own torch: other runs print).
 #
 #   scripts/bench-store.sh            # full matrix (a few minutes)
 #   scripts/bench-store.sh --smoke    # smallest sizes, < 30 s, for CI
+#
+# The peer is the torch of TORCH_PYTHON (default: Debian's /usr/bin/python3,
+# torch 1.13, the old server). The strongest peer is torch >= 2.4's libuv
+# server (its default): where a torch 2.x exists, run
+#   TORCH_PYTHON=/path/to/python3 SERVER_CPUS=0 LOAD_CPUS=1-15 scripts/bench-store.sh
+# SERVER_CPUS / LOAD_CPUS pin each server and the load generator to those
+# CPUs (taskset -c), so that they do not share cores.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -14,8 +22,23 @@ smoke=0
 [[ ${1:-} == --smoke ]] && smoke=1
 
 cmake --build "$build" --target store_bench ccrun-rendezvous >/dev/null
-bench=$build/tests/store_bench
-python=${CCRUN_TEST_PYTHON:-/usr/bin/python3}
+bench_bin=$build/tests/store_bench
+bench() { on_cpus "${LOAD_CPUS:-}" "$bench_bin" "${dialect[@]}" "$@"; }
+python=${TORCH_PYTHON:-${CCRUN_TEST_PYTHON:-/usr/bin/python3}}
+torch_version=$("$python" -c 'import torch; print(torch.__version__.split("+")[0])')
+dialect=()
+peer="torch $torch_version TCPStore"
+if [[ ${torch_version%%.*} -ge 2 ]]; then
+  dialect=(--torch2)
+  minor=${torch_version#*.}; minor=${minor%%.*}
+  ((minor >= 4)) && peer="torch $torch_version TCPStore (libuv)"
+fi
+on_cpus() {  # on_cpus <cpu list or ""> command...: pinned with taskset when given
+  local cpus=$1
+  shift
+  if [[ -n $cpus ]]; then taskset -c "$cpus" "$@"; else "$@"; fi
+}
+own_torch=$([[ $python == "${CCRUN_TEST_PYTHON:-/usr/bin/python3}" && -z ${SERVER_CPUS:-}${LOAD_CPUS:-} ]] && echo 1 || echo 0)
 
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
@@ -24,9 +47,9 @@ trap cleanup EXIT
 tmp=$(mktemp -d)
 trap 'cleanup; rm -rf "$tmp"' EXIT
 
-"$build/rendezvous/ccrun-rendezvous" --port 0 --log-level warn >"$tmp/ccrun.out" 2>&1 &
+on_cpus "${SERVER_CPUS:-}" "$build/rendezvous/ccrun-rendezvous" --port 0 --log-level warn >"$tmp/ccrun.out" 2>&1 &
 pids+=($!); ccrun_pid=$!
-"$python" "$here/scripts/torch_store_server.py" >"$tmp/torch.out" 2>&1 &
+on_cpus "${SERVER_CPUS:-}" "$python" "$here/scripts/torch_store_server.py" >"$tmp/torch.out" 2>&1 &
 pids+=($!); torch_pid=$!
 for _ in $(seq 100); do
   grep -q listening "$tmp/ccrun.out" && grep -q '^port' "$tmp/torch.out" && break
@@ -48,7 +71,7 @@ fi
 value() { sed -n "s/.*\"$2\":\([0-9.]*\).*/\1/p" <<<"$1"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
-table="| measurement | ccrun-rendezvous | torch 1.13 TCPStore | ratio |
+table="| measurement | ccrun-rendezvous | $peer | ratio |
 |---|---|---|---|"
 hz=$(getconf CLK_TCK)
 # Server CPU per request: what a server costs, whoever saturates the cores
@@ -61,10 +84,10 @@ gen_us() { awk -v ops="$2" '{ if (ops > 0) printf "%.2f", ($1 + $2) * 1e6 / ops;
 cores=$(nproc)
 for c in "${clients[@]}"; do
   t0=$(cpu_ticks "$ccrun_pid")
-  a=$(/usr/bin/time -o "$tmp/gen-a" -f "%U %S" "$bench" --port "$ccrun_port" throughput --clients "$c" --seconds "$secs")
+  a=$(/usr/bin/time -o "$tmp/gen-a" -f "%U %S" ${LOAD_CPUS:+taskset -c "$LOAD_CPUS"} "$bench_bin" "${dialect[@]}" --port "$ccrun_port" throughput --clients "$c" --seconds "$secs")
   ta=$(( $(cpu_ticks "$ccrun_pid") - t0 ))
   t0=$(cpu_ticks "$torch_pid")
-  b=$(/usr/bin/time -o "$tmp/gen-b" -f "%U %S" "$bench" --port "$torch_port" throughput --clients "$c" --seconds "$secs")
+  b=$(/usr/bin/time -o "$tmp/gen-b" -f "%U %S" ${LOAD_CPUS:+taskset -c "$LOAD_CPUS"} "$bench_bin" "${dialect[@]}" --port "$torch_port" throughput --clients "$c" --seconds "$secs")
   tb=$(( $(cpu_ticks "$torch_pid") - t0 ))
   ua=$(us_per_op "$ta" "$(value "$a" ops)"); ub=$(us_per_op "$tb" "$(value "$b" ops)")
   ga=$(gen_us "$tmp/gen-a" "$(value "$a" ops)"); gb=$(gen_us "$tmp/gen-b" "$(value "$b" ops)")
@@ -78,9 +101,9 @@ for c in "${clients[@]}"; do
   fi
 done
 for n in "${barriers[@]}"; do
-  a=$("$bench" --port "$ccrun_port" barrier --clients "$n")
+  a=$(bench --port "$ccrun_port" barrier --clients "$n")
   a=$(value "$a" seconds)
-  if b=$(timeout 60 "$bench" --port "$torch_port" barrier --clients "$n"); then
+  if b=$(timeout 60 ${LOAD_CPUS:+taskset -c "$LOAD_CPUS"} "$bench_bin" "${dialect[@]}" --port "$torch_port" barrier --clients "$n"); then
     b=$(value "$b" seconds); r="$(ratio "$b" "$a")x faster"
   else
     b="> 60 (cut off)"; r="n/a"
@@ -90,7 +113,7 @@ done
 idle=$(rss_kib "$ccrun_pid")
 table+=$'\n'"| ccrun-rendezvous RSS idle (after the runs above), KiB | $idle | | |"
 if ((!smoke)); then
-  "$bench" --port "$ccrun_port" hold --clients 8192 --seconds 3 >"$tmp/hold.out" &
+  bench --port "$ccrun_port" hold --clients 8192 --seconds 3 >"$tmp/hold.out" &
   hold=$!
   for _ in $(seq 100); do grep -q ready "$tmp/hold.out" 2>/dev/null && break; sleep 0.1; done
   sleep 0.5
@@ -99,7 +122,7 @@ if ((!smoke)); then
 fi
 
 echo "$table"
-if ((!smoke)); then
+if ((!smoke && own_torch)); then
   section="Measured by \`scripts/bench-store.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores; the load generator
 (one thread) and the server under test share the machine.
 
