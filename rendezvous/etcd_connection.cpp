@@ -228,8 +228,12 @@ error_code EtcdConnection::connect_one(const EtcdEndpoint& ep,
 
 void EtcdConnection::backoff(int round, Clock::time_point give_up) {
   auto pause = std::chrono::milliseconds(std::min(50 << std::min(round, 4), 1000));
-  auto until = std::min(Clock::now() + pause, give_up);
-  // A pause the interrupt ends early: the socket is closed, so a plain timer.
+  pause_until(std::min(Clock::now() + pause, give_up));
+}
+
+void EtcdConnection::pause_until(Clock::time_point until) {
+  // A pause the interrupt ends early: a timer beside the interrupt's
+  // descriptor on this connection's io_context.
   asio::steady_timer timer(ioc_, until);
   bool interrupted = false;
   timer.async_wait([&](error_code) {
@@ -490,7 +494,14 @@ StreamEnd EtcdConnection::stream(const std::string& target, const json& body,
         next_member();  // e.g. the member lost its leader: read state again
         return StreamEnd::kBroken;
       }
-      if (on_message(m)) {
+      bool done = false;
+      try {
+        done = on_message(m);
+      } catch (...) {
+        close();  // the stream is half read: drop it, then report
+        throw;
+      }
+      if (done) {
         close();
         return StreamEnd::kDone;
       }

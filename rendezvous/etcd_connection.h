@@ -91,6 +91,9 @@ class EtcdConnection {
                    Clock::time_point deadline,
                    const std::function<bool(const json&)>& on_message);
 
+  // Sleeps until `until`; throws InterruptedError when interrupted.
+  void pause_until(Clock::time_point until);
+
   // "host:port" of the member in use (for messages).
   std::string member_name() const;
 

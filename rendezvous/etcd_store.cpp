@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <optional>
 #include <random>
 #include <set>
@@ -212,15 +213,15 @@ json txn_once(etcd::EtcdConnection& c, const std::string& marker, uint64_t& seq_
   }
 }
 
-// The state of `keys` (under `prefix`) at one revision, returned in
-// `revision`: one transaction of reads, or several pinned to the revision
-// of the first. Values only when `values`, else existence.
+// The state of `keys` (under `prefix`) at one revision: `revision` when it
+// is given (> 0), else the latest, returned in `revision`. One transaction
+// of reads, or several pinned to one revision. Values only when `values`,
+// else existence.
 std::vector<KeyState> read_keys(etcd::EtcdConnection& c, const std::string& prefix,
                                 const std::vector<std::string>& keys, bool values,
                                 int64_t& revision) {
   std::vector<KeyState> out;
   out.reserve(keys.size());
-  revision = 0;
   size_t i = 0;
   do {
     json ops = json::array();
@@ -253,44 +254,52 @@ void EtcdStore::wait_keys(Connection& c, const std::vector<std::string>& keys,
                         "\"): timed out after " + format_duration(timeout) +
                         " waiting for key(s) " + quote_keys(keys));
   };
+  // 1. Already there? (One read; the common case of get.)
+  int64_t revision = 0;
+  auto state = read_keys(c, options_.prefix, keys, false, revision);
+  if (std::all_of(state.begin(), state.end(), [](const KeyState& s) { return s.exists; })) return;
+  // The watch covers the span of all the keys: a key present now may be
+  // deleted before the watch starts.
+  std::set<std::string> wanted;
+  for (const auto& k : keys) wanted.insert(full(k));
+  const json create{{"key", base64_encode(*wanted.begin())},
+                    {"range_end", base64_encode(*wanted.rbegin() + std::string(1, '\0'))}};
   for (;;) {
-    // 1. Which keys exist, at one revision.
-    int64_t revision = 0;
-    auto state = read_keys(c, options_.prefix, keys, false, revision);
-    std::set<std::string> missing;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (!state[i].exists) missing.insert(full(keys[i]));
-    }
-    if (missing.empty()) return;
     if (Clock::now() >= deadline) throw timed_out();
-    // 2. Watch the span of the missing keys from the next revision on, so
-    // a set between the read and the watch is replayed, never missed.
-    const std::set<std::string> wanted(missing);
-    json create{{"key", base64_encode(*wanted.begin())},
-                {"range_end", base64_encode(*wanted.rbegin() + std::string(1, '\0'))},
-                {"start_revision", std::to_string(revision + 1)}};
+    // 2. Watch from now on; once etcd confirms the watch at revision W, read
+    // the keys as they were at W (on another connection): every change
+    // after W arrives as an event, so no set is missed. (A watch started
+    // at an older revision would be served by etcd's 100 ms catch-up loop.)
+    std::set<std::string> missing;
     bool cancelled = false;
-    auto end = c.stream("/v3/watch", {{"create_request", create}}, deadline,
-                        [&](const json& m) {
-                          const json& r = m.contains("result") ? m["result"] : m;
-                          if (r.value("canceled", false)) {
-                            cancelled = true;  // e.g. compacted: read again
-                            return true;
-                          }
-                          for (const auto& ev : r.value("events", json::array())) {
-                            std::string key = base64_decode(ev["kv"].value("key", ""));
-                            if (!wanted.count(key)) continue;
-                            if (ev.value("type", "PUT") == "DELETE") {
-                              missing.insert(key);
-                            } else {
-                              missing.erase(key);
-                            }
-                          }
-                          return missing.empty();
-                        });
+    auto end = c.stream(
+        "/v3/watch", {{"create_request", create}}, deadline, [&](const json& m) {
+          const json& r = m.contains("result") ? m["result"] : m;
+          if (r.value("canceled", false)) {
+            cancelled = true;  // e.g. compacted: start again
+            return true;
+          }
+          if (r.value("created", false)) {
+            int64_t at = int_field(r["header"], "revision");
+            auto now = read_keys(*borrow(), options_.prefix, keys, false, at);
+            for (size_t i = 0; i < keys.size(); ++i) {
+              if (!now[i].exists) missing.insert(full(keys[i]));
+            }
+          }
+          for (const auto& ev : r.value("events", json::array())) {
+            std::string key = base64_decode(ev["kv"].value("key", ""));
+            if (!wanted.count(key)) continue;
+            if (ev.value("type", "PUT") == "DELETE") {
+              missing.insert(key);
+            } else {
+              missing.erase(key);
+            }
+          }
+          return missing.empty();
+        });
     if (end == etcd::StreamEnd::kTimedOut) throw timed_out();
     if (end == etcd::StreamEnd::kDone && !cancelled) return;
-    // kBroken or cancelled: the member went away; read the state again.
+    // kBroken or cancelled: the member went away; watch again.
   }
 }
 
@@ -347,18 +356,34 @@ json guarded_txn(const std::string& key, int64_t mod_revision, json success) {
 KeyState failure_state(const json& reply) {
   return key_state(reply["responses"][0]["response_range"]);
 }
+
+// After the `conflicts`-th lost race on a key, wait a random time in
+// [0, rtt * 2^conflicts) (at most 32 round trips), `rtt` being how long the
+// lost transaction took: N clients adding at once then spread out over the
+// commits instead of all retrying at every one (each try is a Raft entry).
+void conflict_backoff(etcd::EtcdConnection& c, int conflicts, Clock::duration rtt) {
+  thread_local std::minstd_rand rng{std::random_device{}()};
+  auto window = std::chrono::duration_cast<std::chrono::microseconds>(rtt).count()
+                << std::min(conflicts, 5);
+  if (window <= 0) return;
+  c.pause_until(Clock::now() + std::chrono::microseconds(rng() % static_cast<uint64_t>(window)));
+}
 }  // namespace
 
 int64_t EtcdStore::add(const std::string& key, int64_t delta) {
   const std::string k = full(key);
   auto c = borrow();
   KeyState s = key_state(c->post("/v3/kv/range", {{"key", base64_encode(k)}}, true));
+  int conflicts = 0;
   for (;;) {
     int64_t now = parse_counter(key, s.value) + delta;
     wrote_sequence_keys_ = true;
-    json r = txn_once(*c, sequence_key(c->slot), c->seq, guarded_txn(k, s.mod_revision, put_op(k, std::to_string(now))));
+    auto sent = Clock::now();
+    json r = txn_once(*c, sequence_key(c->slot), c->seq,
+                      guarded_txn(k, s.mod_revision, put_op(k, std::to_string(now))));
     if (r.value("succeeded", false)) return now;
     s = failure_state(r);
+    conflict_backoff(*c, ++conflicts, Clock::now() - sent);
   }
 }
 
@@ -366,11 +391,15 @@ void EtcdStore::append(const std::string& key, const std::string& value) {
   const std::string k = full(key);
   auto c = borrow();
   KeyState s = key_state(c->post("/v3/kv/range", {{"key", base64_encode(k)}}, true));
+  int conflicts = 0;
   for (;;) {
     wrote_sequence_keys_ = true;
-    json r = txn_once(*c, sequence_key(c->slot), c->seq, guarded_txn(k, s.mod_revision, put_op(k, s.value + value)));
+    auto sent = Clock::now();
+    json r = txn_once(*c, sequence_key(c->slot), c->seq,
+                      guarded_txn(k, s.mod_revision, put_op(k, s.value + value)));
     if (r.value("succeeded", false)) return;
     s = failure_state(r);
+    conflict_backoff(*c, ++conflicts, Clock::now() - sent);
   }
 }
 
@@ -382,13 +411,17 @@ std::string EtcdStore::compare_set(const std::string& key, const std::string& ex
   const std::string k = full(key);
   auto c = borrow();
   KeyState s = key_state(c->post("/v3/kv/range", {{"key", base64_encode(k)}}, true));
+  int conflicts = 0;
   for (;;) {
     if (!s.exists && !expected.empty()) return expected;
     if (s.exists && s.value != expected) return s.value;
     wrote_sequence_keys_ = true;
-    json r = txn_once(*c, sequence_key(c->slot), c->seq, guarded_txn(k, s.mod_revision, put_op(k, desired)));
+    auto sent = Clock::now();
+    json r = txn_once(*c, sequence_key(c->slot), c->seq,
+                      guarded_txn(k, s.mod_revision, put_op(k, desired)));
     if (r.value("succeeded", false)) return desired;
     s = failure_state(r);
+    conflict_backoff(*c, ++conflicts, Clock::now() - sent);
   }
 }
 
