@@ -248,16 +248,21 @@ std::vector<KeyState> read_keys(etcd::EtcdConnection& c, const std::string& pref
 }  // namespace
 
 void EtcdStore::wait_keys(Connection& c, const std::vector<std::string>& keys,
-                          Clock::time_point deadline, std::chrono::milliseconds timeout) {
+                          Clock::time_point deadline, std::chrono::milliseconds timeout,
+                          bool known_missing) {
   auto timed_out = [&] {
     return TimeoutError("etcd store " + c.member_name() + " (prefix \"" + options_.prefix +
                         "\"): timed out after " + format_duration(timeout) +
                         " waiting for key(s) " + quote_keys(keys));
   };
-  // 1. Already there? (One read; the common case of get.)
-  int64_t revision = 0;
-  auto state = read_keys(c, options_.prefix, keys, false, revision);
-  if (std::all_of(state.begin(), state.end(), [](const KeyState& s) { return s.exists; })) return;
+  // 1. Already there? (One read, skipped when the caller just read them.)
+  if (!known_missing) {
+    int64_t revision = 0;
+    auto state = read_keys(c, options_.prefix, keys, false, revision);
+    if (std::all_of(state.begin(), state.end(), [](const KeyState& s) { return s.exists; })) {
+      return;
+    }
+  }
   // The watch covers the span of all the keys: a key present now may be
   // deleted before the watch starts.
   std::set<std::string> wanted;
@@ -335,7 +340,7 @@ std::vector<std::string> EtcdStore::multi_get(const std::vector<std::string>& ke
       for (auto& s : state) values.push_back(std::move(s.value));
       return values;
     }
-    wait_keys(*c, keys, deadline, t);  // then read again (a key may go meanwhile)
+    wait_keys(*c, keys, deadline, t, true);  // then read again (a key may go meanwhile)
   }
 }
 
@@ -357,14 +362,14 @@ KeyState failure_state(const json& reply) {
   return key_state(reply["responses"][0]["response_range"]);
 }
 
-// After the `conflicts`-th lost race on a key, wait a random time in
-// [0, rtt * 2^conflicts) (at most 32 round trips), `rtt` being how long the
-// lost transaction took: N clients adding at once then spread out over the
-// commits instead of all retrying at every one (each try is a Raft entry).
-void conflict_backoff(etcd::EtcdConnection& c, int conflicts, Clock::duration rtt) {
+// After a lost race on a key, wait a random time below `rtt`, the round
+// trip of the lost transaction, so that the losers of one commit do not
+// all arrive together at the next. (Longer, exponential pauses measured no
+// faster: N contended adds are a chain of N commits either way, see
+// docs/store.md.)
+void conflict_backoff(etcd::EtcdConnection& c, Clock::duration rtt) {
   thread_local std::minstd_rand rng{std::random_device{}()};
-  auto window = std::chrono::duration_cast<std::chrono::microseconds>(rtt).count()
-                << std::min(conflicts, 5);
+  auto window = std::chrono::duration_cast<std::chrono::microseconds>(rtt).count();
   if (window <= 0) return;
   c.pause_until(Clock::now() + std::chrono::microseconds(rng() % static_cast<uint64_t>(window)));
 }
@@ -374,7 +379,6 @@ int64_t EtcdStore::add(const std::string& key, int64_t delta) {
   const std::string k = full(key);
   auto c = borrow();
   KeyState s = key_state(c->post("/v3/kv/range", {{"key", base64_encode(k)}}, true));
-  int conflicts = 0;
   for (;;) {
     int64_t now = parse_counter(key, s.value) + delta;
     wrote_sequence_keys_ = true;
@@ -383,7 +387,7 @@ int64_t EtcdStore::add(const std::string& key, int64_t delta) {
                       guarded_txn(k, s.mod_revision, put_op(k, std::to_string(now))));
     if (r.value("succeeded", false)) return now;
     s = failure_state(r);
-    conflict_backoff(*c, ++conflicts, Clock::now() - sent);
+    conflict_backoff(*c, Clock::now() - sent);
   }
 }
 
@@ -391,7 +395,6 @@ void EtcdStore::append(const std::string& key, const std::string& value) {
   const std::string k = full(key);
   auto c = borrow();
   KeyState s = key_state(c->post("/v3/kv/range", {{"key", base64_encode(k)}}, true));
-  int conflicts = 0;
   for (;;) {
     wrote_sequence_keys_ = true;
     auto sent = Clock::now();
@@ -399,7 +402,7 @@ void EtcdStore::append(const std::string& key, const std::string& value) {
                       guarded_txn(k, s.mod_revision, put_op(k, s.value + value)));
     if (r.value("succeeded", false)) return;
     s = failure_state(r);
-    conflict_backoff(*c, ++conflicts, Clock::now() - sent);
+    conflict_backoff(*c, Clock::now() - sent);
   }
 }
 
@@ -411,7 +414,6 @@ std::string EtcdStore::compare_set(const std::string& key, const std::string& ex
   const std::string k = full(key);
   auto c = borrow();
   KeyState s = key_state(c->post("/v3/kv/range", {{"key", base64_encode(k)}}, true));
-  int conflicts = 0;
   for (;;) {
     if (!s.exists && !expected.empty()) return expected;
     if (s.exists && s.value != expected) return s.value;
@@ -421,7 +423,7 @@ std::string EtcdStore::compare_set(const std::string& key, const std::string& ex
                       guarded_txn(k, s.mod_revision, put_op(k, desired)));
     if (r.value("succeeded", false)) return desired;
     s = failure_state(r);
-    conflict_backoff(*c, ++conflicts, Clock::now() - sent);
+    conflict_backoff(*c, Clock::now() - sent);
   }
 }
 
@@ -436,7 +438,7 @@ bool EtcdStore::check(const std::vector<std::string>& keys) {
 
 void EtcdStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   auto c = borrow();
-  wait_keys(*c, keys, Clock::now() + timeout, timeout);
+  wait_keys(*c, keys, Clock::now() + timeout, timeout, false);
 }
 
 bool EtcdStore::delete_key(const std::string& key) {

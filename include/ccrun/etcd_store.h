@@ -138,10 +138,11 @@ class EtcdStore : public Store {
   std::string sequence_key(int slot) const;
   std::string full(const std::string& key) const { return options_.prefix + key; }
   // Blocks until every key exists or `deadline` (then TimeoutError naming
-  // the keys and `timeout`).
+  // the keys and `timeout`). `known_missing`: the caller has just read
+  // them and some were missing (skips the first read).
   void wait_keys(Connection& c, const std::vector<std::string>& keys,
                  std::chrono::steady_clock::time_point deadline,
-                 std::chrono::milliseconds timeout);
+                 std::chrono::milliseconds timeout, bool known_missing);
 
   EtcdStoreOptions options_;
   std::shared_ptr<Shared> shared_;  // token, TLS context, preferred member
