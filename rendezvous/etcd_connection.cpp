@@ -44,6 +44,10 @@ std::string endpoint_name(const EtcdEndpoint& ep) {
   return ep.host + ":" + std::to_string(ep.port);
 }
 
+constexpr const char* kReachHint =
+    "check that etcd runs, that the endpoints list its client URLs, and that TLS is on "
+    "(etcd_tls=1, etcd_ca=...) exactly when the members serve https";
+
 }  // namespace
 
 std::string base64_encode(const std::string& bytes) {
@@ -255,7 +259,7 @@ void EtcdConnection::connect(Clock::time_point give_up, Clock::time_point deadli
   if (connected_) return;
   const auto& eps = state_->options.endpoints;
   member_ = state_->member.load() % eps.size();
-  std::string errors;
+  std::string errors, cause;  // the last error; the last that was not a timeout
   for (int round = 0;; ++round) {
     for (size_t i = 0; i < eps.size(); ++i) {
       auto now = Clock::now();
@@ -266,6 +270,7 @@ void EtcdConnection::connect(Clock::time_point give_up, Clock::time_point deadli
         return;
       }
       errors = endpoint_name(eps[member_]) + ": " + ec.message();
+      if (ec != beast::error::timeout) cause = errors;
       next_member();
       if (Clock::now() >= std::min(give_up, deadline)) {
         throw ConnectionError(
@@ -273,8 +278,7 @@ void EtcdConnection::connect(Clock::time_point give_up, Clock::time_point deadli
             " answered within " +
             format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(
                 state_->options.connect_timeout)) +
-            " (last: " + errors +
-            "); check that etcd runs and that --rdzv-endpoint lists its client URLs");
+            " (" + (cause.empty() ? errors : cause) + "); " + kReachHint);
       }
     }
     backoff(round, std::min(give_up, deadline));
@@ -328,7 +332,7 @@ json EtcdConnection::post(const std::string& target, const json& body, bool idem
       throw ConnectionError("etcd store: " + target + " got no answer from any member within " +
                             format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(
                                 o.connect_timeout)) +
-                            " (last: " + last + "); check the etcd cluster's health");
+                            " (last: " + last + "); " + kReachHint);
     }
     if (round > 0 && round % o.endpoints.size() == 0) {
       backoff(static_cast<int>(round / o.endpoints.size()), give_up);

@@ -355,3 +355,41 @@ TEST_CASE("etcd store: a 3-member cluster loses nothing when its leader is kille
   CHECK(s.num_keys() == kClients * kRounds + 1);
   CHECK(etcd.leader() != leader);
 }
+
+TEST_CASE("etcd store: TLS to a member, verified against the CA given", "[etcd]") {
+  if (!ccrun::testing::etcd_available()) {
+    WARN(ccrun::testing::etcd_skip_reason());
+    return;
+  }
+  if (::access("/usr/bin/openssl", X_OK) != 0) {
+    WARN("skipped: /usr/bin/openssl is missing (Debian's openssl) to make a test certificate");
+    return;
+  }
+  auto dir = std::filesystem::temp_directory_path() /
+             ("ccrun-etcd-tls-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string cert = (dir / "cert.pem").string(), key = (dir / "key.pem").string();
+  // A self-signed certificate for 127.0.0.1 (it is its own CA).
+  std::string cmd = "/usr/bin/openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1"
+                    " -addext subjectAltName=IP:127.0.0.1 -keyout " + key + " -out " + cert +
+                    " >/dev/null 2>&1";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  {
+    EtcdTestCluster etcd(1, cert, key);
+    OpenStoreOptions o;
+    o.connect_timeout = 3s;
+    o.conf = {{"etcd_ca", cert}};
+    auto s = open_store(etcd.address("tls"), o);
+    s->set("k", "v");
+    CHECK(s->get("k") == "v");
+    CHECK(s->add("n", 2) == 2);
+    s->wait({"k"});
+
+    // Plain HTTP to a TLS member is no store; neither is TLS without trusting its CA.
+    o.conf.clear();
+    CHECK_THROWS_WITH(open_store(etcd.address("tls"), o), Catch::Contains("TLS is on"));
+    o.conf = {{"protocol", "https"}};
+    CHECK_THROWS_WITH(open_store(etcd.address("tls"), o), Catch::Contains("certificate verify failed"));
+  }
+  std::filesystem::remove_all(dir);
+}

@@ -57,8 +57,10 @@ inline uint16_t free_port(const std::string& host) {
 
 class EtcdTestCluster {
  public:
-  // Starts `n` members and returns once every one serves clients.
-  explicit EtcdTestCluster(int n) {
+  // Starts `n` members and returns once every one serves clients; with
+  // `cert_file`/`key_file` (PEM), clients are served over TLS (https).
+  explicit EtcdTestCluster(int n, std::string cert_file = "", std::string key_file = "")
+      : cert_file_(std::move(cert_file)), key_file_(std::move(key_file)) {
     std::random_device rd;
     dir_ = "/dev/shm/ccrun-etcd-test-" + std::to_string(::getpid()) + "-" +
            std::to_string(rd() % 1000000);
@@ -168,7 +170,8 @@ class EtcdTestCluster {
   };
 
   void start(Member& m, const std::string& initial) {
-    std::string client = "http://" + m.host + ":" + std::to_string(m.client_port);
+    std::string client = (cert_file_.empty() ? "http://" : "https://") + m.host + ":" +
+                         std::to_string(m.client_port);
     std::string peer = "http://" + m.host + ":" + std::to_string(m.peer_port);
     std::vector<std::string> args = {
         kEtcdBinary, "--name", m.name, "--data-dir", dir_ + "/" + m.name,
@@ -177,6 +180,9 @@ class EtcdTestCluster {
         "--initial-cluster", initial, "--initial-cluster-state", "new",
         "--initial-cluster-token", "ccrun-test-" + std::to_string(::getpid()),
         "--heartbeat-interval", "50", "--election-timeout", "500"};
+    if (!cert_file_.empty()) {
+      args.insert(args.end(), {"--cert-file", cert_file_, "--key-file", key_file_});
+    }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -230,6 +236,7 @@ class EtcdTestCluster {
     m.out = -1;
   }
 
+  std::string cert_file_, key_file_;
   std::string dir_;
   std::vector<std::unique_ptr<Member>> members_;
 };
