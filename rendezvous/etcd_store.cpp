@@ -11,6 +11,7 @@
 #include <set>
 
 #include "etcd_connection.h"
+#include "etcd_requests.h"
 #include "store_util.h"
 
 namespace ccrun::rendezvous {
@@ -20,58 +21,23 @@ using etcd::base64_encode;
 using etcd::Clock;
 using etcd::int_field;
 using etcd::json;
+using etcd::conflict_backoff;
+using etcd::failure_state;
+using etcd::guarded_txn;
+using etcd::key_state;
+using etcd::KeyState;
+using etcd::kMaxTxnOps;
+using etcd::prefix_end;
+using etcd::put_op;
+using etcd::read_keys;
+using etcd::txn_once;
 
 namespace {
 
-// Operations per transaction: below etcd's --max-txn-ops default (128),
-// leaving room for the sequence-number put.
-constexpr size_t kMaxTxnOps = 100;
 // Sequence-number keys live under "<prefix>\0ccrun-ops/": inside the prefix
 // (so the same etcd permissions cover them), apart from every user key.
 const std::string kOpsNamespace("\0ccrun-ops/", 11);
 constexpr int kGrpcNotFound = 5;
-
-// The smallest key after every key that starts with `p` (etcd's range_end
-// for a prefix).
-std::string prefix_end(std::string p) {
-  while (!p.empty()) {
-    if (static_cast<uint8_t>(p.back()) < 0xff) {
-      p.back() = static_cast<char>(static_cast<uint8_t>(p.back()) + 1);
-      return p;
-    }
-    p.pop_back();
-  }
-  return std::string(1, '\0');  // every key
-}
-
-json put_op(const std::string& key, const std::string& value) {
-  return {{"request_put", {{"key", base64_encode(key)}, {"value", base64_encode(value)}}}};
-}
-
-json range_op(const std::string& key, bool count_only, int64_t revision) {
-  json r{{"key", base64_encode(key)}};
-  if (count_only) r["count_only"] = true;
-  if (revision > 0) r["revision"] = std::to_string(revision);
-  return {{"request_range", r}};
-}
-
-// One key as a range reply shows it.
-struct KeyState {
-  bool exists = false;
-  std::string value;
-  int64_t mod_revision = 0;
-};
-
-KeyState key_state(const json& range_reply) {
-  KeyState s;
-  auto it = range_reply.find("kvs");
-  if (it == range_reply.end() || it->empty()) return s;
-  const json& kv = (*it)[0];
-  s.exists = true;
-  s.value = base64_decode(kv.value("value", ""));
-  s.mod_revision = int_field(kv, "mod_revision");
-  return s;
-}
 
 std::string random_id() {
   std::random_device rd;
@@ -192,61 +158,6 @@ std::string EtcdStore::sequence_key(int slot) const {
   return options_.prefix + kOpsNamespace + client_id_ + "/" + std::to_string(slot);
 }
 
-namespace {
-
-// Runs a transaction whose success branch changes data exactly once: that
-// branch also stores the connection's next sequence number under `marker`,
-// read back after an ambiguous failure to learn whether the transaction was
-// applied (the failure branches only read, so sending them again is
-// harmless).
-json txn_once(etcd::EtcdConnection& c, const std::string& marker, uint64_t& seq_counter,
-              json txn) {
-  const std::string seq = std::to_string(++seq_counter);
-  txn["success"].push_back(put_op(marker, seq));
-  for (;;) {
-    try {
-      return c.post("/v3/kv/txn", txn, false);
-    } catch (const etcd::AmbiguousError&) {
-      json r = c.post("/v3/kv/range", {{"key", base64_encode(marker)}}, true);
-      if (key_state(r).value == seq) return json{{"succeeded", true}};
-    }
-  }
-}
-
-// The state of `keys` (under `prefix`) at one revision: `revision` when it
-// is given (> 0), else the latest, returned in `revision`. One transaction
-// of reads, or several pinned to one revision. Values only when `values`,
-// else existence.
-std::vector<KeyState> read_keys(etcd::EtcdConnection& c, const std::string& prefix,
-                                const std::vector<std::string>& keys, bool values,
-                                int64_t& revision) {
-  std::vector<KeyState> out;
-  out.reserve(keys.size());
-  size_t i = 0;
-  do {
-    json ops = json::array();
-    for (size_t k = i; k < keys.size() && k < i + kMaxTxnOps; ++k) {
-      ops.push_back(range_op(prefix + keys[k], !values, revision));
-    }
-    json r = c.post("/v3/kv/txn", {{"success", ops}}, true);
-    if (revision == 0) revision = int_field(r["header"], "revision");
-    for (const auto& resp : r.value("responses", json::array())) {
-      const json& range = resp["response_range"];
-      if (values) {
-        out.push_back(key_state(range));
-      } else {
-        KeyState st;
-        st.exists = int_field(range, "count") > 0;
-        out.push_back(std::move(st));
-      }
-    }
-    i += kMaxTxnOps;
-  } while (i < keys.size());
-  return out;
-}
-
-}  // namespace
-
 void EtcdStore::wait_keys(Connection& c, const std::vector<std::string>& keys,
                           Clock::time_point deadline, std::chrono::milliseconds timeout,
                           bool known_missing) {
@@ -344,36 +255,8 @@ std::vector<std::string> EtcdStore::multi_get(const std::vector<std::string>& ke
   }
 }
 
-// add, append and compare_set: read the key, then a transaction that
-// applies the change only if the key is unchanged since (same mod_revision,
-// 0 for a missing key); on a conflict the failure branch's read is the new
-// starting point.
-namespace {
-json guarded_txn(const std::string& key, int64_t mod_revision, json success) {
-  return {{"compare", json::array({{{"key", base64_encode(key)},
-                                    {"target", "MOD"},
-                                    {"result", "EQUAL"},
-                                    {"mod_revision", std::to_string(mod_revision)}}})},
-          {"success", json::array({std::move(success)})},
-          {"failure", json::array({range_op(key, false, 0)})}};
-}
-
-KeyState failure_state(const json& reply) {
-  return key_state(reply["responses"][0]["response_range"]);
-}
-
-// After a lost race on a key, wait a random time below `rtt`, the round
-// trip of the lost transaction, so that the losers of one commit do not
-// all arrive together at the next. (Longer, exponential pauses measured no
-// faster: N contended adds are a chain of N commits either way, see
-// docs/store.md.)
-void conflict_backoff(etcd::EtcdConnection& c, Clock::duration rtt) {
-  thread_local std::minstd_rand rng{std::random_device{}()};
-  auto window = std::chrono::duration_cast<std::chrono::microseconds>(rtt).count();
-  if (window <= 0) return;
-  c.pause_until(Clock::now() + std::chrono::microseconds(rng() % static_cast<uint64_t>(window)));
-}
-}  // namespace
+// add, append and compare_set: a read, then guarded_txn until it applies
+// (etcd_requests.h).
 
 int64_t EtcdStore::add(const std::string& key, int64_t delta) {
   const std::string k = full(key);
