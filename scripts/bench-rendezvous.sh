@@ -3,7 +3,11 @@
 # ccrun-rendezvous daemon), side by side with torchrun's c10d rendezvous
 # (Debian's torch 1.13 through scripts/torchrun_patched.py), in one run; and
 # the time from an agent's death to the survivors' restarted workers running
-# at the default keep-alive settings. Table to stdout and docs/benchmarks.md.
+# at the default keep-alive settings; and the store traffic of an N-agent
+# rendezvous (add a counter, set a key, wait for all N keys; N client threads)
+# through a one-member etcd beside the same through ccrun-rendezvous
+# (tests/tools/store_rendezvous_bench.cpp). Table to stdout and
+# docs/benchmarks.md.
 #
 #   scripts/bench-rendezvous.sh          # 2, 8, 32, 64 agents
 #   scripts/bench-rendezvous.sh --smoke  # 2 agents, for CI
@@ -13,7 +17,7 @@ build=${BUILD_DIR:-$here/build}
 python=${CCRUN_TEST_PYTHON:-/usr/bin/python3}
 smoke=0
 [[ ${1:-} == --smoke ]] && smoke=1
-cmake --build "$build" --target ccrun ccrun-rendezvous >/dev/null
+cmake --build "$build" --target ccrun ccrun-rendezvous store_rendezvous_bench >/dev/null
 ccrun=$build/launcher/ccrun
 tmp=$(mktemp -d)
 pids=()
@@ -95,12 +99,43 @@ if ((!smoke)); then
   kill -9 "${agents[0]}" "${agents[1]}" 2>/dev/null || true
   table+=$'\n'"| agent SIGKILLed to survivors' restarted workers running, ms (keep-alive 5 s x 3) | $d | | |"
 fi
+# The store traffic of one rendezvous, etcd (one member, data on this disk)
+# beside ccrun-rendezvous, through the same client code (open_store).
+etcd_note="etcd: not run (/usr/bin/etcd missing; install etcd-server)"
+stable=""
+if [[ -x /usr/bin/etcd ]]; then
+  eport=$(free_port); epeer=$(free_port)
+  /usr/bin/etcd --data-dir "$tmp/etcd" --listen-client-urls "http://127.0.0.1:$eport" \
+    --advertise-client-urls "http://127.0.0.1:$eport" --listen-peer-urls "http://127.0.0.1:$epeer" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$epeer" \
+    --initial-cluster "default=http://127.0.0.1:$epeer" >"$tmp/etcd.log" 2>&1 &
+  pids+=($!)
+  disown
+  for _ in $(seq 200); do grep -q "ready to serve client requests" "$tmp/etcd.log" && break; sleep 0.05; done
+  etcd_note="etcd $(/usr/bin/etcd --version | sed -n 's/etcd Version: //p'), one member, data directory on local disk"
+  median() { "$build/tests/store_rendezvous_bench" --address "$1" --clients "$2" --rounds 5 2>/dev/null |
+             sed -n 's/.*"median_ms": \([0-9.]*\).*/\1/p'; }
+  stable="| store traffic of an N-agent rendezvous, ms (add, set, wait for all N keys; median of 5) | ccrun-rendezvous (tcp://) | etcd, one member (etcd://) |
+|---|---|---|"
+  for n in "${sizes[@]}"; do
+    e=$(median "etcd://127.0.0.1:$eport/bench" "$n"); e=${e:-failed}
+    c=$(median "tcp://127.0.0.1:$port" "$n"); c=${c:-failed}
+    stable+=$'\n'"| $n agents | $c | $e |"
+  done
+fi
+
 echo "$table"
+echo
+echo "$stable"
 if ((!smoke)); then
   section="Measured by \`scripts/bench-rendezvous.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores; every agent
 is a process on this machine, talking over loopback (ccrun: to one ccrun-rendezvous daemon;
-torchrun: its c10d backend, the first agent hosting the store).
+torchrun: its c10d backend, the first agent hosting the store). The store-traffic rows time N client
+threads of \`store_rendezvous_bench\` (each its own store client) against the same daemon and against
+$etcd_note.
 
-$table"
+$table
+
+$stable"
   python3 "$here/scripts/write_bench_section.py" "$here/docs/benchmarks.md" bench-rendezvous Rendezvous "$section"
 fi

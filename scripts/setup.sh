@@ -16,6 +16,7 @@ packages=(
   catch2 libgloo-dev
   python3-torch python3-pytest python3-numpy
   iproute2 iputils-ping procps psmisc time
+  etcd-server libssl-dev openssl
   clang libclang-rt-14-dev
   ccache etcd-server openssh-server
 )

@@ -1,6 +1,7 @@
 // One suite of the Store contract (include/ccrun/store.h), run against every
 // implementation: HashStore, FileStore, PrefixStore, and TcpStore talking to
-// a real StoreServer over loopback in both wire dialects.
+// a real StoreServer over loopback in both wire dialects, and EtcdStore on a
+// real etcd member (when /usr/bin/etcd is installed).
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
@@ -11,11 +12,13 @@
 #include <thread>
 
 #include "ccrun/error.h"
+#include "ccrun/etcd_store.h"
 #include "ccrun/file_store.h"
 #include "ccrun/hash_store.h"
 #include "ccrun/prefix_store.h"
 #include "ccrun/store_server.h"
 #include "ccrun/tcp_store.h"
+#include "etcd_test_cluster.h"
 
 using namespace ccrun::rendezvous;
 using namespace std::chrono_literals;
@@ -31,7 +34,13 @@ struct Fixture {
 };
 
 std::vector<std::string> fixture_names() {
-  return {"hash", "file", "prefix", "tcp-torch2", "tcp-torch113"};
+  std::vector<std::string> names{"hash", "file", "prefix", "tcp-torch2", "tcp-torch113"};
+  if (ccrun::testing::etcd_available()) {
+    names.push_back("etcd");
+  } else {
+    WARN("store semantics: etcd fixture " << ccrun::testing::etcd_skip_reason());
+  }
+  return names;
 }
 
 Fixture make_fixture(const std::string& name) {
@@ -54,6 +63,14 @@ Fixture make_fixture(const std::string& name) {
   } else if (name == "prefix") {
     auto base = std::make_shared<HashStore>();
     f.open = [base] { return std::make_shared<PrefixStore>("job/attempt_0", base); };
+  } else if (name == "etcd") {
+    // One member for the whole run; every fixture its own key prefix.
+    static auto cluster = std::make_shared<ccrun::testing::EtcdTestCluster>(1);
+    static int n = 0;
+    auto opts = cluster->options("semantics/" + std::to_string(::getpid()) + "-" +
+                                 std::to_string(n++));
+    f.open = [opts] { return std::make_shared<EtcdStore>(opts); };
+    f.keepalive = cluster;
   } else {
     auto server = std::make_shared<StoreServer>(StoreServerOptions{});
     server->start();
