@@ -28,7 +28,11 @@
 // signal SIGKILLs the workers at once.
 #include "ccrun/agent.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -48,6 +52,7 @@
 #include "ccrun/endpoint.h"
 #include "ccrun/error.h"
 #include "ccrun/rendezvous.h"
+#include "ccrun/store_address.h"
 #include "ccrun/store_interrupt.h"
 #include "ccrun/store_server.h"
 #include "ccrun/tcp_store.h"
@@ -90,6 +95,30 @@ int signal_number(const std::string& name) {
     if (abbrev && name == std::string("SIG") + abbrev) return s;
   }
   return 0;
+}
+
+// This machine's address on the route to host:port (a UDP "connect" only
+// picks the route; nothing is sent). "" when it cannot be told.
+std::string address_towards(const std::string& host, uint16_t port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return {};
+  std::string out;
+  int fd = ::socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+    char buf[INET6_ADDRSTRLEN] = {};
+    const void* a = ss.ss_family == AF_INET
+                        ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr)
+                        : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr);
+    if (inet_ntop(ss.ss_family, a, buf, sizeof buf)) out = buf;
+  }
+  if (fd >= 0) ::close(fd);
+  freeaddrinfo(res);
+  return out;
 }
 
 std::string random_hex(int words) {
@@ -306,7 +335,61 @@ class Agent {
     deadline.cancel();
   }
 
+  // The rendezvous options both kinds of store share.
+  rendezvous::RendezvousOptions rendezvous_options(uint16_t master_port) const {
+    const auto& r = spec_.rdzv;
+    rendezvous::RendezvousOptions ro;
+    ro.run_id = run_id_;
+    ro.backend = spec_.standalone ? "c10d" : r.backend;
+    ro.min_nodes = spec_.min_nodes;
+    ro.max_nodes = spec_.max_nodes;
+    ro.node_rank = spec_.node_rank;
+    ro.local_world_size = spec_.nproc_per_node;
+    ro.local_addr = local_addr_;
+    ro.master_addr = spec_.master_addr;
+    ro.master_port = master_port;
+    ro.join_timeout = r.join_timeout;
+    ro.last_call_timeout = r.last_call_timeout;
+    ro.close_timeout = r.close_timeout;
+    ro.keep_alive_interval = r.keep_alive_interval;
+    ro.keep_alive_max_attempt = r.keep_alive_max_attempt;
+    return ro;
+  }
+
+  // --rdzv-backend etcd: the rounds live in etcd (nothing is hosted here);
+  // the workers meet on MASTER_ADDR:MASTER_PORT, where rank 0 serves them.
+  void setup_etcd_store() {
+    const auto& r = spec_.rdzv;
+    std::string address =
+        r.endpoint.rfind("etcd://", 0) == 0 ? r.endpoint : "etcd://" + r.endpoint;
+    rendezvous::OpenStoreOptions first;
+    first.conf = r.conf;
+    first.interrupt = interrupt_;
+    first.timeout = std::max(
+        std::min(r.read_timeout, r.keep_alive_interval * r.keep_alive_max_attempt),
+        milliseconds(1000));
+    first.connect_timeout = r.join_timeout;
+    auto later = first;
+    later.connect_timeout = r.keep_alive_interval * r.keep_alive_max_attempt;
+    (void)rendezvous::open_store(address, first);  // waits for etcd up to join_timeout
+    auto parsed = rendezvous::parse_store_address(address);
+    store_opts_.host = parsed.hosts.front().host;
+    store_opts_.port = parsed.hosts.front().port;
+    local_addr_ = spec_.local_addr.empty()
+                      ? address_towards(store_opts_.host, store_opts_.port)
+                      : spec_.local_addr;
+    gloo_ifname_ = interface_of(local_addr_);
+    run_id_ = r.id;
+    etcd_ = true;
+    rdzv_ = rendezvous::create_rendezvous_handler(
+        rendezvous_options(0), [address, later] { return rendezvous::open_store(address, later); });
+  }
+
   void setup_store() {
+    if (spec_.rdzv.backend == "etcd" && !spec_.standalone) {
+      setup_etcd_store();
+      return;
+    }
     const auto& r = spec_.rdzv;
     std::string host;
     uint16_t port;
@@ -378,24 +461,9 @@ class Agent {
     gloo_ifname_ = interface_of(local_addr_);
 
     run_id_ = spec_.standalone && r.id == "none" ? random_hex(2) : r.id;
-    rendezvous::RendezvousOptions ro;
-    ro.run_id = run_id_;
-    ro.backend = spec_.standalone ? "c10d" : r.backend;
-    ro.min_nodes = spec_.min_nodes;
-    ro.max_nodes = spec_.max_nodes;
-    ro.node_rank = spec_.node_rank;
-    ro.local_world_size = spec_.nproc_per_node;
-    ro.local_addr = local_addr_;
-    ro.master_addr = spec_.master_addr;
-    ro.master_port = port;
-    ro.join_timeout = r.join_timeout;
-    ro.last_call_timeout = r.last_call_timeout;
-    ro.close_timeout = r.close_timeout;
-    ro.keep_alive_interval = r.keep_alive_interval;
-    ro.keep_alive_max_attempt = r.keep_alive_max_attempt;
     auto opts = store_opts_;
     rdzv_ = rendezvous::create_rendezvous_handler(
-        ro, [opts] { return std::make_shared<rendezvous::TcpStore>(opts); });
+        rendezvous_options(port), [opts] { return std::make_shared<rendezvous::TcpStore>(opts); });
   }
 
   // Where the store is, from the spec alone (before setup_store ran).
@@ -557,7 +625,7 @@ class Agent {
     logs_ = std::make_unique<LogMux>(io_);
     group_ = std::make_unique<WorkerGroup>(io_, *logs_, agent_token_);
     tasks_ = std::make_unique<StoreTasks>(io_);
-    EnvContext ctx{&spec_, &info_, run_id_, restart_count_, store_opts_.host,
+    EnvContext ctx{&spec_, &info_, run_id_, restart_count_, etcd_ ? "" : store_opts_.host,
                    store_opts_.port, gloo_ifname_};
     bool files = logs_dir_->kept();
     std::vector<WorkerSpec> specs;
@@ -764,6 +832,7 @@ class Agent {
   State state_ = State::kForming;
 
   std::unique_ptr<rendezvous::StoreServer> server_;
+  bool etcd_ = false;  // the rendezvous lives in etcd (--rdzv-backend etcd)
   rendezvous::TcpStoreOptions store_opts_;
   std::unique_ptr<rendezvous::RendezvousHandler> rdzv_;
   std::string run_id_ = "none", local_addr_, gloo_ifname_;

@@ -50,8 +50,10 @@ std::vector<std::string> worker_environment(const EnvContext& c, int local_rank,
   if (!c.gloo_ifname.empty() && !env.count("GLOO_SOCKET_IFNAME")) {
     set("GLOO_SOCKET_IFNAME", c.gloo_ifname);
   }
-  set(worker_env::kStoreAddr, c.store_host);
-  set(worker_env::kStorePort, std::to_string(c.store_port));
+  if (!c.store_host.empty()) {  // none with etcd: workers meet on MASTER_ADDR:MASTER_PORT
+    set(worker_env::kStoreAddr, c.store_host);
+    set(worker_env::kStorePort, std::to_string(c.store_port));
+  }
   set(worker_env::kAttempt, std::to_string(c.restart_count));
   set(worker_env::kRunId, c.run_id);
   for (const auto& [k, v] : spec.env) set(k, v);

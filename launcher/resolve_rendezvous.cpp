@@ -6,6 +6,7 @@
 
 #include "ccrun/endpoint.h"
 #include "ccrun/error.h"
+#include "ccrun/store_address.h"
 #include "resolve.h"
 
 namespace ccrun::launcher {
@@ -27,6 +28,7 @@ void apply_conf(const std::map<std::string, Raw>& conf, RendezvousSpec& rdzv) {
     else if (k == "keep_alive_interval") rdzv.keep_alive_interval = to_seconds(r);
     else if (k == "keep_alive_max_attempt") rdzv.keep_alive_max_attempt = int(to_int(r, 1, 1000, "a count"));
     else if (k == "is_host") rdzv.is_host = to_bool(r);
+    else if (k.rfind("etcd_", 0) == 0 && rdzv.backend == "etcd") continue;  // open_store reads them
     else {
       std::string known;
       for (const auto& c : conf_keys) known += (known.empty() ? "" : ", ") + c;
@@ -39,18 +41,32 @@ void apply_conf(const std::map<std::string, Raw>& conf, RendezvousSpec& rdzv) {
   }
 }
 
+// --rdzv-endpoint of the etcd backend as a store address (etcd:// optional).
+std::string etcd_address(const std::string& endpoint) {
+  return endpoint.rfind("etcd://", 0) == 0 ? endpoint : "etcd://" + endpoint;
+}
+
 }  // namespace
 
 void resolve_rendezvous(const Sources& src, JobSpec& spec) {
   auto raw = [&](const char* key) { return src.get(key); };
   Raw backend = raw("rdzv_backend");
-  if (backend.value != "static" && backend.value != "c10d") {
-    fail(backend, "unknown backend; use static or c10d");
+  if (backend.value != "static" && backend.value != "c10d" && backend.value != "etcd") {
+    fail(backend, "unknown backend; use static, c10d or etcd");
   }
   spec.rdzv.backend = backend.value;
   Raw endpoint = raw("rdzv_endpoint");
   std::optional<rendezvous::Endpoint> ep;
-  if (!endpoint.value.empty()) {
+  if (spec.rdzv.backend == "etcd" && !endpoint.value.empty()) {
+    // host:port[,host:port...][/prefix], with or without etcd://
+    std::string address = etcd_address(endpoint.value);
+    try {
+      auto parsed = rendezvous::parse_store_address(address);
+      ep = rendezvous::Endpoint{parsed.hosts.front().host, parsed.hosts.front().port};
+    } catch (const ConfigError& e) {
+      throw ConfigError(endpoint.where + ": " + e.what());
+    }
+  } else if (!endpoint.value.empty()) {
     try {
       ep = rendezvous::parse_endpoint(endpoint.value, kDefaultRdzvPort);
     } catch (const ConfigError& e) {

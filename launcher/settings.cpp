@@ -25,7 +25,7 @@ const Setting kSettings[] = {
      "", "Nodes"},
     {"standalone", "--standalone", "Single node: a local store on a free port, random id",
      nullptr, "Nodes"},
-    {"rdzv_backend", "--rdzv-backend,--rdzv_backend", "static or c10d (dynamic)", "static",
+    {"rdzv_backend", "--rdzv-backend,--rdzv_backend", "static, c10d (dynamic, on a ccrun store) or etcd (dynamic, on etcd v3)", "static",
      "Rendezvous"},
     {"rdzv_endpoint", "--rdzv-endpoint,--rdzv_endpoint", "Store of the c10d rendezvous: host[:port]",
      "", "Rendezvous"},

@@ -1,0 +1,184 @@
+"""--rdzv-backend etcd through the real binaries and a real etcd (Debian's
+etcd-server, members on loopback with ports of their own): a torch DDP job
+of two agents with a restart, signals while forming, and a 3-member etcd
+whose leader is killed while the job forms and while it runs."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from helpers import ccrun_cmd, free_port, spawn_ccrun
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DDP = os.path.join(HERE, "..", "..", "examples", "ddp_logreg.py")
+ETCD = shutil.which("etcd") or "/usr/bin/etcd"
+FAST = "keep_alive_interval=0.5,keep_alive_max_attempt=4,last_call_timeout=1,join_timeout=60"
+
+pytestmark = pytest.mark.skipif(not os.access(ETCD, os.X_OK),
+                                reason="skipped: etcd is not installed (Debian's etcd-server)")
+
+
+class Etcd:
+    """Members on 127.0.0.1, each with a client and a peer port."""
+
+    def __init__(self, tmp_path, n):
+        self.members = [{"name": f"m{i}", "client": free_port(), "peer": free_port()}
+                        for i in range(n)]
+        cluster = ",".join(f"{m['name']}=http://127.0.0.1:{m['peer']}" for m in self.members)
+        for m in self.members:
+            d = tmp_path / m["name"]
+            m["log"] = open(tmp_path / f"{m['name']}.log", "w")
+            m["proc"] = subprocess.Popen(
+                [ETCD, "--name", m["name"], "--data-dir", str(d),
+                 "--listen-client-urls", f"http://127.0.0.1:{m['client']}",
+                 "--advertise-client-urls", f"http://127.0.0.1:{m['client']}",
+                 "--listen-peer-urls", f"http://127.0.0.1:{m['peer']}",
+                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{m['peer']}",
+                 "--initial-cluster", cluster, "--initial-cluster-state", "new",
+                 "--heartbeat-interval", "50", "--election-timeout", "500"],
+                stdout=m["log"], stderr=subprocess.STDOUT)
+        deadline = time.time() + 30
+        while not all(self.healthy(m) for m in self.members):
+            assert time.time() < deadline, "etcd did not become healthy"
+            time.sleep(0.1)
+
+    def restart(self, m):
+        m["proc"] = subprocess.Popen(m["proc"].args, stdout=m["log"], stderr=subprocess.STDOUT)
+
+    @property
+    def endpoint(self):
+        return ",".join(f"127.0.0.1:{m['client']}" for m in self.members)
+
+    def post(self, m, path, body=None):
+        req = urllib.request.Request(f"http://127.0.0.1:{m['client']}{path}",
+                                     data=json.dumps(body or {}).encode(), method="POST")
+        with urllib.request.urlopen(req, timeout=2) as r:
+            return json.loads(r.read())
+
+    def healthy(self, m):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{m['client']}/health", timeout=1) as r:
+                return json.loads(r.read()).get("health") == "true"
+        except OSError:
+            return False
+
+    def leader(self):
+        for m in self.members:
+            if m["proc"].poll() is not None:
+                continue
+            try:
+                st = self.post(m, "/v3/maintenance/status")
+            except OSError:
+                continue
+            if st.get("leader") and st["leader"] == st["header"]["member_id"]:
+                return m
+        return None
+
+    def stop(self):
+        for m in self.members:
+            if m["proc"].poll() is None:
+                m["proc"].kill()
+                m["proc"].wait()
+            m["log"].close()
+
+
+@pytest.fixture
+def etcd1(tmp_path):
+    e = Etcd(tmp_path, 1)
+    yield e
+    e.stop()
+
+
+def agents(endpoint, run_id, program, n=2, nproc=2, extra=()):
+    return [spawn_ccrun("--nnodes", str(n), "--nproc-per-node", str(nproc), "--rdzv-backend",
+                        "etcd", "--rdzv-endpoint", endpoint, "--rdzv-id", run_id, "--rdzv-conf",
+                        FAST, *extra, *program, env={"PYTHON_EXEC": "/usr/bin/python3"})
+            for _ in range(n)]
+
+
+def finish_all(procs, timeout=240):
+    outs = []
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                os.killpg(q.pid, signal.SIGKILL)
+            raise
+        outs.append((p.returncode, out, err))
+    return outs
+
+
+def test_torch_ddp_job_through_etcd_with_a_restart(etcd1):
+    # Rank 3 fails in the first attempt; the job restarts through etcd.
+    crash = ['--max-restarts', '1', '--no-python', '/bin/sh', '-c',
+             'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "$RANK" = 3 ]; then exit 7; fi; '
+             f'exec /usr/bin/python3 {DDP}']
+    outs = finish_all(agents(etcd1.endpoint, "ddp", crash))
+    for rc, out, err in outs:
+        assert rc == 0, err
+        assert "restarting the workers" in err
+    text = "".join(out for _, out, _ in outs)
+    assert "trained on 4 workers on cpu (restart count 1)" in text, text
+
+
+def test_signal_while_forming_on_etcd(etcd1):
+    p = spawn_ccrun("--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint", etcd1.endpoint,
+                    "--rdzv-id", "forming", "--no-python", "true")
+    time.sleep(1.5)
+    start = time.time()
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 143, err
+    assert time.time() - start < 5
+
+
+def test_unknown_etcd_option_is_named():
+    r = subprocess.run(ccrun_cmd("--nnodes", "1", "--rdzv-backend", "etcd", "--rdzv-endpoint",
+                                 f"127.0.0.1:{free_port()}", "--rdzv-id", "x", "--rdzv-conf",
+                                 "etcd_pasword=x", "--no-python", "true"),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode in (1, 2)
+    assert "etcd_pasword" in r.stderr
+
+
+def test_leader_killed_while_forming_and_while_running(tmp_path):
+    e = Etcd(tmp_path, 3)
+    try:
+        first = agents(e.endpoint, "ha", ["--no-python", "/bin/sh", "-c", "echo up; sleep 6"],
+                       n=1)
+        time.sleep(1.0)  # the first agent has joined and waits for the second
+        leader = e.leader()
+        assert leader is not None
+        leader["proc"].kill()
+        leader["proc"].wait()
+        second = agents(e.endpoint, "ha", ["--no-python", "/bin/sh", "-c", "echo up; sleep 6"],
+                        n=1)
+        procs = first + second
+        seen = ""
+        deadline = time.time() + 60
+        while seen.count("up") < 4 and time.time() < deadline:
+            for p in procs:
+                seen += p.stdout.readline()
+        assert seen.count("up") == 4, seen
+        # Mid-job: the killed member comes back (its data dir kept), then
+        # the new leader is killed; two of three members keep the quorum.
+        e.restart(leader)
+        deadline = time.time() + 30
+        while not e.healthy(leader):
+            assert time.time() < deadline, "the restarted member did not rejoin"
+            time.sleep(0.1)
+        second_leader = e.leader()
+        assert second_leader is not None
+        second_leader["proc"].kill()
+        second_leader["proc"].wait()
+        for rc, out, err in finish_all(procs, timeout=120):
+            assert rc == 0, err
+            assert "succeeded (exit 0)" in err
+    finally:
+        e.stop()
