@@ -37,7 +37,9 @@ if ((${#missing[@]})); then
 fi
 
 # ccache: the plain and the sanitizer builds compile the same sources three
-# times; a rebuild after a small change, or a second run, reuses the objects.
+# times; a rebuild after a small change, or a second run, reuses the objects
+# (also from another checkout of the same sources: paths relative to it).
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$here} CCACHE_NOHASHDIR=1
 cmake -S "$here" -B "$build_dir" -G Ninja \
   -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache \
   -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" \
