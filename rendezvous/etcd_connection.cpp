@@ -252,6 +252,18 @@ error_code EtcdConnection::exchange(const std::string& target, const std::string
   return {};
 }
 
+std::string EtcdConnection::local_address() {
+  auto give_up = Clock::now() + state_->options.connect_timeout;
+  connect(give_up, give_up);
+  error_code ec;
+  auto ep = lowest().socket().local_endpoint(ec);
+  if (ec) {
+    throw ConnectionError("etcd store " + member_name() + ": cannot read this end's address: " +
+                          ec.message());
+  }
+  return ep.address().to_string();
+}
+
 std::string EtcdConnection::token() {
   std::lock_guard lock(state_->mu);
   return state_->token;

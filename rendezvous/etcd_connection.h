@@ -94,6 +94,9 @@ class EtcdConnection {
   // Sleeps until `until`; throws InterruptedError when interrupted.
   void pause_until(Clock::time_point until);
 
+  // This end's IP address on a connection to a member (connects first).
+  std::string local_address();
+
   // "host:port" of the member in use (for messages).
   std::string member_name() const;
 

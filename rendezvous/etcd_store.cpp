@@ -145,6 +145,8 @@ EtcdStore::~EtcdStore() {
   }
 }
 
+std::string EtcdStore::local_address() { return borrow()->local_address(); }
+
 std::string EtcdStore::endpoints() const {
   std::string out;
   for (const auto& ep : options_.endpoints) {

@@ -124,6 +124,11 @@ class EtcdStore : public Store {
   // set(), with `key` attached to `lease` (deleted when the lease ends).
   void set(const std::string& key, const std::string& value, int64_t lease);
 
+  // This end's IP address on its connection to a member: the address other
+  // machines (the member's side of the network) reach this one at, as
+  // TcpStore::local_address() (for MASTER_ADDR).
+  std::string local_address();
+
   // "host:port,host:port" of the members, as used in messages.
   std::string endpoints() const;
   const std::string& prefix() const { return options_.prefix; }

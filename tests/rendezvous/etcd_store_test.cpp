@@ -132,6 +132,10 @@ TEST_CASE("etcd store: open_store, prefixes and blocking calls", "[etcd]") {
   auto b = open_store(etcd.address(p + "/b"), o);
   auto whole = std::make_shared<EtcdStore>(etcd.options(p));
 
+  SECTION("local_address is this end of the connection to etcd") {
+    CHECK(whole->local_address() == "127.0.0.1");
+  }
+
   SECTION("keys live under the prefix, apart from other prefixes") {
     a->set("k", "1");
     b->set("k", "2");
