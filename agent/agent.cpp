@@ -639,7 +639,8 @@ class Agent {
       fs::remove(error_file, ec);
       w.argv = spec_.entrypoint;
       w.env = worker_environment(ctx, lr, error_file);
-      w.env.push_back(std::string(kAgentTokenVar) + "=" + agent_token_);
+      w.token = agent_token_ + "." + std::to_string(restart_count_) + "." + std::to_string(lr);
+      w.env.push_back(std::string(kAgentTokenVar) + "=" + w.token);
       auto bits = [&](const std::map<int, int>& m, int def) {
         auto it = m.find(lr);
         return it == m.end() ? def : it->second;

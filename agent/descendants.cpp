@@ -15,7 +15,7 @@ namespace {
 
 // True when /proc/<pid>/environ holds `needle` ("NAME=value") as a whole
 // entry. Reads in fixed chunks: environments can be large.
-bool environ_holds(const char* pid, const char* needle, size_t needle_len) {
+bool environ_holds(const char* pid, const char* needle, size_t needle_len, bool with_children) {
   char path[300];
   std::snprintf(path, sizeof path, "/proc/%s/environ", pid);
   int fd = ::open(path, O_RDONLY | O_CLOEXEC);
@@ -31,7 +31,10 @@ bool environ_holds(const char* pid, const char* needle, size_t needle_len) {
     size_t start = 0;
     for (size_t i = 0; i < len; ++i) {
       if (buf[i] != '\0') continue;
-      if (i - start == needle_len && std::memcmp(buf + start, needle, needle_len) == 0) {
+      size_t len = i - start;
+      bool match = len == needle_len ||
+                   (with_children && len > needle_len && buf[start + needle_len] == '.');
+      if (match && std::memcmp(buf + start, needle, needle_len) == 0) {
         found = true;
         break;
       }
@@ -48,7 +51,7 @@ bool environ_holds(const char* pid, const char* needle, size_t needle_len) {
 
 }  // namespace
 
-int kill_token_holders(const char* token) {
+int kill_token_holders(const char* token, bool with_children) {
   if (token[0] == '\0') return 0;
   static char needle[256];
   int len = std::snprintf(needle, sizeof needle, "%s=%s", kAgentTokenVar, token);
@@ -63,7 +66,7 @@ int kill_token_holders(const char* token) {
       char* end = nullptr;
       long pid = std::strtol(e->d_name, &end, 10);
       if (*end != '\0' || pid <= 0 || pid == self) continue;
-      if (!environ_holds(e->d_name, needle, size_t(len))) continue;
+      if (!environ_holds(e->d_name, needle, size_t(len), with_children)) continue;
       // Stopped first: a stopped process cannot fork another while the
       // rest of the scan runs; SIGKILL works on stopped processes.
       ::kill(pid_t(pid), SIGSTOP);

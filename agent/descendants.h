@@ -25,10 +25,12 @@ namespace ccrun::agent {
 inline constexpr const char* kAgentTokenVar = "CCRUN_AGENT_TOKEN";
 
 // SIGKILLs every process (but the caller) whose environment holds
-// "CCRUN_AGENT_TOKEN=<token>", rescanning until a scan finds none (a
+// "CCRUN_AGENT_TOKEN=<token>", or, with `with_children`, a token that
+// extends it ("<token>.<more>": each worker's token is the agent's token
+// plus ".<attempt>.<local rank>"), rescanning until a scan finds none (a
 // process may fork while it is being killed; at most a few rounds). Returns
-// how many were killed. Allocation-free after the first call (the janitor
-// calls it), `token` must be NUL-terminated.
-int kill_token_holders(const char* token);
+// how many were killed. Allocation-free (the janitor calls it); `token` must
+// be NUL-terminated.
+int kill_token_holders(const char* token, bool with_children);
 
 }  // namespace ccrun::agent

@@ -58,7 +58,7 @@ constexpr int kMaxGroups = 65536;
     break;  // EOF: the agent is gone
   }
   for (int i = 0; i < count; ++i) kill(-groups[i], SIGKILL);
-  kill_token_holders(token);
+  kill_token_holders(token, true);
   _exit(0);
 }
 

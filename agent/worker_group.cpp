@@ -93,7 +93,7 @@ WorkerGroup::~WorkerGroup() {
   }
   // Pipe callbacks point at this group: none may run after it is gone.
   logs_.close_all();
-  if (!agent_token_.empty()) kill_token_holders(agent_token_.c_str());
+  if (!agent_token_.empty()) kill_token_holders(agent_token_.c_str(), true);
 }
 
 void WorkerGroup::start(const std::vector<WorkerSpec>& specs,
@@ -161,6 +161,8 @@ void WorkerGroup::on_pidfd(const std::shared_ptr<Worker>& w) {
   // The worker's group may hold children that keep its pipes open: they die
   // with it.
   ::kill(-w->pid, SIGKILL);
+  // So may its descendants that left the group (setsid): found by token.
+  if (!w->spec.token.empty()) kill_token_holders(w->spec.token.c_str(), false);
   Janitor::instance().untrack(w->pid);
   maybe_finish(w);
 }
@@ -172,7 +174,7 @@ void WorkerGroup::maybe_finish(const std::shared_ptr<Worker>& w) {
   if (on_exit_) on_exit_(w->exit);
   bool all = true;
   for (auto& x : workers_) all = all && x->reported;
-  if (all && !agent_token_.empty()) kill_token_holders(agent_token_.c_str());
+  if (all && !agent_token_.empty()) kill_token_holders(agent_token_.c_str(), true);
   if (all && stopped_) {
     if (kill_timer_) kill_timer_->cancel();
     auto done = std::move(stopped_);

@@ -35,6 +35,8 @@ struct WorkerSpec {
   std::vector<std::string> argv;
   std::vector<std::string> env;  // "NAME=value", the whole environment
   StreamOptions out, err;        // where its stdout and stderr go
+  std::string token;             // its CCRUN_AGENT_TOKEN ("" = none): every
+                                 // process holding it dies when it exits
 };
 
 // How one worker ended.
