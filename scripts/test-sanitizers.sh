@@ -37,6 +37,7 @@ build() {  # build <dir> <sanitizers> <targets...>
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+export CCRUN_SANITIZED=1  # tests skip what only a plain build can show (peak RSS)
 
 if [[ $which == all || $which == asan ]]; then
   dir=$here/build-asan

@@ -222,7 +222,8 @@ def test_a_huge_line_does_not_exhaust_memory():
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
     assert r.returncode == 0, r.stderr
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    assert peak_kib < 120 * 1024 or peak_kib == before, f"peak RSS {peak_kib} KiB"
+    if not os.environ.get("CCRUN_SANITIZED"):  # ASan's quarantine keeps freed memory
+        assert peak_kib < 120 * 1024 or peak_kib == before, f"peak RSS {peak_kib} KiB"
     assert r.stdout.count(b"[ccrun: line longer than 1 MiB, continued]") == 61
     assert r.stdout.count(b"x") == 64000000
 
