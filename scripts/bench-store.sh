@@ -23,7 +23,7 @@ smoke=0
 
 cmake --build "$build" --target store_bench ccrun-rendezvous >/dev/null
 bench_bin=$build/tests/store_bench
-bench() { on_cpus "${LOAD_CPUS:-}" "$bench_bin" "${dialect[@]}" "$@"; }
+bench() { "${pin_load[@]}" "$bench_bin" "${dialect[@]}" "$@"; }
 python=${TORCH_PYTHON:-${CCRUN_TEST_PYTHON:-/usr/bin/python3}}
 torch_version=$("$python" -c 'import torch; print(torch.__version__.split("+")[0])')
 dialect=()
@@ -33,11 +33,10 @@ if [[ ${torch_version%%.*} -ge 2 ]]; then
   minor=${torch_version#*.}; minor=${minor%%.*}
   ((minor >= 4)) && peer="torch $torch_version TCPStore (libuv)"
 fi
-on_cpus() {  # on_cpus <cpu list or ""> command...: pinned with taskset when given
-  local cpus=$1
-  shift
-  if [[ -n $cpus ]]; then taskset -c "$cpus" "$@"; else "$@"; fi
-}
+# Prefixes that pin a command to SERVER_CPUS / LOAD_CPUS (taskset execs the
+# command: $! stays the server's own pid, so cleanup() reaches it).
+pin_server=(); [[ -n ${SERVER_CPUS:-} ]] && pin_server=(taskset -c "$SERVER_CPUS")
+pin_load=(); [[ -n ${LOAD_CPUS:-} ]] && pin_load=(taskset -c "$LOAD_CPUS")
 own_torch=$([[ $python == "${CCRUN_TEST_PYTHON:-/usr/bin/python3}" && -z ${SERVER_CPUS:-}${LOAD_CPUS:-} ]] && echo 1 || echo 0)
 
 pids=()
@@ -47,9 +46,9 @@ trap cleanup EXIT
 tmp=$(mktemp -d)
 trap 'cleanup; rm -rf "$tmp"' EXIT
 
-on_cpus "${SERVER_CPUS:-}" "$build/rendezvous/ccrun-rendezvous" --port 0 --log-level warn >"$tmp/ccrun.out" 2>&1 &
+"${pin_server[@]}" "$build/rendezvous/ccrun-rendezvous" --port 0 --log-level warn >"$tmp/ccrun.out" 2>&1 &
 pids+=($!); ccrun_pid=$!
-on_cpus "${SERVER_CPUS:-}" "$python" "$here/scripts/torch_store_server.py" >"$tmp/torch.out" 2>&1 &
+"${pin_server[@]}" "$python" "$here/scripts/torch_store_server.py" >"$tmp/torch.out" 2>&1 &
 pids+=($!); torch_pid=$!
 for _ in $(seq 100); do
   grep -q listening "$tmp/ccrun.out" && grep -q '^port' "$tmp/torch.out" && break
@@ -84,10 +83,10 @@ gen_us() { awk -v ops="$2" '{ if (ops > 0) printf "%.2f", ($1 + $2) * 1e6 / ops;
 cores=$(nproc)
 for c in "${clients[@]}"; do
   t0=$(cpu_ticks "$ccrun_pid")
-  a=$(/usr/bin/time -o "$tmp/gen-a" -f "%U %S" ${LOAD_CPUS:+taskset -c "$LOAD_CPUS"} "$bench_bin" "${dialect[@]}" --port "$ccrun_port" throughput --clients "$c" --seconds "$secs")
+  a=$(/usr/bin/time -o "$tmp/gen-a" -f "%U %S" "${pin_load[@]}" "$bench_bin" "${dialect[@]}" --port "$ccrun_port" throughput --clients "$c" --seconds "$secs")
   ta=$(( $(cpu_ticks "$ccrun_pid") - t0 ))
   t0=$(cpu_ticks "$torch_pid")
-  b=$(/usr/bin/time -o "$tmp/gen-b" -f "%U %S" ${LOAD_CPUS:+taskset -c "$LOAD_CPUS"} "$bench_bin" "${dialect[@]}" --port "$torch_port" throughput --clients "$c" --seconds "$secs")
+  b=$(/usr/bin/time -o "$tmp/gen-b" -f "%U %S" "${pin_load[@]}" "$bench_bin" "${dialect[@]}" --port "$torch_port" throughput --clients "$c" --seconds "$secs")
   tb=$(( $(cpu_ticks "$torch_pid") - t0 ))
   ua=$(us_per_op "$ta" "$(value "$a" ops)"); ub=$(us_per_op "$tb" "$(value "$b" ops)")
   ga=$(gen_us "$tmp/gen-a" "$(value "$a" ops)"); gb=$(gen_us "$tmp/gen-b" "$(value "$b" ops)")
@@ -103,7 +102,7 @@ done
 for n in "${barriers[@]}"; do
   a=$(bench --port "$ccrun_port" barrier --clients "$n")
   a=$(value "$a" seconds)
-  if b=$(timeout 60 ${LOAD_CPUS:+taskset -c "$LOAD_CPUS"} "$bench_bin" "${dialect[@]}" --port "$torch_port" barrier --clients "$n"); then
+  if b=$(timeout 60 "${pin_load[@]}" "$bench_bin" "${dialect[@]}" --port "$torch_port" barrier --clients "$n"); then
     b=$(value "$b" seconds); r="$(ratio "$b" "$a")x faster"
   else
     b="> 60 (cut off)"; r="n/a"
