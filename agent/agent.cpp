@@ -28,11 +28,7 @@
 // signal SIGKILLs the workers at once.
 #include "ccrun/agent.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -52,6 +48,7 @@
 #include "ccrun/endpoint.h"
 #include "ccrun/error.h"
 #include "ccrun/rendezvous.h"
+#include "ccrun/etcd_store.h"
 #include "ccrun/store_address.h"
 #include "ccrun/store_interrupt.h"
 #include "ccrun/store_server.h"
@@ -95,30 +92,6 @@ int signal_number(const std::string& name) {
     if (abbrev && name == std::string("SIG") + abbrev) return s;
   }
   return 0;
-}
-
-// This machine's address on the route to host:port (a UDP "connect" only
-// picks the route; nothing is sent). "" when it cannot be told.
-std::string address_towards(const std::string& host, uint16_t port) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return {};
-  std::string out;
-  int fd = ::socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
-    char buf[INET6_ADDRSTRLEN] = {};
-    const void* a = ss.ss_family == AF_INET
-                        ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr)
-                        : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr);
-    if (inet_ntop(ss.ss_family, a, buf, sizeof buf)) out = buf;
-  }
-  if (fd >= 0) ::close(fd);
-  freeaddrinfo(res);
-  return out;
 }
 
 std::string random_hex(int words) {
@@ -360,8 +333,7 @@ class Agent {
   // the workers meet on MASTER_ADDR:MASTER_PORT, where rank 0 serves them.
   void setup_etcd_store() {
     const auto& r = spec_.rdzv;
-    std::string address =
-        r.endpoint.rfind("etcd://", 0) == 0 ? r.endpoint : "etcd://" + r.endpoint;
+    std::string address = rendezvous::etcd_address(r.endpoint);
     rendezvous::OpenStoreOptions first;
     first.conf = r.conf;
     first.interrupt = interrupt_;
@@ -371,13 +343,13 @@ class Agent {
     first.connect_timeout = r.join_timeout;
     auto later = first;
     later.connect_timeout = r.keep_alive_interval * r.keep_alive_max_attempt;
-    (void)rendezvous::open_store(address, first);  // waits for etcd up to join_timeout
+    // Waits for etcd up to join_timeout; its connection tells our address.
+    auto etcd = std::dynamic_pointer_cast<rendezvous::EtcdStore>(
+        rendezvous::open_store(address, first));
     auto parsed = rendezvous::parse_store_address(address);
     store_opts_.host = parsed.hosts.front().host;
     store_opts_.port = parsed.hosts.front().port;
-    local_addr_ = spec_.local_addr.empty()
-                      ? address_towards(store_opts_.host, store_opts_.port)
-                      : spec_.local_addr;
+    local_addr_ = spec_.local_addr.empty() ? etcd->local_address() : spec_.local_addr;
     gloo_ifname_ = interface_of(local_addr_);
     run_id_ = r.id;
     etcd_ = true;

@@ -41,11 +41,6 @@ void apply_conf(const std::map<std::string, Raw>& conf, RendezvousSpec& rdzv) {
   }
 }
 
-// --rdzv-endpoint of the etcd backend as a store address (etcd:// optional).
-std::string etcd_address(const std::string& endpoint) {
-  return endpoint.rfind("etcd://", 0) == 0 ? endpoint : "etcd://" + endpoint;
-}
-
 }  // namespace
 
 void resolve_rendezvous(const Sources& src, JobSpec& spec) {
@@ -59,7 +54,7 @@ void resolve_rendezvous(const Sources& src, JobSpec& spec) {
   std::optional<rendezvous::Endpoint> ep;
   if (spec.rdzv.backend == "etcd" && !endpoint.value.empty()) {
     // host:port[,host:port...][/prefix], with or without etcd://
-    std::string address = etcd_address(endpoint.value);
+    std::string address = rendezvous::etcd_address(endpoint.value);
     try {
       auto parsed = rendezvous::parse_store_address(address);
       ep = rendezvous::Endpoint{parsed.hosts.front().host, parsed.hosts.front().port};

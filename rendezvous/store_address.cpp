@@ -118,6 +118,11 @@ HostPort parse_host_port(std::string_view text, std::string_view what, uint16_t 
   return hp;
 }
 
+std::string etcd_address(std::string_view endpoint) {
+  std::string text(endpoint);
+  return text.rfind("etcd://", 0) == 0 ? text : "etcd://" + text;
+}
+
 StoreAddress parse_store_address(std::string_view text) {
   auto sep = text.find("://");
   if (sep == std::string_view::npos) throw bad_address(text, "no scheme");

@@ -51,6 +51,10 @@ struct StoreAddress {
 [[nodiscard]] HostPort parse_host_port(std::string_view text, std::string_view what,
                                        uint16_t default_port = 0);
 
+// `--rdzv-endpoint` of the etcd backend (host:port[,host:port...][/prefix],
+// etcd:// optional) as a store address.
+[[nodiscard]] std::string etcd_address(std::string_view endpoint);
+
 // Parses a store address. Throws ConfigError naming the text and the
 // accepted forms.
 [[nodiscard]] StoreAddress parse_store_address(std::string_view text);
