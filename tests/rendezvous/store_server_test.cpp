@@ -452,6 +452,7 @@ TEST_CASE("TcpStore: queue_push, queue_pop (blocking and not) and queue_len", "[
   CHECK_THROWS_AS(consumer.queue_pop("work"), ccrun::TimeoutError);
   // The connection is still in step after the timed-out pop.
   producer.queue_push("work", "item3");
+  (void)producer.ping();  // QUEUE_PUSH has no reply: make sure it is in
   CHECK(consumer.queue_pop("work", false) == "item3");
   TcpStoreOptions legacy = opts;
   legacy.protocol = TcpStoreOptions::Protocol::kTorch113;
