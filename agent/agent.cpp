@@ -148,7 +148,7 @@ class Agent {
   int run() {
     Janitor::start(agent_token_);  // forked before any thread of ours exists
     setup_signals();
-    interrupt_ = std::make_shared<rendezvous::StoreInterrupt>();
+    interrupt_ = std::make_shared<store::StoreInterrupt>();
     if (spec_.exit_on_stdin_eof) watch_stdin();
     if (spec_.nproc_per_node > 1 && !std::getenv("OMP_NUM_THREADS")) {
       std::fprintf(stderr,
@@ -329,40 +329,48 @@ class Agent {
     return ro;
   }
 
-  // --rdzv-backend etcd: the rounds live in etcd (nothing is hosted here);
-  // the workers meet on MASTER_ADDR:MASTER_PORT, where rank 0 serves them.
-  void setup_etcd_store() {
+  // Opens the job's store (tcp:// or etcd://, through open_store) and makes
+  // the rendezvous handler on it. The first connection may wait for a store
+  // that starts later (another node's agent, etcd coming up) for
+  // join_timeout; once it answered, a store that stops answering for the
+  // keep-alive window is lost. One reply never takes longer than that window
+  // either: a hung store is as lost as a dead one.
+  void open_job_store(const std::string& address, uint16_t master_port) {
     const auto& r = spec_.rdzv;
-    std::string address = rendezvous::etcd_address(r.endpoint);
-    rendezvous::OpenStoreOptions first;
+    store::OpenStoreOptions first;
     first.conf = r.conf;
     first.interrupt = interrupt_;
+    first.token = store_token_;
     first.timeout = std::max(
         std::min(r.read_timeout, r.keep_alive_interval * r.keep_alive_max_attempt),
         milliseconds(1000));
     first.connect_timeout = r.join_timeout;
     auto later = first;
     later.connect_timeout = r.keep_alive_interval * r.keep_alive_max_attempt;
-    // Waits for etcd up to join_timeout; its connection tells our address.
-    auto etcd = std::dynamic_pointer_cast<rendezvous::EtcdStore>(
-        rendezvous::open_store(address, first));
-    auto parsed = rendezvous::parse_store_address(address);
-    store_opts_.host = parsed.hosts.front().host;
-    store_opts_.port = parsed.hosts.front().port;
-    local_addr_ = spec_.local_addr.empty() ? etcd->local_address() : spec_.local_addr;
+    {
+      // The connection tells the address other nodes reach us on.
+      auto probe = store::open_store(address, first);
+      local_addr_ = spec_.local_addr.empty() ? probe->local_address() : spec_.local_addr;
+    }
     gloo_ifname_ = interface_of(local_addr_);
-    run_id_ = r.id;
-    etcd_ = true;
     rdzv_ = rendezvous::create_rendezvous_handler(
-        rendezvous_options(0), [address, later] { return rendezvous::open_store(address, later); });
+        rendezvous_options(master_port),
+        [address, later] { return store::open_store(address, later); });
   }
 
   void setup_store() {
-    if (spec_.rdzv.backend == "etcd" && !spec_.standalone) {
-      setup_etcd_store();
+    const auto& r = spec_.rdzv;
+    store_token_ = store::store_token_from_env();
+    if (r.backend == "etcd" && !spec_.standalone) {
+      // The rounds live in etcd (nothing is hosted here); the workers meet
+      // on MASTER_ADDR:MASTER_PORT, where rank 0 serves them.
+      std::string address = store::etcd_address(r.endpoint);
+      store_ep_ = store::parse_store_address(address).hosts.front();
+      etcd_ = true;
+      run_id_ = r.id;
+      open_job_store(address, 0);
       return;
     }
-    const auto& r = spec_.rdzv;
     std::string host;
     uint16_t port;
     bool hosting = false;
@@ -377,28 +385,20 @@ class Agent {
       port = uint16_t(spec_.master_port);
       hosting = spec_.node_rank == 0;
     } else {
-      auto ep = rendezvous::parse_endpoint(r.endpoint, kDefaultRdzvPort);
+      auto ep = store::parse_endpoint(r.endpoint, kDefaultRdzvPort);
       host = ep.host;
       port = ep.port;
       hosting = r.is_host.value_or(is_local_host(host));
     }
     if (host.rfind("127.", 0) == 0 || host == "localhost") bind_host = "127.0.0.1";
-    const char* token_file = std::getenv("CCRUN_STORE_TOKEN_FILE");
-    std::string token;
-    if (token_file) {
-      std::ifstream in(token_file);
-      std::getline(in, token);
-      if (token.empty()) {
-        throw ConfigError(std::string("CCRUN_STORE_TOKEN_FILE=") + token_file +
-                          ": empty or unreadable; put the store's shared secret in it");
-      }
-    }
+    // An IPv6 store: "::" (dual-stack) or the loopback itself.
+    if (host.find(':') != std::string::npos) bind_host = host == "::1" ? host : "::";
     if (hosting) {
-      rendezvous::StoreServerOptions so;
+      store::StoreServerOptions so;
       so.host = bind_host;
       so.port = port;
-      so.token = token;
-      auto server = std::make_unique<rendezvous::StoreServer>(so);
+      so.token = store_token_;
+      auto server = std::make_unique<store::StoreServer>(so);
       try {
         server->start();
         port = server->port();
@@ -411,31 +411,9 @@ class Agent {
                       port, e.what());
       }
     }
-    store_opts_.host = host;
-    store_opts_.port = port;
-    store_opts_.token = token;
-    // One reply never takes longer than the keep-alive window: a hung store
-    // is as lost as a dead one.
-    store_opts_.timeout = std::max(
-        std::min(r.read_timeout, r.keep_alive_interval * r.keep_alive_max_attempt),
-        milliseconds(1000));
-    store_opts_.interrupt = interrupt_;
-    // The first connection may wait for a store that starts later (another
-    // node's agent); once it answered, a store that stops answering for the
-    // keep-alive window is lost.
-    auto first = store_opts_;
-    first.connect_timeout = r.join_timeout;
-    store_opts_.connect_timeout = r.keep_alive_interval * r.keep_alive_max_attempt;
-    {
-      rendezvous::TcpStore store(first);
-      local_addr_ = spec_.local_addr.empty() ? store.local_address() : spec_.local_addr;
-    }
-    gloo_ifname_ = interface_of(local_addr_);
-
+    store_ep_ = store::Endpoint{host, port};
     run_id_ = spec_.standalone && r.id == "none" ? random_hex(2) : r.id;
-    auto opts = store_opts_;
-    rdzv_ = rendezvous::create_rendezvous_handler(
-        rendezvous_options(port), [opts] { return std::make_shared<rendezvous::TcpStore>(opts); });
+    open_job_store("tcp://" + store_ep_.to_string(), port);
   }
 
   // Where the store is, from the spec alone (before setup_store ran).
@@ -447,7 +425,7 @@ class Agent {
   }
 
   std::string store_endpoint() const {
-    return rendezvous::Endpoint{store_opts_.host, store_opts_.port}.to_string();
+    return store_ep_.to_string();
   }
 
   int loop() {
@@ -597,8 +575,8 @@ class Agent {
     logs_ = std::make_unique<LogMux>(io_);
     group_ = std::make_unique<WorkerGroup>(io_, *logs_, agent_token_);
     tasks_ = std::make_unique<StoreTasks>(io_);
-    EnvContext ctx{&spec_, &info_, run_id_, restart_count_, etcd_ ? "" : store_opts_.host,
-                   store_opts_.port, gloo_ifname_};
+    EnvContext ctx{&spec_, &info_, run_id_, restart_count_, etcd_ ? "" : store_ep_.host,
+                   store_ep_.port, gloo_ifname_};
     bool files = logs_dir_->kept();
     std::vector<WorkerSpec> specs;
     for (int lr = 0; lr < spec_.nproc_per_node; ++lr) {
@@ -801,12 +779,13 @@ class Agent {
   int signalled_ = 0;
   bool signalled_again_ = false;
   std::string agent_token_;
-  std::shared_ptr<rendezvous::StoreInterrupt> interrupt_;
+  std::shared_ptr<store::StoreInterrupt> interrupt_;
   State state_ = State::kForming;
 
-  std::unique_ptr<rendezvous::StoreServer> server_;
+  std::unique_ptr<store::StoreServer> server_;
   bool etcd_ = false;  // the rendezvous lives in etcd (--rdzv-backend etcd)
-  rendezvous::TcpStoreOptions store_opts_;
+  store::Endpoint store_ep_;  // the job's store (etcd: its first member)
+  std::string store_token_;   // CCRUN_STORE_TOKEN_FILE's secret, if any
   std::unique_ptr<rendezvous::RendezvousHandler> rdzv_;
   std::string run_id_ = "none", local_addr_, gloo_ifname_;
   std::unique_ptr<RunLogs> logs_dir_;

@@ -19,7 +19,7 @@ class DispatchGroup : public ProcessGroup {
  public:
   // `nccl` may be null: made at the first CUDA buffer, from `nccl_store`.
   DispatchGroup(std::shared_ptr<ProcessGroup> gloo, std::shared_ptr<ProcessGroup> nccl,
-                std::shared_ptr<rendezvous::Store> nccl_store, std::chrono::milliseconds timeout,
+                std::shared_ptr<store::Store> nccl_store, std::chrono::milliseconds timeout,
                 Devices dev, std::vector<int> global)
       : gloo_(std::move(gloo)),
         nccl_store_(std::move(nccl_store)),
@@ -85,7 +85,7 @@ class DispatchGroup : public ProcessGroup {
     if (!gloo_sub) return nullptr;
     std::vector<int> global;
     for (int r : ranks) global.push_back(global_[size_t(r)]);
-    auto store = std::make_shared<rendezvous::PrefixStore>("group" + std::to_string(id), nccl_store_);
+    auto store = std::make_shared<store::PrefixStore>("group" + std::to_string(id), nccl_store_);
     return std::make_shared<DispatchGroup>(std::move(gloo_sub), std::move(nccl_sub), store,
                                            timeout_, dev_, std::move(global));
   }
@@ -116,7 +116,7 @@ class DispatchGroup : public ProcessGroup {
   }
 
   std::shared_ptr<ProcessGroup> gloo_;
-  std::shared_ptr<rendezvous::Store> nccl_store_;
+  std::shared_ptr<store::Store> nccl_store_;
   std::chrono::milliseconds timeout_;
   Devices dev_;
   std::vector<int> global_;
@@ -144,8 +144,8 @@ void require_nccl(Devices& devices) {
 }
 
 std::shared_ptr<ProcessGroup> make_group(const GroupSpec& s, Devices devices) {
-  auto gloo_store = [&] { return std::make_shared<rendezvous::PrefixStore>("gloo", s.store); };
-  auto nccl_store = std::make_shared<rendezvous::PrefixStore>("nccl", s.store);
+  auto gloo_store = [&] { return std::make_shared<store::PrefixStore>("gloo", s.store); };
+  auto nccl_store = std::make_shared<store::PrefixStore>("nccl", s.store);
   switch (s.backend) {
     case Backend::Gloo:
       return create_gloo_group(gloo_store(), s.rank, s.size, s.timeout, s.host);

@@ -23,7 +23,7 @@ namespace ccrun::collectives {
 
 struct GroupSpec {
   Backend backend = Backend::Auto;
-  std::shared_ptr<rendezvous::Store> store;  // the job's, unprefixed by backend
+  std::shared_ptr<store::Store> store;  // the job's, unprefixed by backend
   int rank = 0, size = 1;
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
   std::string host = "127.0.0.1";  // where Gloo listens

@@ -66,7 +66,7 @@ size_t direct_max_bytes_from_env() {
 // gloo's Store interface onto ours.
 class GlooStore : public gloo::rendezvous::Store {
  public:
-  GlooStore(std::shared_ptr<rendezvous::Store> store, milliseconds timeout)
+  GlooStore(std::shared_ptr<store::Store> store, milliseconds timeout)
       : store_(std::move(store)), timeout_(timeout) {}
   void set(const std::string& key, const std::vector<char>& data) override {
     store_->set(key, std::string(data.begin(), data.end()));
@@ -82,7 +82,7 @@ class GlooStore : public gloo::rendezvous::Store {
   }
 
  private:
-  std::shared_ptr<rendezvous::Store> store_;
+  std::shared_ptr<store::Store> store_;
   milliseconds timeout_;
 };
 
@@ -133,7 +133,7 @@ void with_width(DataType dtype, F&& f) {
 
 class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooGroup> {
  public:
-  GlooGroup(std::shared_ptr<rendezvous::Store> store, int rank, int size, milliseconds timeout,
+  GlooGroup(std::shared_ptr<store::Store> store, int rank, int size, milliseconds timeout,
             std::string host, std::vector<int> global_ranks)
       : store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout),
         host_(std::move(host)), global_(std::move(global_ranks)),
@@ -477,7 +477,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
       global.push_back(global_[ranks[i]]);
     }
     if (mine < 0) return nullptr;
-    auto sub = std::make_shared<rendezvous::PrefixStore>("group" + std::to_string(id), store_);
+    auto sub = std::make_shared<store::PrefixStore>("group" + std::to_string(id), store_);
     return std::make_shared<GlooGroup>(sub, mine, int(ranks.size()), timeout_, host_, global);
   }
 
@@ -583,7 +583,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
     }
   }
 
-  std::shared_ptr<rendezvous::Store> store_;
+  std::shared_ptr<store::Store> store_;
   int rank_, size_;
   milliseconds timeout_;
   std::string host_;
@@ -611,7 +611,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
 
 namespace ccrun {
 
-std::shared_ptr<ProcessGroup> create_gloo_group(std::shared_ptr<rendezvous::Store> store, int rank,
+std::shared_ptr<ProcessGroup> create_gloo_group(std::shared_ptr<store::Store> store, int rank,
                                                 int size, std::chrono::milliseconds timeout,
                                                 std::string host) {
   std::vector<int> global(size);

@@ -8,11 +8,10 @@
 
 #include "ccrun/collectives.h"
 #include "ccrun/endpoint.h"
-#include "ccrun/file_store.h"
 #include "ccrun/job_keys.h"
 #include "ccrun/prefix_store.h"
 #include "ccrun/store_server.h"
-#include "ccrun/tcp_store.h"
+#include "ccrun/store_address.h"
 #include "dispatch_group.h"
 
 namespace ccrun {
@@ -51,7 +50,7 @@ int env_int(const char* name, int given) {
 
 // The store a rank-0 process hosts lives as long as the process.
 std::mutex g_server_mu;
-std::shared_ptr<rendezvous::StoreServer> g_server;
+std::shared_ptr<store::StoreServer> g_server;
 
 }  // namespace
 
@@ -86,11 +85,14 @@ std::shared_ptr<ProcessGroup> init_process_group_with(InitOptions o, Devices dev
   if (o.backend == Backend::Nccl) require_nccl(devices);
   int rank = env_int("RANK", o.rank);
   int size = env_int("WORLD_SIZE", o.world_size);
-  std::shared_ptr<rendezvous::Store> store;
+  std::shared_ptr<store::Store> store;
   std::string host = "127.0.0.1";
   const std::string& m = o.init_method;
+  store::OpenStoreOptions so;
+  so.timeout = o.timeout;
+  so.connect_timeout = o.timeout;
   if (m.rfind("file://", 0) == 0) {
-    store = std::make_shared<rendezvous::FileStore>(m.substr(7), o.timeout);
+    store = store::open_store(m, so);
   } else {
     std::string addr;
     uint16_t port = 0;
@@ -98,7 +100,7 @@ std::shared_ptr<ProcessGroup> init_process_group_with(InitOptions o, Devices dev
     std::string prefix = "collectives";
     if (m.rfind("tcp://", 0) == 0) {
       try {
-        auto ep = rendezvous::parse_endpoint(std::string_view(m).substr(6));
+        auto ep = store::parse_endpoint(std::string_view(m).substr(6));
         addr = ep.host;
         port = ep.port;
       } catch (const ConfigError& e) {
@@ -109,7 +111,7 @@ std::shared_ptr<ProcessGroup> init_process_group_with(InitOptions o, Devices dev
       if (std::getenv(worker_env::kStoreAddr) && std::getenv(worker_env::kStorePort)) {
         // ccrun's agent advertises its store: no second store is needed.
         addr = std::getenv(worker_env::kStoreAddr);
-        port = rendezvous::parse_endpoint("x:" + std::string(std::getenv(worker_env::kStorePort)))
+        port = store::parse_endpoint("x:" + std::string(std::getenv(worker_env::kStorePort)))
                    .port;
         prefix = JobKeys(env_or(worker_env::kRunId, "none"))
                      .collectives(std::getenv(worker_env::kAttempt) ? env_int(worker_env::kAttempt, -1) : 0);
@@ -121,7 +123,14 @@ std::shared_ptr<ProcessGroup> init_process_group_with(InitOptions o, Devices dev
           throw ConfigError("init_process_group: env:// needs MASTER_ADDR and MASTER_PORT; "
                             "launch with ccrun or set them");
         }
-        port = uint16_t(std::stoi(p));
+        try {
+          port = store::parse_endpoint(addr.find(':') != std::string::npos
+                                           ? "[" + addr + "]:" + p
+                                           : addr + ":" + p)
+                     .port;
+        } catch (const ConfigError& e) {
+          throw ConfigError("init_process_group: MASTER_PORT=\"" + p + "\": " + e.what());
+        }
         host_store = rank == 0 && env_or("TORCHELASTIC_USE_AGENT_STORE", "") != "True";
       }
     } else {
@@ -130,20 +139,16 @@ std::shared_ptr<ProcessGroup> init_process_group_with(InitOptions o, Devices dev
     }
     if (host_store) {
       std::lock_guard lock(g_server_mu);
-      rendezvous::StoreServerOptions so;
-      so.host = "0.0.0.0";
-      so.port = port;
-      g_server = std::make_shared<rendezvous::StoreServer>(so);
+      store::StoreServerOptions server;
+      server.host = addr.find(':') != std::string::npos ? "::" : "0.0.0.0";
+      server.port = port;
+      server.token = store::store_token_from_env();
+      g_server = std::make_shared<store::StoreServer>(server);
       g_server->start();
     }
-    rendezvous::TcpStoreOptions to;
-    to.host = addr;
-    to.port = port;
-    to.timeout = o.timeout;
-    to.connect_timeout = o.timeout;
-    auto tcp = std::make_shared<rendezvous::TcpStore>(to);
+    auto tcp = store::open_store("tcp://" + store::Endpoint{addr, port}.to_string(), so);
     host = tcp->local_address();
-    store = std::make_shared<rendezvous::PrefixStore>(prefix, tcp);
+    store = std::make_shared<store::PrefixStore>(prefix, tcp);
   }
   GroupSpec spec;
   spec.backend = o.backend;

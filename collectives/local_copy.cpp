@@ -44,7 +44,7 @@ bool read_from(pid_t pid, uint64_t addr, void* dst, size_t len) {
 
 }  // namespace
 
-std::unique_ptr<LocalPeers> LocalPeers::probe(rendezvous::Store& store, int rank, int size,
+std::unique_ptr<LocalPeers> LocalPeers::probe(store::Store& store, int rank, int size,
                                               std::chrono::milliseconds timeout) {
   if (const char* v = std::getenv("CCRUN_GLOO_LOCAL_COPY"); v && std::string(v) == "0") return nullptr;
   if (size < 2) return nullptr;

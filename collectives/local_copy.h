@@ -34,7 +34,7 @@ class LocalPeers {
   // boot id, its pid and a nonce in its memory, then reads every peer's
   // nonce. Returns nullptr unless every rank read every other (or when
   // CCRUN_GLOO_LOCAL_COPY=0); all ranks reach the same answer.
-  static std::unique_ptr<LocalPeers> probe(rendezvous::Store& store, int rank, int size,
+  static std::unique_ptr<LocalPeers> probe(store::Store& store, int rank, int size,
                                            std::chrono::milliseconds timeout);
 
   // Copies `len` bytes at `addr` in rank `peer`'s memory to `dst`. Throws

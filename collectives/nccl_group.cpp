@@ -38,7 +38,7 @@ using Clock = std::chrono::steady_clock;
 class NcclGroup : public ProcessGroup {
  public:
   // Joins the communicator through the store, or takes `comm` (a split).
-  NcclGroup(std::shared_ptr<rendezvous::Store> store, int rank, int size, milliseconds timeout,
+  NcclGroup(std::shared_ptr<store::Store> store, int rank, int size, milliseconds timeout,
             Devices dev, std::vector<int> global, Comm comm, int device)
       : store_(std::move(store)), rank_(rank), size_(size) {
     core_ = std::make_shared<NcclCore>();
@@ -266,7 +266,7 @@ class NcclGroup : public ProcessGroup {
     if (ck.first == kNcclNoColor) return nullptr;
     std::vector<int> global;
     for (int r : ranks) global.push_back(global_[r]);
-    auto store = std::make_shared<rendezvous::PrefixStore>("group" + std::to_string(id), store_);
+    auto store = std::make_shared<store::PrefixStore>("group" + std::to_string(id), store_);
     return std::make_shared<NcclGroup>(store, ck.second, int(ranks.size()), c.timeout, c.dev,
                                        std::move(global), sub, c.device);
   }
@@ -278,7 +278,7 @@ class NcclGroup : public ProcessGroup {
   // others, so a rank that never comes (dead, or not issuing the CUDA
   // operation that makes the communicator) is a TimeoutError naming it,
   // not a hang inside ncclCommInitRank, which has no timeout.
-  static Comm join(rendezvous::Store& store, int rank, int size, milliseconds timeout, NcclCore& c) {
+  static Comm join(store::Store& store, int rank, int size, milliseconds timeout, NcclCore& c) {
     NcclUniqueId id{};
     if (rank == 0) {
       c.check(c.dev.nccl->get_unique_id(&id), "init");
@@ -389,7 +389,7 @@ class NcclGroup : public ProcessGroup {
     return std::make_shared<NcclWork>(core_, done, op);
   }
 
-  std::shared_ptr<rendezvous::Store> store_;
+  std::shared_ptr<store::Store> store_;
   int rank_, size_;
   std::vector<int> global_;
   std::shared_ptr<NcclCore> core_;
@@ -444,7 +444,7 @@ ReduceOp nccl_reduce_op(ReduceOp op, int size) {
   return size == 1 && op == ReduceOp::Avg ? ReduceOp::Sum : op;
 }
 
-std::shared_ptr<ProcessGroup> create_nccl_group(std::shared_ptr<rendezvous::Store> store, int rank,
+std::shared_ptr<ProcessGroup> create_nccl_group(std::shared_ptr<store::Store> store, int rank,
                                                 int size, std::chrono::milliseconds timeout,
                                                 Devices devices, std::vector<int> global) {
   if (!devices.nccl) {

@@ -46,7 +46,7 @@ ReduceOp nccl_reduce_op(ReduceOp op, int size);
 // (key "unique_id"), on the device nccl_device_for names. Blocks until every
 // rank joined (ncclCommInitRank). `global` holds the job's rank of each
 // member (default 0..size-1): for messages, and for the device choice.
-std::shared_ptr<ProcessGroup> create_nccl_group(std::shared_ptr<rendezvous::Store> store, int rank,
+std::shared_ptr<ProcessGroup> create_nccl_group(std::shared_ptr<store::Store> store, int rank,
                                                 int size, std::chrono::milliseconds timeout,
                                                 Devices devices, std::vector<int> global = {});
 

@@ -51,19 +51,19 @@ void resolve_rendezvous(const Sources& src, JobSpec& spec) {
   }
   spec.rdzv.backend = backend.value;
   Raw endpoint = raw("rdzv_endpoint");
-  std::optional<rendezvous::Endpoint> ep;
+  std::optional<store::Endpoint> ep;
   if (spec.rdzv.backend == "etcd" && !endpoint.value.empty()) {
     // host:port[,host:port...][/prefix], with or without etcd://
-    std::string address = rendezvous::etcd_address(endpoint.value);
+    std::string address = store::etcd_address(endpoint.value);
     try {
-      auto parsed = rendezvous::parse_store_address(address);
-      ep = rendezvous::Endpoint{parsed.hosts.front().host, parsed.hosts.front().port};
+      auto parsed = store::parse_store_address(address);
+      ep = store::Endpoint{parsed.hosts.front().host, parsed.hosts.front().port};
     } catch (const ConfigError& e) {
       throw ConfigError(endpoint.where + ": " + e.what());
     }
   } else if (!endpoint.value.empty()) {
     try {
-      ep = rendezvous::parse_endpoint(endpoint.value, kDefaultRdzvPort);
+      ep = store::parse_endpoint(endpoint.value, kDefaultRdzvPort);
     } catch (const ConfigError& e) {
       throw ConfigError(endpoint.where + ": " + e.what());
     }

@@ -7,12 +7,13 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <sstream>
 
 #include "ccrun/endpoint.h"
 #include "ccrun/error.h"
 #include "ccrun/job_keys.h"
-#include "ccrun/tcp_store.h"
+#include "ccrun/store_address.h"
 
 namespace ccrun::launcher {
 namespace {
@@ -50,7 +51,7 @@ json parse_or_null(const std::string& text) {
 
 // Reads the job's state. Every read is a check or a single get of a key
 // known to exist: nothing waits.
-json read_status(rendezvous::Store& s, const std::string& run_id) {
+json read_status(store::Store& s, const std::string& run_id) {
   JobKeys k(run_id);
   json out{{"run_id", run_id}, {"nodes", json::array()}};
   bool closed = s.check({k.closed()});
@@ -195,9 +196,16 @@ int run_status_command(const std::vector<std::string>& args) {
   bool as_json = false;
   double timeout_s = 2;
   app.add_option("--rdzv-endpoint,--rdzv_endpoint", endpoint,
-                 "HOST:PORT of the job's store (ccrun-rendezvous or the hosting agent)")
+                 "HOST:PORT of the job's store (ccrun-rendezvous or the hosting agent), the etcd members with --rdzv-backend etcd, or a store address (tcp://, etcd://)")
       ->required();
   app.add_option("--rdzv-id,--rdzv_id", run_id, "the job's --rdzv-id")->required();
+  std::string backend = "c10d", conf_text;
+  app.add_option("--rdzv-backend,--rdzv_backend", backend,
+                 "the job's --rdzv-backend (etcd: the endpoint is the etcd cluster's)")
+      ->check(CLI::IsMember({"static", "c10d", "etcd"}));
+  app.add_option("--rdzv-conf,--rdzv_conf", conf_text,
+                 "the job's --rdzv-conf (key=value,...; etcd_user, etcd_ca and the other "
+                 "etcd_* options are read)");
   app.add_flag("--json", as_json, "print JSON instead of a table");
   app.add_option("--timeout", timeout_s, "seconds to wait for the store to answer")
       ->check(CLI::PositiveNumber);
@@ -212,24 +220,28 @@ int run_status_command(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   try {
-    rendezvous::Endpoint ep = rendezvous::parse_endpoint(endpoint, 29400);
-    rendezvous::TcpStoreOptions opts;
-    opts.host = ep.host;
-    opts.port = ep.port;
+    std::map<std::string, std::string> conf;
+    std::stringstream items(conf_text);
+    for (std::string item; std::getline(items, item, ',');) {
+      auto eq = item.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        throw ConfigError("--rdzv-conf \"" + conf_text +
+                          "\": expected key=value pairs separated by commas");
+      }
+      conf[item.substr(0, eq)] = item.substr(eq + 1);
+    }
+    // A store address (tcp://, etcd://) as given, or the endpoint of the
+    // job's backend, as the agents were given it.
+    std::string address = endpoint.find("://") != std::string::npos ? endpoint
+                          : backend == "etcd"
+                              ? store::etcd_address(endpoint)
+                              : "tcp://" + store::parse_endpoint(endpoint, 29400).to_string();
+    store::OpenStoreOptions opts;
+    opts.conf = conf;
     opts.timeout = milliseconds(int64_t(timeout_s * 1000));
     opts.connect_timeout = opts.timeout;
-    if (const char* token_file = std::getenv("CCRUN_STORE_TOKEN_FILE")) {
-      std::FILE* f = std::fopen(token_file, "r");
-      char buf[4096] = {};
-      if (f && std::fgets(buf, sizeof buf, f)) {
-        opts.token = buf;
-        while (!opts.token.empty() && (opts.token.back() == '\n' || opts.token.back() == '\r')) {
-          opts.token.pop_back();
-        }
-      }
-      if (f) std::fclose(f);
-    }
-    rendezvous::TcpStore store(opts);
+    auto opened = store::open_store(address, opts);
+    store::Store& store = *opened;
     json st = read_status(store, run_id);
     if (as_json) {
       std::printf("%s\n", st.dump(2).c_str());

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
       "Speaks PyTorch's TCPStore protocol (torch 1.13 and 2.x clients) and\n"
       "ccrun's extensions. Agents use it with --rdzv-endpoint HOST:PORT.",
       "ccrun-rendezvous"};
-  ccrun::rendezvous::StoreServerOptions opts;
+  ccrun::store::StoreServerOptions opts;
   opts.port = 29400;
   std::string token_file, log_level = "info";
   app.add_option("--host", opts.host, "Address to listen on (0.0.0.0 for every interface)")
@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
 
   try {
     if (!token_file.empty()) opts.token = read_token(token_file);
-    ccrun::rendezvous::StoreServer server(opts);
+    ccrun::store::StoreServer server(opts);
     server.start();
     std::printf("ccrun-rendezvous: listening on %s:%u\n", opts.host.c_str(),
                 unsigned(server.port()));

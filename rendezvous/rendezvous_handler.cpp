@@ -48,7 +48,6 @@
 #include "ccrun/error.h"
 #include "ccrun/job_keys.h"
 #include "ccrun/rendezvous.h"
-#include "store_util.h"
 
 namespace ccrun::rendezvous {
 namespace {
@@ -116,7 +115,7 @@ class Handler : public RendezvousHandler {
     if (round_ < 0) {    // first join: the round everybody is at
       r = 0;
       if (dynamic_ && store_->check({keys_.current_round()})) {
-        r = static_cast<int>(parse_counter(keys_.current_round(), store_->get(keys_.current_round())));
+        r = static_cast<int>(store::parse_counter(keys_.current_round(), store_->get(keys_.current_round())));
       }
     }
     auto deadline = Clock::now() + o_.join_timeout;
@@ -220,7 +219,7 @@ class Handler : public RendezvousHandler {
   }
 
   // Ends round r as a success once every node marked it done.
-  void check_all_done(Store& s, int r) {
+  void check_all_done(store::Store& s, int r) {
     std::vector<std::string> done;
     for (int i = 0; i < info_.num_nodes; ++i) done.push_back(keys_.done(r, i));
     if (s.check(done)) {
@@ -232,7 +231,7 @@ class Handler : public RendezvousHandler {
   // What a restarted store lost of this node in round r, told again.
   // For `ccrun status`: who this node is and when it last beat (wall clock:
   // the reader is another machine).
-  void publish_status(Store& s, int r) {
+  void publish_status(store::Store& s, int r) {
     const NodeInfo& me = info_.nodes[info_.node_rank];
     int64_t now_ms = std::chrono::duration_cast<milliseconds>(
                          std::chrono::system_clock::now().time_since_epoch())
@@ -246,7 +245,7 @@ class Handler : public RendezvousHandler {
 
   // (A set on a connection that broke unnoticed is lost without an error:
   // set has no reply. So the done mark is checked too, not only the node.)
-  void republish_if_lost(Store& s, int r) {
+  void republish_if_lost(store::Store& s, int r) {
     if (!s.check({keys_.node(r, slot_)})) {
       spdlog::warn("rendezvous '{}': the store lost round {} (was it restarted?); telling it "
                    "this node's state again", o_.run_id, r);
@@ -473,7 +472,7 @@ class Handler : public RendezvousHandler {
   void watch_loop(const std::function<void(const RoundEvent&)>& on_event) {
     int r = round_;
     int n = info_.num_nodes;
-    std::shared_ptr<Store> conn;
+    std::shared_ptr<store::Store> conn;
     auto window = o_.keep_alive_interval * o_.keep_alive_max_attempt;
     auto lost_since = Clock::now();
     while (!conn) {
@@ -566,7 +565,7 @@ class Handler : public RendezvousHandler {
   StoreConnector connect_;
   JobKeys keys_;
   bool dynamic_ = false;
-  std::shared_ptr<Store> store_;
+  std::shared_ptr<store::Store> store_;
   int round_ = -1;
   bool late_ = false;
   std::atomic<bool> done_{false};  // mark_done() ran in this round

@@ -42,17 +42,17 @@ export CCRUN_SANITIZED=1  # tests skip what only a plain build can show (peak RS
 if [[ $which == all || $which == asan ]]; then
   dir=$here/build-asan
   echo "== sanitizers: AddressSanitizer + UndefinedBehaviorSanitizer ($dir)"
-  build "$dir" address,undefined ccrun ccrun-rendezvous ccrun_rendezvous_tests \
+  build "$dir" address,undefined ccrun ccrun-rendezvous ccrun_store_tests ccrun_rendezvous_tests \
     ccrun_launcher_tests store_cli
   (cd "$dir" && ctest --output-on-failure --timeout 900 -j "$(nproc)" \
-    -R '^(rendezvous|launcher)\.|integration\.test_(hardening|launch|status)$' \
+    -R '^(store|rendezvous|launcher)\.|integration\.test_(hardening|launch|status)$' \
     -E 'fuzz|test_fanout')
 fi
 
 if [[ $which == all || $which == tsan ]]; then
   dir=$here/build-tsan
   echo "== sanitizers: ThreadSanitizer ($dir)"
-  build "$dir" thread ccrun ccrun-rendezvous ccrun_rendezvous_tests store_cli
+  build "$dir" thread ccrun ccrun-rendezvous ccrun_store_tests ccrun_rendezvous_tests store_cli
   (cd "$dir" && ctest --output-on-failure --timeout 900 -j "$(nproc)" \
-    -R '^rendezvous\.|integration\.test_hardening$')
+    -R '^(store|rendezvous)\.|integration\.test_hardening$')
 fi

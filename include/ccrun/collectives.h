@@ -133,7 +133,7 @@ class ProcessGroup {
 // A group of `size` ranks that meet through `store` (all ranks pass stores
 // that share keys, e.g. TcpStores of one server or one HashStore).
 // `host` is the address this rank's transport listens on.
-std::shared_ptr<ProcessGroup> create_gloo_group(std::shared_ptr<rendezvous::Store> store,
+std::shared_ptr<ProcessGroup> create_gloo_group(std::shared_ptr<store::Store> store,
                                                 int rank, int size,
                                                 std::chrono::milliseconds timeout,
                                                 std::string host = "127.0.0.1");

@@ -22,7 +22,7 @@
 #include <string>
 #include <string_view>
 
-namespace ccrun::rendezvous {
+namespace ccrun::store {
 
 struct Endpoint {
   std::string host;   // a name or an address, IPv6 without brackets
@@ -41,4 +41,4 @@ struct Endpoint {
 // The same, but the text must give the port (`host:port`, `[v6]:port`).
 [[nodiscard]] Endpoint parse_endpoint(std::string_view text);
 
-}  // namespace ccrun::rendezvous
+}  // namespace ccrun::store

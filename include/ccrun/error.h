@@ -12,6 +12,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <chrono>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -79,5 +81,21 @@ class RendezvousClosedError : public Error {
  public:
   using Error::Error;
 };
+
+// A duration as messages spell it: "250ms", "2.5s", "30s", "2m30s".
+inline std::string format_duration(std::chrono::milliseconds d) {
+  auto ms = d.count();
+  if (ms < 1000) return std::to_string(ms) + "ms";
+  if (ms % 1000 != 0 && ms < 10'000) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ms) / 1000.0);
+    return buf;
+  }
+  auto s = ms / 1000;
+  if (s < 120) return std::to_string(s) + "s";
+  std::string out = std::to_string(s / 60) + "m";
+  if (s % 60) out += std::to_string(s % 60) + "s";
+  return out;
+}
 
 }  // namespace ccrun

@@ -50,7 +50,7 @@
 #include "ccrun/store.h"
 #include "ccrun/store_interrupt.h"
 
-namespace ccrun::rendezvous {
+namespace ccrun::store {
 
 struct EtcdEndpoint {
   std::string host;     // name or IP address (IPv6 without brackets)
@@ -127,7 +127,7 @@ class EtcdStore : public Store {
   // This end's IP address on its connection to a member: the address other
   // machines (the member's side of the network) reach this one at, as
   // TcpStore::local_address() (for MASTER_ADDR).
-  std::string local_address();
+  std::string local_address() override;
 
   // "host:port,host:port" of the members, as used in messages.
   std::string endpoints() const;
@@ -158,4 +158,4 @@ class EtcdStore : public Store {
   std::atomic<bool> wrote_sequence_keys_{false};   // removed at destruction
 };
 
-}  // namespace ccrun::rendezvous
+}  // namespace ccrun::store

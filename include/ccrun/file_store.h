@@ -21,7 +21,7 @@
 
 #include "ccrun/store.h"
 
-namespace ccrun::rendezvous {
+namespace ccrun::store {
 
 class FileStore : public Store {
  public:
@@ -67,4 +67,4 @@ class FileStore : public Store {
   std::unordered_map<std::string, std::string> map_;
 };
 
-}  // namespace ccrun::rendezvous
+}  // namespace ccrun::store

@@ -17,7 +17,7 @@
 
 #include "ccrun/store.h"
 
-namespace ccrun::rendezvous {
+namespace ccrun::store {
 
 class HashStore : public Store {
  public:
@@ -53,4 +53,4 @@ class HashStore : public Store {
   std::unordered_map<std::string, std::string> map_;  // guarded by mu_
 };
 
-}  // namespace ccrun::rendezvous
+}  // namespace ccrun::store

@@ -15,7 +15,7 @@
 
 #include "ccrun/store.h"
 
-namespace ccrun::rendezvous {
+namespace ccrun::store {
 
 class PrefixStore : public Store {
  public:
@@ -38,6 +38,7 @@ class PrefixStore : public Store {
   void multi_set(const std::vector<std::string>& keys,
                  const std::vector<std::string>& values) override;
   std::chrono::microseconds ping() override { return store_->ping(); }
+  std::string local_address() override { return store_->local_address(); }
 
   const std::string& prefix() const { return prefix_; }
   const std::shared_ptr<Store>& underlying() const { return store_; }
@@ -50,4 +51,4 @@ class PrefixStore : public Store {
   std::shared_ptr<Store> store_;
 };
 
-}  // namespace ccrun::rendezvous
+}  // namespace ccrun::store

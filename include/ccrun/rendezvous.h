@@ -70,7 +70,7 @@ struct RoundEvent {
 // Opens a new connection to the job's store. The handler calls it for the
 // connections it blocks on (a watcher parks on a key; its requests must not
 // queue behind others).
-using StoreConnector = std::function<std::shared_ptr<Store>()>;
+using StoreConnector = std::function<std::shared_ptr<store::Store>()>;
 
 struct RendezvousOptions {
   std::string run_id = "none";

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-namespace ccrun::rendezvous {
+namespace ccrun::store {
 
 // The timeout of blocking operations when the caller gives none (torch's
 // default for its stores is 300 s too).
@@ -87,6 +87,11 @@ class Store {
   // Round trip to the store; returns the time it took. Local stores return 0.
   virtual std::chrono::microseconds ping() { return {}; }
 
+  // The local address this process reaches the store from: the address
+  // other nodes can reach this one on (MASTER_ADDR, Gloo's interface).
+  // Empty for stores without a connection (in-process, file).
+  virtual std::string local_address() { return {}; }
+
   // The timeout of get(), multi_get() and wait(keys).
   std::chrono::milliseconds timeout() const {
     return std::chrono::milliseconds(timeout_ms_.load());
@@ -99,4 +104,8 @@ class Store {
   std::atomic<int64_t> timeout_ms_;  // read by every thread that blocks
 };
 
-}  // namespace ccrun::rendezvous
+// The value of counter `key` as add() keeps it: a decimal int64, "" = 0.
+// Throws ccrun::Error naming the key when `value` is not a number.
+[[nodiscard]] int64_t parse_counter(const std::string& key, const std::string& value);
+
+}  // namespace ccrun::store

@@ -27,29 +27,19 @@
 #include <string_view>
 #include <vector>
 
+#include "ccrun/endpoint.h"
 #include "ccrun/store.h"
 #include "ccrun/store_interrupt.h"
 
-namespace ccrun::rendezvous {
+namespace ccrun::store {
 
 enum class StoreScheme { kTcp, kFile, kEtcd };
 
-struct HostPort {
-  std::string host;  // without brackets
-  uint16_t port = 0;
-};
-
 struct StoreAddress {
   StoreScheme scheme = StoreScheme::kTcp;
-  std::vector<HostPort> hosts;  // tcp: exactly one; etcd: one or more
+  std::vector<Endpoint> hosts;  // tcp: exactly one; etcd: one or more
   std::string path;             // file: the file; etcd: the key prefix, "" = default
 };
-
-// Parses "host:port" or "[v6]:port"; `default_port` (0: none) when the port
-// is left out. Throws ConfigError naming `text` and `what` (e.g.
-// "--rdzv-endpoint").
-[[nodiscard]] HostPort parse_host_port(std::string_view text, std::string_view what,
-                                       uint16_t default_port = 0);
 
 // `--rdzv-endpoint` of the etcd backend (host:port[,host:port...][/prefix],
 // etcd:// optional) as a store address.
@@ -75,7 +65,16 @@ struct OpenStoreOptions {
   std::map<std::string, std::string> conf;
   // Wakes blocked calls (TcpStore, EtcdStore), see store_interrupt.h.
   std::shared_ptr<StoreInterrupt> interrupt;
+  // tcp://: the shared secret of a store started with --token-file. Empty:
+  // store_token_from_env(), so that workers reach a protected agent store
+  // with the variable they inherit.
+  std::string token;
 };
+
+// The secret in the file CCRUN_STORE_TOKEN_FILE names (first line), or ""
+// when the variable is unset. Throws ConfigError when the file is empty or
+// unreadable.
+[[nodiscard]] std::string store_token_from_env();
 
 // Opens the store `address` names (parse_store_address), connected and
 // ready. Throws ConfigError for a bad address or option, ConnectionError
@@ -83,4 +82,4 @@ struct OpenStoreOptions {
 [[nodiscard]] std::shared_ptr<Store> open_store(std::string_view address,
                                                 const OpenStoreOptions& options = {});
 
-}  // namespace ccrun::rendezvous
+}  // namespace ccrun::store

@@ -19,7 +19,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
-namespace ccrun::rendezvous {
+namespace ccrun::store {
 
 class StoreInterrupt {
  public:
@@ -42,4 +42,4 @@ class StoreInterrupt {
   int fd_ = -1;
 };
 
-}  // namespace ccrun::rendezvous
+}  // namespace ccrun::store

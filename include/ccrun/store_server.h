@@ -27,7 +27,7 @@
 #include <memory>
 #include <string>
 
-namespace ccrun::rendezvous {
+namespace ccrun::store {
 
 struct StoreServerOptions {
   // Address to bind: "127.0.0.1", "0.0.0.0", "::", or a host's address.
@@ -120,4 +120,4 @@ class StoreServer {
 // thousands of connections.
 uint64_t raise_open_file_limit();
 
-}  // namespace ccrun::rendezvous
+}  // namespace ccrun::store

@@ -40,7 +40,7 @@
 #include "ccrun/store.h"
 #include "ccrun/store_interrupt.h"
 
-namespace ccrun::rendezvous {
+namespace ccrun::store {
 
 struct TcpStoreOptions {
   std::string host = "127.0.0.1";
@@ -116,7 +116,7 @@ class TcpStore : public Store {
 
   // This end's IP address on the connection: the address the store's host
   // (and so, usually, the other nodes) reach this machine at.
-  std::string local_address();
+  std::string local_address() override;
 
  private:
   class Connection;
@@ -140,4 +140,4 @@ class TcpStore : public Store {
   std::unique_ptr<Connection> conn_;  // guarded by mu_; null when broken
 };
 
-}  // namespace ccrun::rendezvous
+}  // namespace ccrun::store

@@ -27,7 +27,7 @@ void run_auto_ranks(std::shared_ptr<FakeCuda> cuda, int size,
                     std::chrono::milliseconds timeout = 20s) {
   std::string saved = std::getenv("LOCAL_RANK") ? std::getenv("LOCAL_RANK") : "";
   unsetenv("LOCAL_RANK");
-  auto store = std::make_shared<rendezvous::HashStore>();
+  auto store = std::make_shared<store::HashStore>();
   std::vector<std::thread> threads;
   std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) {
@@ -201,7 +201,7 @@ TEST_CASE("auto group: without a GPU, CUDA buffers fail with the reason", "[coll
   // A build without NCCL says so.
   unsetenv("LOCAL_RANK");
   collectives::GroupSpec spec;
-  spec.store = std::make_shared<rendezvous::HashStore>();
+  spec.store = std::make_shared<store::HashStore>();
   auto pg = collectives::make_group(spec, {cuda->devices_for_rank().runtime, nullptr});
   float x = 1;
   CHECK_THROWS_WITH(pg->all_reduce({&x, 1, DataType::Float32, DeviceType::Cuda}),

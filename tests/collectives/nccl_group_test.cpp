@@ -43,7 +43,7 @@ void run_nccl_ranks(std::shared_ptr<FakeCuda> cuda, int size,
                     const std::function<void(int, ProcessGroup&)>& fn,
                     std::chrono::milliseconds timeout = 20s) {
   NoLocalRank env;
-  auto store = std::make_shared<rendezvous::HashStore>();
+  auto store = std::make_shared<store::HashStore>();
   std::vector<std::thread> threads;
   std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) {
@@ -249,7 +249,7 @@ TEST_CASE("nccl group: unique id through the store", "[collectives][nccl-fake]")
   auto cuda = std::make_shared<FakeCuda>(2);
   NoLocalRank env;
   // Rank 1 alone: rank 0 never publishes the id.
-  auto store = std::make_shared<rendezvous::HashStore>();
+  auto store = std::make_shared<store::HashStore>();
   CHECK_THROWS_AS(collectives::create_nccl_group(store, 1, 2, 200ms, cuda->devices_for_rank()),
                   TimeoutError);
   // A value of the wrong size under the key.
@@ -257,7 +257,7 @@ TEST_CASE("nccl group: unique id through the store", "[collectives][nccl-fake]")
   CHECK_THROWS_WITH(collectives::create_nccl_group(store, 1, 2, 200ms, cuda->devices_for_rank()),
                     Catch::Contains("has 5 bytes, expected 128"));
   // Rank 0 alone: rank 1 never checks in; no hang in ncclCommInitRank.
-  auto store3 = std::make_shared<rendezvous::HashStore>();
+  auto store3 = std::make_shared<store::HashStore>();
   CHECK_THROWS_WITH(collectives::create_nccl_group(store3, 0, 2, 200ms, cuda->devices_for_rank()),
                     Catch::Contains("rank(s) 1 of this group did not come"));
   CHECK(cuda->comm_inits == 0);
@@ -348,7 +348,7 @@ TEST_CASE("nccl group: each operation waits for the default stream, then records
   NoLocalRank env;
   auto dev = cuda->devices_for_rank();
   auto rt = std::static_pointer_cast<FakeRuntime>(dev.runtime);
-  auto pg = collectives::create_nccl_group(std::make_shared<rendezvous::HashStore>(), 0, 1, 10s, dev);
+  auto pg = collectives::create_nccl_group(std::make_shared<store::HashStore>(), 0, 1, 10s, dev);
   float* d = cuda->alloc<float>(2, 0);
   pg->all_reduce(cuda_buf(d, 2))->wait();
   pg->broadcast(cuda_buf(d, 2), 0)->wait();

@@ -235,7 +235,7 @@ TEST_CASE("nccl: all_reduce, all_gather and reduce_scatter over every visible GP
   }
   // Ranks as threads, rank r on cuda:r (no LOCAL_RANK: rank modulo devices).
   unsetenv("LOCAL_RANK");
-  auto store = std::make_shared<rendezvous::HashStore>();
+  auto store = std::make_shared<store::HashStore>();
   const size_t n = 1'000'003;
   std::vector<std::string> errors(static_cast<size_t>(gpus));
   std::vector<std::thread> threads;

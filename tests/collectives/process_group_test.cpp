@@ -21,8 +21,8 @@ namespace {
 void run_ranks(int size, const std::function<void(ProcessGroup&)>& fn,
                std::chrono::milliseconds timeout = 20s) {
   static int job = 0;
-  auto base = std::make_shared<rendezvous::HashStore>();
-  auto store = std::make_shared<rendezvous::PrefixStore>("job" + std::to_string(++job), base);
+  auto base = std::make_shared<store::HashStore>();
+  auto store = std::make_shared<store::PrefixStore>("job" + std::to_string(++job), base);
   std::vector<std::thread> threads;
   std::vector<std::exception_ptr> errors(size);
   for (int r = 0; r < size; ++r) {

@@ -11,7 +11,7 @@
 
 #include "wire_protocol.h"
 
-using namespace ccrun::rendezvous::wire;
+using namespace ccrun::store::wire;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view stream(reinterpret_cast<const char*>(data), size);

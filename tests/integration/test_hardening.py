@@ -229,7 +229,9 @@ def test_a_huge_line_does_not_exhaust_memory():
 
 
 def test_each_run_gets_its_own_log_dir_and_every_failure_is_reported(tmp_path):
-    prog = 'echo "attempt $TORCHELASTIC_RESTART_COUNT" >&2; exit $((3 + RANK))'
+    # Rank 0 fails; rank 1 succeeds (a failing rank 1 could have the group
+    # stopped before rank 0 wrote its line).
+    prog = 'echo "attempt $TORCHELASTIC_RESTART_COUNT" >&2; [ "$RANK" = 0 ] && exit 3; exit 0'
     for _ in range(2):
         r = run_ccrun("--standalone", "--nproc-per-node", "2", "--max-restarts", "1",
                       "--log-dir", str(tmp_path), "--rdzv-id", "job", "--no-python",

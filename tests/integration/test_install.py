@@ -11,18 +11,18 @@ project(consumer CXX)
 set(CMAKE_CXX_STANDARD 20)
 find_package(ccrun CONFIG REQUIRED)
 add_executable(consumer main.cpp)
-target_link_libraries(consumer ccrun::rendezvous)
+target_link_libraries(consumer ccrun::store)
 """
 
 CONSUMER_MAIN = """#include <ccrun/store_server.h>
 #include <ccrun/tcp_store.h>
 #include <iostream>
 int main() {
-  ccrun::rendezvous::StoreServer server({});
+  ccrun::store::StoreServer server({});
   server.start();
-  ccrun::rendezvous::TcpStoreOptions opts;
+  ccrun::store::TcpStoreOptions opts;
   opts.port = server.port();
-  ccrun::rendezvous::TcpStore store(opts);
+  ccrun::store::TcpStore store(opts);
   store.set("installed", "yes");
   std::cout << store.get("installed") << std::endl;
 }

@@ -12,6 +12,7 @@
 #include "ccrun/rendezvous.h"
 
 using namespace ccrun::rendezvous;
+using namespace ccrun::store;
 using namespace std::chrono_literals;
 
 namespace {

@@ -124,11 +124,11 @@ double best_ns(ProcessGroup& pg, int calls) {
 int main(int argc, char** argv) {
   const int calls = argc > 1 ? std::stoi(argv[1]) : 1'000'000;
   Devices dev{std::make_shared<InstantRuntime>(), std::make_shared<InstantNccl>()};
-  auto store = std::make_shared<rendezvous::HashStore>();
+  auto store = std::make_shared<store::HashStore>();
   auto nccl = create_nccl_group(store, 0, 1, std::chrono::seconds(10), dev);
   std::printf("{\"path\":\"nccl group\",\"ns_per_call\":%.1f}\n", best_ns(*nccl, calls));
   GroupSpec spec;
-  spec.store = std::make_shared<rendezvous::HashStore>();
+  spec.store = std::make_shared<store::HashStore>();
   auto def = make_group(spec, dev);
   std::printf("{\"path\":\"default group -> nccl\",\"ns_per_call\":%.1f}\n", best_ns(*def, calls));
   return 0;

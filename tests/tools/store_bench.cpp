@@ -22,7 +22,7 @@
 namespace asio = boost::asio;
 using asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
-namespace wire = ccrun::rendezvous::wire;
+namespace wire = ccrun::store::wire;
 
 namespace {
 
@@ -223,7 +223,7 @@ int main(int argc, char** argv) {
   app.add_option("--clients", o.clients)->check(CLI::PositiveNumber);
   app.add_option("--seconds", o.seconds);
   CLI11_PARSE(app, argc, argv);
-  ccrun::rendezvous::raise_open_file_limit();
+  ccrun::store::raise_open_file_limit();
   if (mode == "throughput") return run_throughput(o);
   if (mode == "barrier") return run_barrier(o);
   return run_hold(o);

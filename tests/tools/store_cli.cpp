@@ -9,7 +9,7 @@
 #include "ccrun/error.h"
 #include "ccrun/tcp_store.h"
 
-using namespace ccrun::rendezvous;
+using namespace ccrun::store;
 
 int main(int argc, char** argv) {
   CLI::App app{"Run Store operations against a TCP store"};

@@ -24,7 +24,7 @@
 
 #include "ccrun/store_address.h"
 
-using namespace ccrun::rendezvous;
+using namespace ccrun::store;
 using Clock = std::chrono::steady_clock;
 
 namespace {

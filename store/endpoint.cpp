@@ -1,0 +1,78 @@
+// host:port parsing (see include/ccrun/endpoint.h).
+#include "ccrun/endpoint.h"
+
+#include <optional>
+
+#include "ccrun/error.h"
+
+namespace ccrun::store {
+namespace {
+
+[[noreturn]] void bad(std::string_view text, const std::string& why) {
+  throw ConfigError("endpoint \"" + std::string(text) + "\": " + why);
+}
+
+uint16_t parse_port(std::string_view text, std::string_view port) {
+  if (port.empty()) bad(text, "the port after ':' is empty; give host:port, e.g. 10.0.0.1:29400");
+  uint32_t v = 0;
+  for (char c : port) {
+    if (c < '0' || c > '9') {
+      bad(text, "the port \"" + std::string(port) + "\" is not a number; give a port from 0 to 65535");
+    }
+    v = v * 10 + uint32_t(c - '0');
+    if (v > 65535) {
+      bad(text, "the port \"" + std::string(port) + "\" is above 65535; give a port from 0 to 65535");
+    }
+  }
+  return uint16_t(v);
+}
+
+Endpoint parse(std::string_view text, std::optional<uint16_t> default_port) {
+  if (text.empty()) bad(text, "empty; give host or host:port");
+  Endpoint ep;
+  std::optional<std::string_view> port;
+  if (text.front() == '[') {
+    auto close = text.find(']');
+    if (close == std::string_view::npos) bad(text, "'[' without ']'; write an IPv6 address as [::1]:29400");
+    ep.host = std::string(text.substr(1, close - 1));
+    std::string_view after = text.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') {
+        bad(text, "unexpected \"" + std::string(after) + "\" after ']'; write [v6]:port");
+      }
+      port = after.substr(1);
+    }
+    if (ep.host.find_first_of("[]") != std::string::npos) bad(text, "unbalanced brackets");
+  } else if (text.find(']') != std::string_view::npos) {
+    bad(text, "']' without '['; write an IPv6 address as [::1]:29400");
+  } else if (auto colon = text.find(':'); colon == std::string_view::npos) {
+    ep.host = std::string(text);
+  } else if (text.find(':', colon + 1) == std::string_view::npos) {
+    ep.host = std::string(text.substr(0, colon));
+    port = text.substr(colon + 1);
+  } else {
+    ep.host = std::string(text);  // a bare IPv6 address: no port
+  }
+  if (ep.host.empty()) bad(text, "the host is empty; give host:port, e.g. 10.0.0.1:29400");
+  if (port) {
+    ep.port = parse_port(text, *port);
+  } else if (default_port) {
+    ep.port = *default_port;
+  } else {
+    bad(text, "no port; give host:port, e.g. 10.0.0.1:29400 (an IPv6 address as [::1]:29400)");
+  }
+  return ep;
+}
+
+}  // namespace
+
+std::string Endpoint::to_string() const {
+  std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  return h + ":" + std::to_string(port);
+}
+
+Endpoint parse_endpoint(std::string_view text, uint16_t default_port) { return parse(text, default_port); }
+
+Endpoint parse_endpoint(std::string_view text) { return parse(text, std::nullopt); }
+
+}  // namespace ccrun::store

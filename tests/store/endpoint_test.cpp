@@ -1,0 +1,64 @@
+// parse_endpoint: every accepted form, and every rejected one with its reason.
+#include "ccrun/endpoint.h"
+
+#include <catch2/catch.hpp>
+
+#include "ccrun/error.h"
+
+using ccrun::ConfigError;
+using ccrun::store::Endpoint;
+using ccrun::store::parse_endpoint;
+
+namespace {
+std::string error_of(std::string_view text, bool port_required = false) {
+  try {
+    if (port_required) {
+      (void)parse_endpoint(text);
+    } else {
+      (void)parse_endpoint(text, 29400);
+    }
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+}  // namespace
+
+TEST_CASE("endpoint: accepted forms", "[endpoint]") {
+  auto check = [](std::string_view text, const char* host, uint16_t port) {
+    Endpoint ep = parse_endpoint(text, 29400);
+    CHECK(ep.host == host);
+    CHECK(ep.port == port);
+  };
+  check("10.0.0.1", "10.0.0.1", 29400);
+  check("node7", "node7", 29400);
+  check("node7:1234", "node7", 1234);
+  check("127.0.0.1:0", "127.0.0.1", 0);
+  check("h:65535", "h", 65535);
+  check("[::1]", "::1", 29400);
+  check("[::1]:29500", "::1", 29500);
+  check("[fe80::1%eth0]:7", "fe80::1%eth0", 7);
+  check("::1", "::1", 29400);
+  check("fe80::1:2", "fe80::1:2", 29400);
+  CHECK(parse_endpoint("h:5").to_string() == "h:5");
+  CHECK(parse_endpoint("[::1]:5").to_string() == "[::1]:5");
+}
+
+TEST_CASE("endpoint: rejected forms name the text and the fix", "[endpoint]") {
+  CHECK(error_of("127.0.0.1:abc") ==
+        "endpoint \"127.0.0.1:abc\": the port \"abc\" is not a number; give a port from 0 to 65535");
+  CHECK_THAT(error_of("127.0.0.1:99999"), Catch::Contains("\"99999\" is above 65535"));
+  CHECK_THAT(error_of("127.0.0.1:4294967296"), Catch::Contains("above 65535"));
+  CHECK_THAT(error_of("127.0.0.1:-1"), Catch::Contains("not a number"));
+  CHECK_THAT(error_of("127.0.0.1: 80"), Catch::Contains("not a number"));
+  CHECK_THAT(error_of("h:"), Catch::Contains("the port after ':' is empty"));
+  CHECK_THAT(error_of(":29400"), Catch::Contains("the host is empty"));
+  CHECK_THAT(error_of(""), Catch::Contains("empty"));
+  CHECK_THAT(error_of("[::1"), Catch::Contains("'[' without ']'"));
+  CHECK_THAT(error_of("::1]:80"), Catch::Contains("']' without '['"));
+  CHECK_THAT(error_of("[::1]80"), Catch::Contains("after ']'"));
+  CHECK_THAT(error_of("[]:80"), Catch::Contains("the host is empty"));
+  CHECK_THAT(error_of("[::1]:"), Catch::Contains("empty"));
+  CHECK_THAT(error_of("h", true), Catch::Contains("endpoint \"h\": no port"));
+  CHECK_THAT(error_of("::1", true), Catch::Contains("no port"));
+}
