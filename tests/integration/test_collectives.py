@@ -27,3 +27,25 @@ def test_two_agents_two_nodes_of_two():
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, err[-3000:]
     assert sum(out.count("of 4: all operations correct") for out, _ in outs) == 4
+
+
+def test_a_token_protected_agent_store_serves_its_workers(tmp_path):
+    # With CCRUN_STORE_TOKEN_FILE the agent's store asks for the secret; the
+    # workers inherit the variable and present it (init_process_group opens
+    # the store through open_store, which reads it).
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    r = run_ccrun("--standalone", "--nproc-per-node", "2", "--no-python",
+                  binary("tests", "collectives_check"), timeout=180,
+                  env={"CCRUN_STORE_TOKEN_FILE": str(token)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.count("all operations correct") == 2
+
+
+def test_an_empty_token_file_is_named(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("")
+    r = run_ccrun("--standalone", "--no-python", "true", timeout=60,
+                  env={"CCRUN_STORE_TOKEN_FILE": str(token)})
+    assert r.returncode != 0
+    assert f"CCRUN_STORE_TOKEN_FILE={token}: empty or unreadable" in r.stderr, r.stderr

@@ -127,6 +127,32 @@ def test_torch_ddp_job_through_etcd_with_a_restart(etcd1):
     assert "trained on 4 workers on cpu (restart count 1)" in text, text
 
 
+def test_status_of_a_job_on_etcd(etcd1):
+    def status(run_id):
+        r = subprocess.run(ccrun_cmd("status", "--rdzv-backend", "etcd", "--rdzv-endpoint",
+                                     etcd1.endpoint, "--rdzv-id", run_id, "--json"),
+                           capture_output=True, text=True, timeout=30)
+        return r.returncode, json.loads(r.stdout) if r.stdout.strip() else {}
+
+    procs = agents(etcd1.endpoint, "watched", ["--no-python", "/bin/sh", "-c", "sleep 3"],
+                   nproc=1)
+    try:
+        deadline = time.time() + 30
+        st = {}
+        while time.time() < deadline and st.get("state") != "running":
+            rc, st = status("watched")
+            time.sleep(0.1)
+        assert st.get("state") == "running", st
+        assert rc == 0
+        assert len(st["nodes"]) == 2
+    finally:
+        outs = finish_all(procs)
+    assert all(rc == 0 for rc, _, _ in outs), outs
+    rc, st = status("watched")
+    assert (rc, st["state"]) == (0, "finished"), st
+    assert status("never-ran")[0] == 3
+
+
 def test_signal_while_forming_on_etcd(etcd1):
     p = spawn_ccrun("--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint", etcd1.endpoint,
                     "--rdzv-id", "forming", "--no-python", "true")
