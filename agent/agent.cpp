@@ -37,7 +37,6 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <list>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -45,19 +44,16 @@
 #include <thread>
 #include <utility>
 
-#include "ccrun/endpoint.h"
 #include "ccrun/error.h"
 #include "ccrun/rendezvous.h"
-#include "ccrun/etcd_store.h"
-#include "ccrun/store_address.h"
 #include "ccrun/store_interrupt.h"
-#include "ccrun/store_server.h"
-#include "ccrun/tcp_store.h"
 #include "descendants.h"
 #include "failure_report.h"
+#include "job_store.h"
 #include "janitor.h"
 #include "log_mux.h"
 #include "run_logs.h"
+#include "store_tasks.h"
 #include "worker_env.h"
 #include "worker_group.h"
 
@@ -70,7 +66,6 @@ using rendezvous::RendezvousInfo;
 using rendezvous::RoundEvent;
 using std::chrono::milliseconds;
 
-constexpr uint16_t kDefaultRdzvPort = 29400;
 // How long a signalled agent tries to tell the other nodes it stopped.
 constexpr milliseconds kCloseOnSignalTimeout{3'000};
 
@@ -104,41 +99,6 @@ std::string random_hex(int words) {
   }
   return out;
 }
-
-// Store calls made while the workers run, each on a thread of its own, so
-// that the io_context never blocks on the store. Their completions are
-// posted back to the io_context. join() waits for all of them.
-class StoreTasks {
- public:
-  explicit StoreTasks(asio::io_context& io) : io_(io) {}
-  ~StoreTasks() { join(); }
-
-  // Runs `call` on a new thread; `on_error` runs on the io_context with the
-  // message when it throws (InterruptedError is not an error: the agent
-  // interrupted it on purpose).
-  void run(std::function<void()> call, std::function<void(const std::string&)> on_error) {
-    threads_.emplace_back([this, call = std::move(call), on_error = std::move(on_error)] {
-      try {
-        call();
-      } catch (const InterruptedError&) {
-      } catch (const std::exception& e) {
-        std::string what = e.what();
-        asio::post(io_, [on_error, what] { on_error(what); });
-      }
-    });
-  }
-
-  void join() {
-    for (auto& t : threads_) {
-      if (t.joinable()) t.join();
-    }
-    threads_.clear();
-  }
-
- private:
-  asio::io_context& io_;
-  std::list<std::thread> threads_;
-};
 
 class Agent {
  public:
@@ -329,103 +289,18 @@ class Agent {
     return ro;
   }
 
-  // Opens the job's store (tcp:// or etcd://, through open_store) and makes
-  // the rendezvous handler on it. The first connection may wait for a store
-  // that starts later (another node's agent, etcd coming up) for
-  // join_timeout; once it answered, a store that stops answering for the
-  // keep-alive window is lost. One reply never takes longer than that window
-  // either: a hung store is as lost as a dead one.
-  void open_job_store(const std::string& address, uint16_t master_port) {
-    const auto& r = spec_.rdzv;
-    store::OpenStoreOptions first;
-    first.conf = r.conf;
-    first.interrupt = interrupt_;
-    first.token = store_token_;
-    first.timeout = std::max(
-        std::min(r.read_timeout, r.keep_alive_interval * r.keep_alive_max_attempt),
-        milliseconds(1000));
-    first.connect_timeout = r.join_timeout;
-    auto later = first;
-    later.connect_timeout = r.keep_alive_interval * r.keep_alive_max_attempt;
-    {
-      // The connection tells the address other nodes reach us on.
-      auto probe = store::open_store(address, first);
-      local_addr_ = spec_.local_addr.empty() ? probe->local_address() : spec_.local_addr;
-    }
-    gloo_ifname_ = interface_of(local_addr_);
-    rdzv_ = rendezvous::create_rendezvous_handler(
-        rendezvous_options(master_port),
-        [address, later] { return store::open_store(address, later); });
-  }
-
+  // Hosts or joins the job's store, and makes the rendezvous on it.
   void setup_store() {
-    const auto& r = spec_.rdzv;
-    store_token_ = store::store_token_from_env();
-    if (r.backend == "etcd" && !spec_.standalone) {
-      // The rounds live in etcd (nothing is hosted here); the workers meet
-      // on MASTER_ADDR:MASTER_PORT, where rank 0 serves them.
-      std::string address = store::etcd_address(r.endpoint);
-      store_ep_ = store::parse_store_address(address).hosts.front();
-      etcd_ = true;
-      run_id_ = r.id;
-      open_job_store(address, 0);
-      return;
-    }
-    std::string host;
-    uint16_t port;
-    bool hosting = false;
-    std::string bind_host = "0.0.0.0";
-    if (spec_.standalone) {
-      host = "127.0.0.1";
-      port = 0;
-      hosting = true;
-      bind_host = host;
-    } else if (r.backend == "static") {
-      host = spec_.master_addr;
-      port = uint16_t(spec_.master_port);
-      hosting = spec_.node_rank == 0;
-    } else {
-      auto ep = store::parse_endpoint(r.endpoint, kDefaultRdzvPort);
-      host = ep.host;
-      port = ep.port;
-      hosting = r.is_host.value_or(is_local_host(host));
-    }
-    if (host.rfind("127.", 0) == 0 || host == "localhost") bind_host = "127.0.0.1";
-    // An IPv6 store: "::" (dual-stack) or the loopback itself.
-    if (host.find(':') != std::string::npos) bind_host = host == "::1" ? host : "::";
-    if (hosting) {
-      store::StoreServerOptions so;
-      so.host = bind_host;
-      so.port = port;
-      so.token = store_token_;
-      auto server = std::make_unique<store::StoreServer>(so);
-      try {
-        server->start();
-        port = server->port();
-        server_ = std::move(server);
-      } catch (const Error& e) {
-        // With c10d, another agent of this machine may host it already:
-        // that is normal, not an error.
-        if (r.backend == "static" || spec_.standalone || r.is_host.value_or(false)) throw;
-        spdlog::debug("ccrun: another process serves {}:{} ({}); joining it as a client", host,
-                      port, e.what());
-      }
-    }
-    store_ep_ = store::Endpoint{host, port};
-    run_id_ = spec_.standalone && r.id == "none" ? random_hex(2) : r.id;
-    open_job_store("tcp://" + store_ep_.to_string(), port);
-  }
-
-  // Where the store is, from the spec alone (before setup_store ran).
-  std::string store_address_hint() const {
-    if (spec_.rdzv.backend == "static") {
-      return spec_.master_addr + ":" + std::to_string(spec_.master_port);
-    }
-    return spec_.rdzv.endpoint;
+    store_ = open_job_store(spec_, interrupt_);
+    local_addr_ = store_.local_addr;
+    gloo_ifname_ = interface_of(local_addr_);
+    run_id_ = spec_.standalone && store_.run_id == "none" ? random_hex(2) : store_.run_id;
+    rdzv_ = rendezvous::create_rendezvous_handler(rendezvous_options(store_.master_port),
+                                                  store_.connector());
   }
 
   std::string store_endpoint() const {
-    return store_ep_.to_string();
+    return store_.endpoint.to_string();
   }
 
   int loop() {
@@ -437,7 +312,7 @@ class Agent {
       if (ec) return;
       spdlog::warn("ccrun: no answer yet from the store at {}; retrying for up to {}s "
                    "(--rdzv-conf join_timeout)",
-                   spec_.standalone ? "127.0.0.1" : store_address_hint(),
+                   store_address_hint(spec_),
                    spec_.rdzv.join_timeout.count() / 1000);
     });
     run_off_loop([this] { setup_store(); });
@@ -463,7 +338,7 @@ class Agent {
       if (outcome == Outcome::kSignalled || signalled_) return exit_signalled();
       if (outcome == Outcome::kSucceeded) {
         state_ = State::kLeaving;
-        run_off_loop([this] { rdzv_->leave(server_ != nullptr, milliseconds(60'000)); });
+        run_off_loop([this] { rdzv_->leave(store_.server != nullptr, milliseconds(60'000)); });
         return 0;
       }
 
@@ -513,7 +388,7 @@ class Agent {
         state_ = State::kLeaving;
         run_off_loop([&] {
           rdzv_->set_closed(fatal);
-          rdzv_->leave(server_ != nullptr, milliseconds(10'000));
+          rdzv_->leave(store_.server != nullptr, milliseconds(10'000));
         });
         return 1;
       }
@@ -575,8 +450,8 @@ class Agent {
     logs_ = std::make_unique<LogMux>(io_);
     group_ = std::make_unique<WorkerGroup>(io_, *logs_, agent_token_);
     tasks_ = std::make_unique<StoreTasks>(io_);
-    EnvContext ctx{&spec_, &info_, run_id_, restart_count_, etcd_ ? "" : store_ep_.host,
-                   store_ep_.port, gloo_ifname_};
+    EnvContext ctx{&spec_, &info_, run_id_, restart_count_, store_.etcd ? "" : store_.endpoint.host,
+                   store_.endpoint.port, gloo_ifname_};
     bool files = logs_dir_->kept();
     std::vector<WorkerSpec> specs;
     for (int lr = 0; lr < spec_.nproc_per_node; ++lr) {
@@ -767,7 +642,7 @@ class Agent {
     group_.reset();
     tasks_.reset();
     rdzv_.reset();
-    if (server_) server_->stop();
+    if (store_.server) store_.server->stop();
     logs_dir_.reset();
   }
 
@@ -782,10 +657,7 @@ class Agent {
   std::shared_ptr<store::StoreInterrupt> interrupt_;
   State state_ = State::kForming;
 
-  std::unique_ptr<store::StoreServer> server_;
-  bool etcd_ = false;  // the rendezvous lives in etcd (--rdzv-backend etcd)
-  store::Endpoint store_ep_;  // the job's store (etcd: its first member)
-  std::string store_token_;   // CCRUN_STORE_TOKEN_FILE's secret, if any
+  JobStore store_;  // hosted here or joined
   std::unique_ptr<rendezvous::RendezvousHandler> rdzv_;
   std::string run_id_ = "none", local_addr_, gloo_ifname_;
   std::unique_ptr<RunLogs> logs_dir_;

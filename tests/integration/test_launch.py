@@ -209,3 +209,21 @@ def test_torch_gloo_two_nodes_two_workers_restarted_once():
     assert len(results) == 4
     for line in results:
         assert "world=4" in line and "attempt=1" in line and "sum=10.0" in line and "ok=True" in line
+
+
+def test_an_ipv6_store_endpoint_is_hosted_and_serves_the_workers():
+    import socket
+    try:
+        s = socket.socket(socket.AF_INET6)
+        s.bind(("::1", 0))
+    except OSError:
+        pytest.skip("skipped: no IPv6 loopback (::1) on this machine")
+    port = s.getsockname()[1]
+    s.close()
+    from helpers import binary
+    r = run_ccrun("--nnodes", "1", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+                  "--rdzv-endpoint", f"[::1]:{port}", "--rdzv-id", "v6", "--no-python",
+                  binary("tests", "collectives_check"), timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.count("all operations correct") == 2
+    assert "master ::1:" in r.stderr

@@ -1,0 +1,53 @@
+//===- job_store.h - The job's store, hosted or joined ----------*- C++ -*-===//
+//
+// Before an agent can rendezvous it needs the job's store: it hosts one
+// (--standalone, node 0 of a static job, the c10d endpoint's own machine)
+// or joins one (another node's, ccrun-rendezvous, etcd), and learns the
+// address the other nodes reach it on from that connection.
+//
+//   JobStore js = open_job_store(spec, interrupt);   // may wait join_timeout
+//   auto rdzv = create_rendezvous_handler(options(js.master_port), js.connector());
+//
+// Every store is opened through store::open_store (tcp:// or etcd://).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ccrun/endpoint.h"
+#include "ccrun/job_spec.h"
+#include "ccrun/rendezvous.h"
+#include "ccrun/store_address.h"
+#include "ccrun/store_interrupt.h"
+#include "ccrun/store_server.h"
+
+namespace ccrun::agent {
+
+struct JobStore {
+  std::unique_ptr<store::StoreServer> server;  // set when this agent hosts it
+  std::string address;      // tcp://host:port or etcd://...
+  store::Endpoint endpoint;  // the store (etcd: its first member), for messages and workers
+  bool etcd = false;         // the rendezvous lives in etcd (--rdzv-backend etcd)
+  std::string run_id;        // the job's id (a random one for --standalone)
+  uint16_t master_port = 0;  // the rendezvous' master port (0: chosen by rank 0)
+  std::string local_addr;    // this node's address, as the other nodes reach it
+  // How the rendezvous reopens the store: a store that stops answering for
+  // the keep-alive window is lost (the first connection waited join_timeout).
+  store::OpenStoreOptions reopen;
+
+  // Opens a new connection to the store (the rendezvous' StoreConnector).
+  rendezvous::StoreConnector connector() const;
+};
+
+// Hosts or joins the store `spec` names, waiting up to join_timeout for one
+// that starts later. Throws ConfigError (bad endpoint, token file),
+// ConnectionError (no store within join_timeout) or InterruptedError.
+JobStore open_job_store(const JobSpec& spec, std::shared_ptr<store::StoreInterrupt> interrupt);
+
+// Where the store is, from the spec alone (for messages before it answered).
+std::string store_address_hint(const JobSpec& spec);
+
+}  // namespace ccrun::agent
