@@ -353,8 +353,15 @@ class Agent {
     gloo_ifname_ = interface_of(local_addr_);
     run_id_ = r.id;
     etcd_ = true;
+    // The handler's first store (the one it joins through) is this one:
+    // reached already, and with join_timeout to reach etcd; later ones (the
+    // keep-alive thread's) are new clients that give up after the window.
+    auto unused = std::make_shared<std::shared_ptr<rendezvous::Store>>(etcd);
     rdzv_ = rendezvous::create_rendezvous_handler(
-        rendezvous_options(0), [address, later] { return rendezvous::open_store(address, later); });
+        rendezvous_options(0), [address, later, unused]() -> std::shared_ptr<rendezvous::Store> {
+          if (*unused) return std::exchange(*unused, nullptr);
+          return rendezvous::open_store(address, later);
+        });
   }
 
   void setup_store() {

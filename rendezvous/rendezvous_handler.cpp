@@ -265,7 +265,8 @@ class Handler : public RendezvousHandler {
     return n;
   }
 
-  void publish(int r, int slot, int master_port) {
+  // `with_round`: current_round := r in the same multi_set (one request).
+  void publish(int r, int slot, int master_port, bool with_round = false) {
     NodeInfo n = self_info();
     published_ = json{{"addr", n.addr},
                       {"hostname", n.hostname},
@@ -274,15 +275,21 @@ class Handler : public RendezvousHandler {
                       {"prev_rank", round_ >= 0 ? info_.node_rank : -1}}
                      .dump();
     slot_ = slot;
-    store_->set(keys_.node(r, slot), published_);
+    if (with_round) {
+      store_->multi_set({keys_.current_round(), keys_.node(r, slot)},
+                        {std::to_string(r), published_});
+    } else {
+      store_->set(keys_.node(r, slot), published_);
+    }
   }
 
   // Reads every participant's NodeInfo and derives this node's place.
-  RendezvousInfo assemble(int r, int rank, int size, milliseconds timeout) {
+  // `waited`: the caller has just waited for them all.
+  RendezvousInfo assemble(int r, int rank, int size, milliseconds timeout, bool waited = false) {
     std::vector<std::string> ks;
     for (int i = 0; i < size; ++i) ks.push_back(keys_.node(r, i));
     try {
-      store_->wait(ks, timeout);
+      if (!waited) store_->wait(ks, timeout);
     } catch (const TimeoutError&) {
       int came = 0;
       for (const auto& k : ks) came += store_->check({k}) ? 1 : 0;
@@ -419,8 +426,8 @@ class Handler : public RendezvousHandler {
                           " of at least " + std::to_string(o_.min_nodes) +
                           " nodes joined; start the others or lower --nnodes");
     };
-    int expected = 0;
-    if (store_->check({keys_.round(r, "expected")})) {
+    int expected = 0;  // round 0 has none: only a round's end sets the next one's
+    if (r > 0 && store_->check({keys_.round(r, "expected")})) {
       expected = std::stoi(store_->get(keys_.round(r, "expected")));
     }
     if (joined == o_.max_nodes || (expected >= o_.min_nodes && joined == expected)) {
@@ -451,8 +458,7 @@ class Handler : public RendezvousHandler {
       late_ = true;
       return std::nullopt;
     }
-    store_->set(keys_.current_round(), std::to_string(r));
-    publish(r, rank, pick_free_port(self_info().addr));
+    publish(r, rank, pick_free_port(self_info().addr), true);
     std::vector<std::string> nodes;
     for (int i = 0; i < size; ++i) nodes.push_back(keys_.node(r, i));
     try {
@@ -460,7 +466,7 @@ class Handler : public RendezvousHandler {
     } catch (const TimeoutError&) {
       throw timed_out();
     }
-    auto info = assemble(r, rank, size, remaining(deadline));
+    auto info = assemble(r, rank, size, remaining(deadline), true);
     info.use_agent_store = false;
     return info;
   }
@@ -494,18 +500,27 @@ class Handler : public RendezvousHandler {
     }
     std::vector<std::string> beats;
     for (int i = 0; i < n; ++i) beats.push_back(keys_.heartbeat(r, i));
-    std::vector<int64_t> last(n, -1);
+    // The others' counters are not read on the first beat: every node has
+    // just joined, and n nodes reading n counters would load the store while
+    // the last joiners still read the round. Taking them as 1 (each node's
+    // first beat), and on the second beat a counter still at 0 as one stall
+    // more, finds a silent node after the same keep_alive_max_attempt
+    // intervals as reading them at once would.
+    std::vector<int64_t> last(n, 1);
     std::vector<int> stalls(n, 0);
+    int beat = 0;  // beats of this node so far
     auto store_lost_since = Clock::time_point{};
     while (!stop_) {
       try {
         conn->add(beats[info_.node_rank], 1);
         publish_status(*conn, r);
         republish_if_lost(*conn, r);
-        for (int i = 0; i < n; ++i) {
+        std::vector<int64_t> values;
+        if (beat > 0) values = read_counters(*conn, beats);
+        for (int i = 0; i < n && beat > 0; ++i) {
           if (i == info_.node_rank) continue;
-          int64_t v = conn->add(beats[i], 0);
-          stalls[i] = (v == last[i]) ? stalls[i] + 1 : 0;
+          int64_t v = values[i];
+          stalls[i] = (v == last[i] || (beat == 1 && v == 0)) ? stalls[i] + 1 : 0;
           last[i] = v;
           if (stalls[i] >= o_.keep_alive_max_attempt) {
             json rec{{"kind", "dead"}, {"node", i}, {"next_expected", n - 1},
@@ -515,6 +530,7 @@ class Handler : public RendezvousHandler {
           }
         }
         store_lost_since = {};
+        ++beat;
         try {
           conn->wait({keys_.round(r, "end")}, o_.keep_alive_interval);
         } catch (const TimeoutError&) {
@@ -545,6 +561,19 @@ class Handler : public RendezvousHandler {
         stop_cv_.wait_for(lock, o_.keep_alive_interval, [this] { return stop_.load(); });
       }
     }
+  }
+
+  // The values of counters `keys`: one multi_get when all exist (one
+  // request), else add(key, 0) each (creates the missing ones at 0).
+  static std::vector<int64_t> read_counters(Store& s, const std::vector<std::string>& keys) {
+    std::vector<int64_t> values;
+    if (s.check(keys)) {
+      auto text = s.multi_get(keys);
+      for (size_t i = 0; i < keys.size(); ++i) values.push_back(parse_counter(keys[i], text[i]));
+    } else {
+      for (const auto& k : keys) values.push_back(s.add(k, 0));
+    }
+    return values;
   }
 
   void stop_watcher() {
