@@ -11,7 +11,8 @@
 //   3. An agent whose rank is >= size came late: it counts itself waiting,
 //      ends round R - its participants restart (kNodeWaiting) when R has
 //      room - and joins R + 1.
-//   4. Each participant publishes its NodeInfo under its join slot, with its
+//   4. Each node publishes its NodeInfo under its join slot as it joins
+//      (a node that turns out late leaves it unread), with its
 //      node rank of the previous round (-1 if none) and a free port of its
 //      host. Everyone reads all NodeInfos; node ranks follow: nodes of the
 //      previous round first, in their previous order, then newcomers in
@@ -22,7 +23,7 @@
 // has exactly nnodes participants.
 //
 // Watching round R (one thread per agent): every keep_alive_interval the
-// agent adds to its heartbeat counter and reads the others'; a counter
+// agent counts a beat into its heartbeat key and reads the others'; a counter
 // that did not move for keep_alive_max_attempt intervals marks its node
 // dead. Between beats the thread is parked in a store wait on round/R/end,
 // so any end (a failure, a death, the exit barrier) reaches it at once.
@@ -265,8 +266,9 @@ class Handler : public RendezvousHandler {
     return n;
   }
 
-  // `with_round`: current_round := r in the same multi_set (one request).
-  void publish(int r, int slot, int master_port, bool with_round = false) {
+  // `also_key` (when not empty) := `also_value` in the same multi_set.
+  void publish(int r, int slot, int master_port, const std::string& also_key = "",
+               const std::string& also_value = "") {
     NodeInfo n = self_info();
     published_ = json{{"addr", n.addr},
                       {"hostname", n.hostname},
@@ -275,9 +277,8 @@ class Handler : public RendezvousHandler {
                       {"prev_rank", round_ >= 0 ? info_.node_rank : -1}}
                      .dump();
     slot_ = slot;
-    if (with_round) {
-      store_->multi_set({keys_.current_round(), keys_.node(r, slot)},
-                        {std::to_string(r), published_});
+    if (!also_key.empty()) {
+      store_->multi_set({also_key, keys_.node(r, slot)}, {also_value, published_});
     } else {
       store_->set(keys_.node(r, slot), published_);
     }
@@ -413,9 +414,13 @@ class Handler : public RendezvousHandler {
     int rank = static_cast<int>(store_->add(joined_key, 1)) - 1;
     int joined = rank + 1;
     // Who holds this rank: after a store restart another node may take it,
-    // and the counter alone could not tell.
+    // and the counter alone could not tell. This node's NodeInfo goes with
+    // it (nothing in it depends on the round's size): when the size comes,
+    // the NodeInfos of the nodes that joined before it are there already,
+    // and one read finds them instead of a wait woken by every node's set.
+    // (A node that turns out late leaves an unread NodeInfo behind.)
     std::string member_key = keys_.round(r, "member/" + std::to_string(rank));
-    store_->set(member_key, token_);
+    publish(r, rank, pick_free_port(self_info().addr), member_key, token_);
     auto still_joined = [&] {
       return store_->check({member_key}) && store_->get(member_key) == token_;
     };
@@ -430,8 +435,14 @@ class Handler : public RendezvousHandler {
     if (r > 0 && store_->check({keys_.round(r, "expected")})) {
       expected = std::stoi(store_->get(keys_.round(r, "expected")));
     }
+    // The node that closes the round also makes it current (one write, not
+    // one per node at the moment every node reads the round).
+    auto close_round = [&](int64_t size) {
+      store_->compare_set(size_key, "", std::to_string(size));
+      store_->set(keys_.current_round(), std::to_string(r));
+    };
     if (joined == o_.max_nodes || (expected >= o_.min_nodes && joined == expected)) {
-      store_->compare_set(size_key, "", std::to_string(joined));
+      close_round(joined);
     } else if (joined == o_.min_nodes) {
       // The last call: wait for more nodes, then close with whoever came.
       auto last_call = std::min(Clock::now() + o_.last_call_timeout, deadline);
@@ -439,7 +450,7 @@ class Handler : public RendezvousHandler {
         if (!wait_joined({size_key}, last_call, still_joined)) return std::nullopt;
       } catch (const TimeoutError&) {
         int64_t now = store_->add(joined_key, 0);
-        store_->compare_set(size_key, "", std::to_string(std::min<int64_t>(now, o_.max_nodes)));
+        close_round(std::min<int64_t>(now, o_.max_nodes));
       }
     }
     try {
@@ -458,11 +469,12 @@ class Handler : public RendezvousHandler {
       late_ = true;
       return std::nullopt;
     }
-    publish(r, rank, pick_free_port(self_info().addr), true);
     std::vector<std::string> nodes;
     for (int i = 0; i < size; ++i) nodes.push_back(keys_.node(r, i));
     try {
-      if (!wait_joined(nodes, deadline, still_joined)) return std::nullopt;
+      if (!store_->check(nodes) && !wait_joined(nodes, deadline, still_joined)) {
+        return std::nullopt;
+      }
     } catch (const TimeoutError&) {
       throw timed_out();
     }
@@ -508,11 +520,14 @@ class Handler : public RendezvousHandler {
     // intervals as reading them at once would.
     std::vector<int64_t> last(n, 1);
     std::vector<int> stalls(n, 0);
-    int beat = 0;  // beats of this node so far
+    int beat = 0;            // completed beats of this node
+    int64_t beats_sent = 0;  // its heartbeat value (each try counts)
     auto store_lost_since = Clock::time_point{};
     while (!stop_) {
       try {
-        conn->add(beats[info_.node_rank], 1);
+        // Only this node writes its counter: a set (on etcd a plain put, no
+        // counter journal to read back), read as a counter by the others.
+        conn->set(beats[info_.node_rank], std::to_string(++beats_sent));
         publish_status(*conn, r);
         republish_if_lost(*conn, r);
         std::vector<int64_t> values;
