@@ -285,7 +285,8 @@ class Handler : public RendezvousHandler {
   }
 
   // Reads every participant's NodeInfo and derives this node's place.
-  // `waited`: the caller has just waited for them all.
+  // `waited`: no wait first (the caller has waited for them, or reads them
+  // at once and takes the store's TimeoutError itself).
   RendezvousInfo assemble(int r, int rank, int size, milliseconds timeout, bool waited = false) {
     std::vector<std::string> ks;
     for (int i = 0; i < size; ++i) ks.push_back(keys_.node(r, i));
@@ -469,12 +470,22 @@ class Handler : public RendezvousHandler {
       late_ = true;
       return std::nullopt;
     }
+    // The NodeInfos came with the joins: read them at once (no check first:
+    // one request fewer per node at the moment every node reads the round).
+    // A node that joined but has not published yet makes that read wait
+    // (the store's timeout); then wait for them until the join deadline,
+    // checking between slices that this node's join still holds.
+    try {
+      auto info = assemble(r, rank, size, remaining(deadline), true);
+      info.use_agent_store = false;
+      return info;
+    } catch (const TimeoutError&) {
+      if (Clock::now() >= deadline) throw timed_out();
+    }
     std::vector<std::string> nodes;
     for (int i = 0; i < size; ++i) nodes.push_back(keys_.node(r, i));
     try {
-      if (!store_->check(nodes) && !wait_joined(nodes, deadline, still_joined)) {
-        return std::nullopt;
-      }
+      if (!wait_joined(nodes, deadline, still_joined)) return std::nullopt;
     } catch (const TimeoutError&) {
       throw timed_out();
     }
