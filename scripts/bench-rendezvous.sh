@@ -80,16 +80,30 @@ rendezvous_ms() {
   awk -v a="$done_ns" -v b="$last" 'BEGIN{printf "%.0f", (a - b) / 1e6}'
 }
 
+# median3 CMD...: the middle of three runs of CMD (a function that runs one
+# rendezvous under a fresh run id); "failed" when any failed.
+median3() {
+  local runs=() r
+  for _ in 1 2 3; do r=$("$@"); [[ $r == failed ]] && { echo failed; return; }; runs+=("$r"); done
+  printf '%s\n' "${runs[@]}" | sort -n | sed -n 2p
+}
+ccrun_c10d() {
+  rendezvous_ms "$1" "$ccrun" --nnodes "$1" --nproc-per-node 1 --rdzv-backend c10d \
+    --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "bench-$1-$RANDOM" --rdzv-conf is_host=0 \
+    --no-python /bin/sh -c "$worker"
+}
+ccrun_etcd() {
+  rendezvous_ms "$1" "$ccrun" --nnodes "$1" --nproc-per-node 1 --rdzv-backend etcd \
+    --rdzv-endpoint "127.0.0.1:$eport" --rdzv-id "bench-$1-$RANDOM" --no-python /bin/sh -c "$worker"
+}
+
+load=$(cut -d' ' -f1-3 /proc/loadavg)
 table="| measurement | ccrun (ccrun-rendezvous) | ccrun (etcd backend, one member) | torchrun c10d (torch 1.13) | ratio ccrun-rendezvous / torchrun |
 |---|---|---|---|---|"
 for n in "${sizes[@]}"; do
-  c=$(rendezvous_ms "$n" "$ccrun" --nnodes "$n" --nproc-per-node 1 --rdzv-backend c10d \
-        --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "bench-$n-$RANDOM" --rdzv-conf is_host=0 \
-        --no-python /bin/sh -c "$worker")
+  c=$(median3 ccrun_c10d "$n")
   if ((have_etcd)); then
-    e=$(rendezvous_ms "$n" "$ccrun" --nnodes "$n" --nproc-per-node 1 --rdzv-backend etcd \
-          --rdzv-endpoint "127.0.0.1:$eport" --rdzv-id "bench-$n-$RANDOM" \
-          --no-python /bin/sh -c "$worker")
+    e=$(median3 ccrun_etcd "$n")
   else
     e="not run (no etcd)"
   fi
@@ -102,7 +116,7 @@ for n in "${sizes[@]}"; do
   else
     t="not run (each torchrun agent is a ~240 MB Python process)"; r="n/a"
   fi
-  table+=$'\n'"| rendezvous of $n agents, ms (last agent start to all ranks known) | $c | $e | $t | $r |"
+  table+=$'\n'"| rendezvous of $n agents, ms (last agent start to all ranks known; ccrun: median of 3) | $c | $e | $t | $r |"
 done
 
 # Agent death to restarted workers, default keep-alive (5 s x 3), 3 agents
@@ -150,7 +164,8 @@ echo "$table"
 echo
 echo "${stable:-$etcd_note}"
 if ((!smoke)); then
-  section="Measured by \`scripts/bench-rendezvous.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores; every agent
+  section="Measured by \`scripts/bench-rendezvous.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores (load average
+$load when it started); every agent
 is a process on this machine, talking over loopback (ccrun: to one ccrun-rendezvous daemon, or
 with \`--rdzv-backend etcd\` to $etcd_note; torchrun: its c10d backend, the first agent hosting
 the store). The store-traffic rows time N client threads of \`store_rendezvous_bench\` (each its
