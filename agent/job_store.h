@@ -38,7 +38,10 @@ struct JobStore {
   // the keep-alive window is lost (the first connection waited join_timeout).
   store::OpenStoreOptions reopen;
 
-  // Opens a new connection to the store (the rendezvous' StoreConnector).
+  // The rendezvous' StoreConnector: a new connection each call, with
+  // `reopen`'s options. (Not the first connection: that one may spend
+  // join_timeout reconnecting, and a store lost mid-job must be noticed
+  // within the keep-alive window.)
   rendezvous::StoreConnector connector() const;
 };
 

@@ -11,7 +11,8 @@
 //   3. An agent whose rank is >= size came late: it counts itself waiting,
 //      ends round R - its participants restart (kNodeWaiting) when R has
 //      room - and joins R + 1.
-//   4. Each participant publishes its NodeInfo under its join slot, with its
+//   4. Each node publishes its NodeInfo under its join slot as it joins
+//      (a node that turns out late leaves it unread), with its
 //      node rank of the previous round (-1 if none) and a free port of its
 //      host. Everyone reads all NodeInfos; node ranks follow: nodes of the
 //      previous round first, in their previous order, then newcomers in
@@ -22,7 +23,7 @@
 // has exactly nnodes participants.
 //
 // Watching round R (one thread per agent): every keep_alive_interval the
-// agent adds to its heartbeat counter and reads the others'; a counter
+// agent counts a beat into its heartbeat key and reads the others'; a counter
 // that did not move for keep_alive_max_attempt intervals marks its node
 // dead. Between beats the thread is parked in a store wait on round/R/end,
 // so any end (a failure, a death, the exit barrier) reaches it at once.
@@ -264,7 +265,9 @@ class Handler : public RendezvousHandler {
     return n;
   }
 
-  void publish(int r, int slot, int master_port) {
+  // `also_key` (when not empty) := `also_value` in the same multi_set.
+  void publish(int r, int slot, int master_port, const std::string& also_key = "",
+               const std::string& also_value = "") {
     NodeInfo n = self_info();
     published_ = json{{"addr", n.addr},
                       {"hostname", n.hostname},
@@ -273,15 +276,21 @@ class Handler : public RendezvousHandler {
                       {"prev_rank", round_ >= 0 ? info_.node_rank : -1}}
                      .dump();
     slot_ = slot;
-    store_->set(keys_.node(r, slot), published_);
+    if (!also_key.empty()) {
+      store_->multi_set({also_key, keys_.node(r, slot)}, {also_value, published_});
+    } else {
+      store_->set(keys_.node(r, slot), published_);
+    }
   }
 
   // Reads every participant's NodeInfo and derives this node's place.
-  RendezvousInfo assemble(int r, int rank, int size, milliseconds timeout) {
+  // `waited`: no wait first (the caller has waited for them, or reads them
+  // at once and takes the store's TimeoutError itself).
+  RendezvousInfo assemble(int r, int rank, int size, milliseconds timeout, bool waited = false) {
     std::vector<std::string> ks;
     for (int i = 0; i < size; ++i) ks.push_back(keys_.node(r, i));
     try {
-      store_->wait(ks, timeout);
+      if (!waited) store_->wait(ks, timeout);
     } catch (const TimeoutError&) {
       int came = 0;
       for (const auto& k : ks) came += store_->check({k}) ? 1 : 0;
@@ -405,9 +414,13 @@ class Handler : public RendezvousHandler {
     int rank = static_cast<int>(store_->add(joined_key, 1)) - 1;
     int joined = rank + 1;
     // Who holds this rank: after a store restart another node may take it,
-    // and the counter alone could not tell.
+    // and the counter alone could not tell. This node's NodeInfo goes with
+    // it (nothing in it depends on the round's size): when the size comes,
+    // the NodeInfos of the nodes that joined before it are there already,
+    // and one read finds them instead of a wait woken by every node's set.
+    // (A node that turns out late leaves an unread NodeInfo behind.)
     std::string member_key = keys_.round(r, "member/" + std::to_string(rank));
-    store_->set(member_key, token_);
+    publish(r, rank, pick_free_port(self_info().addr), member_key, token_);
     auto still_joined = [&] {
       return store_->check({member_key}) && store_->get(member_key) == token_;
     };
@@ -418,12 +431,18 @@ class Handler : public RendezvousHandler {
                           " of at least " + std::to_string(o_.min_nodes) +
                           " nodes joined; start the others or lower --nnodes");
     };
-    int expected = 0;
-    if (store_->check({keys_.round(r, "expected")})) {
+    int expected = 0;  // round 0 has none: only a round's end sets the next one's
+    if (r > 0 && store_->check({keys_.round(r, "expected")})) {
       expected = std::stoi(store_->get(keys_.round(r, "expected")));
     }
+    // The node that closes the round also makes it current (one write, not
+    // one per node at the moment every node reads the round).
+    auto close_round = [&](int64_t size) {
+      store_->compare_set(size_key, "", std::to_string(size));
+      store_->set(keys_.current_round(), std::to_string(r));
+    };
     if (joined == o_.max_nodes || (expected >= o_.min_nodes && joined == expected)) {
-      store_->compare_set(size_key, "", std::to_string(joined));
+      close_round(joined);
     } else if (joined == o_.min_nodes) {
       // The last call: wait for more nodes, then close with whoever came.
       auto last_call = std::min(Clock::now() + o_.last_call_timeout, deadline);
@@ -431,7 +450,7 @@ class Handler : public RendezvousHandler {
         if (!wait_joined({size_key}, last_call, still_joined)) return std::nullopt;
       } catch (const TimeoutError&) {
         int64_t now = store_->add(joined_key, 0);
-        store_->compare_set(size_key, "", std::to_string(std::min<int64_t>(now, o_.max_nodes)));
+        close_round(std::min<int64_t>(now, o_.max_nodes));
       }
     }
     try {
@@ -450,8 +469,18 @@ class Handler : public RendezvousHandler {
       late_ = true;
       return std::nullopt;
     }
-    store_->set(keys_.current_round(), std::to_string(r));
-    publish(r, rank, pick_free_port(self_info().addr));
+    // The NodeInfos came with the joins: read them at once (no check first:
+    // one request fewer per node at the moment every node reads the round).
+    // A node that joined but has not published yet makes that read wait
+    // (the store's timeout); then wait for them until the join deadline,
+    // checking between slices that this node's join still holds.
+    try {
+      auto info = assemble(r, rank, size, remaining(deadline), true);
+      info.use_agent_store = false;
+      return info;
+    } catch (const TimeoutError&) {
+      if (Clock::now() >= deadline) throw timed_out();
+    }
     std::vector<std::string> nodes;
     for (int i = 0; i < size; ++i) nodes.push_back(keys_.node(r, i));
     try {
@@ -459,7 +488,7 @@ class Handler : public RendezvousHandler {
     } catch (const TimeoutError&) {
       throw timed_out();
     }
-    auto info = assemble(r, rank, size, remaining(deadline));
+    auto info = assemble(r, rank, size, remaining(deadline), true);
     info.use_agent_store = false;
     return info;
   }
@@ -493,18 +522,30 @@ class Handler : public RendezvousHandler {
     }
     std::vector<std::string> beats;
     for (int i = 0; i < n; ++i) beats.push_back(keys_.heartbeat(r, i));
-    std::vector<int64_t> last(n, -1);
+    // The others' counters are not read on the first beat: every node has
+    // just joined, and n nodes reading n counters would load the store while
+    // the last joiners still read the round. Taking them as 1 (each node's
+    // first beat), and on the second beat a counter still at 0 as one stall
+    // more, finds a silent node after the same keep_alive_max_attempt
+    // intervals as reading them at once would.
+    std::vector<int64_t> last(n, 1);
     std::vector<int> stalls(n, 0);
+    int beat = 0;            // completed beats of this node
+    int64_t beats_sent = 0;  // its heartbeat value (each try counts)
     auto store_lost_since = Clock::time_point{};
     while (!stop_) {
       try {
-        conn->add(beats[info_.node_rank], 1);
+        // Only this node writes its counter: a set (on etcd a plain put, no
+        // counter journal to read back), read as a counter by the others.
+        conn->set(beats[info_.node_rank], std::to_string(++beats_sent));
         publish_status(*conn, r);
         republish_if_lost(*conn, r);
-        for (int i = 0; i < n; ++i) {
+        std::vector<int64_t> values;
+        if (beat > 0) values = read_counters(*conn, beats);
+        for (int i = 0; i < n && beat > 0; ++i) {
           if (i == info_.node_rank) continue;
-          int64_t v = conn->add(beats[i], 0);
-          stalls[i] = (v == last[i]) ? stalls[i] + 1 : 0;
+          int64_t v = values[i];
+          stalls[i] = (v == last[i] || (beat == 1 && v == 0)) ? stalls[i] + 1 : 0;
           last[i] = v;
           if (stalls[i] >= o_.keep_alive_max_attempt) {
             json rec{{"kind", "dead"}, {"node", i}, {"next_expected", n - 1},
@@ -514,6 +555,7 @@ class Handler : public RendezvousHandler {
           }
         }
         store_lost_since = {};
+        ++beat;
         try {
           conn->wait({keys_.round(r, "end")}, o_.keep_alive_interval);
         } catch (const TimeoutError&) {
@@ -544,6 +586,19 @@ class Handler : public RendezvousHandler {
         stop_cv_.wait_for(lock, o_.keep_alive_interval, [this] { return stop_.load(); });
       }
     }
+  }
+
+  // The values of counters `keys`: one multi_get when all exist (one
+  // request), else add(key, 0) each (creates the missing ones at 0).
+  static std::vector<int64_t> read_counters(store::Store& s, const std::vector<std::string>& keys) {
+    std::vector<int64_t> values;
+    if (s.check(keys)) {
+      auto text = s.multi_get(keys);
+      for (size_t i = 0; i < keys.size(); ++i) values.push_back(store::parse_counter(keys[i], text[i]));
+    } else {
+      for (const auto& k : keys) values.push_back(s.add(k, 0));
+    }
+    return values;
   }
 
   void stop_watcher() {

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Rendezvous time of N agents (plain processes on loopback, one
-# ccrun-rendezvous daemon), side by side with torchrun's c10d rendezvous
+# ccrun-rendezvous daemon; and the same agents with --rdzv-backend etcd on a
+# one-member etcd this script starts, skipped with a note when /usr/bin/etcd
+# is missing), side by side with torchrun's c10d rendezvous
 # (Debian's torch 1.13 through scripts/torchrun_patched.py), in one run; and
 # the time from an agent's death to the survivors' restarted workers running
 # at the default keep-alive settings; and the store traffic of an N-agent
@@ -29,10 +31,33 @@ if ((smoke)); then sizes=(2); torch_max=2; else sizes=(2 8 32 64); torch_max=32;
 "$build/rendezvous/ccrun-rendezvous" --port 0 --log-level warn >"$tmp/daemon.out" 2>&1 &
 pids+=($!)
 disown  # killed at exit; no job notice
-for _ in $(seq 100); do grep -q listening "$tmp/daemon.out" && break; sleep 0.05; done
+for _ in $(seq 100); do grep -qs listening "$tmp/daemon.out" && break; sleep 0.05; done
 port=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$tmp/daemon.out")
 
 free_port() { "$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# One etcd member (data directory on this disk, loopback ports) for the
+# etcd rows; without /usr/bin/etcd (or $ETCD_BINARY) those rows say why
+# they were not run.
+have_etcd=0
+etcd=${ETCD_BINARY:-/usr/bin/etcd}
+etcd_note="etcd: not run ($etcd missing; install etcd-server)"
+if [[ -x $etcd ]]; then
+  eport=$(free_port); epeer=$(free_port)
+  "$etcd" --data-dir "$tmp/etcd" --listen-client-urls "http://127.0.0.1:$eport" \
+    --advertise-client-urls "http://127.0.0.1:$eport" --listen-peer-urls "http://127.0.0.1:$epeer" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$epeer" \
+    --initial-cluster "default=http://127.0.0.1:$epeer" >"$tmp/etcd.log" 2>&1 &
+  pids+=($!)
+  disown
+  for _ in $(seq 200); do grep -qs "ready to serve client requests" "$tmp/etcd.log" && break; sleep 0.05; done
+  if grep -qs "ready to serve client requests" "$tmp/etcd.log"; then
+    have_etcd=1
+    etcd_note="etcd $("$etcd" --version | sed -n 's/etcd Version: //p'), one member, data directory on local disk"
+  else
+    etcd_note="etcd: not run ($etcd did not become ready: $(tail -1 "$tmp/etcd.log"))"
+  fi
+fi
+
 # Each worker writes the time it starts into $OUT/<rank>.
 worker='date +%s%N > "$OUT/$RANK"'
 
@@ -55,12 +80,33 @@ rendezvous_ms() {
   awk -v a="$done_ns" -v b="$last" 'BEGIN{printf "%.0f", (a - b) / 1e6}'
 }
 
-table="| measurement | ccrun | torchrun c10d (torch 1.13) | ratio |
-|---|---|---|---|"
+# median3 CMD...: the middle of three runs of CMD (a function that runs one
+# rendezvous under a fresh run id); "failed" when any failed.
+median3() {
+  local runs=() r
+  for _ in 1 2 3; do r=$("$@"); [[ $r == failed ]] && { echo failed; return; }; runs+=("$r"); done
+  printf '%s\n' "${runs[@]}" | sort -n | sed -n 2p
+}
+ccrun_c10d() {
+  rendezvous_ms "$1" "$ccrun" --nnodes "$1" --nproc-per-node 1 --rdzv-backend c10d \
+    --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "bench-$1-$RANDOM" --rdzv-conf is_host=0 \
+    --no-python /bin/sh -c "$worker"
+}
+ccrun_etcd() {
+  rendezvous_ms "$1" "$ccrun" --nnodes "$1" --nproc-per-node 1 --rdzv-backend etcd \
+    --rdzv-endpoint "127.0.0.1:$eport" --rdzv-id "bench-$1-$RANDOM" --no-python /bin/sh -c "$worker"
+}
+
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+table="| measurement | ccrun (ccrun-rendezvous) | ccrun (etcd backend, one member) | torchrun c10d (torch 1.13) | ratio ccrun-rendezvous / torchrun |
+|---|---|---|---|---|"
 for n in "${sizes[@]}"; do
-  c=$(rendezvous_ms "$n" "$ccrun" --nnodes "$n" --nproc-per-node 1 --rdzv-backend c10d \
-        --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "bench-$n-$RANDOM" --rdzv-conf is_host=0 \
-        --no-python /bin/sh -c "$worker")
+  c=$(median3 ccrun_c10d "$n")
+  if ((have_etcd)); then
+    e=$(median3 ccrun_etcd "$n")
+  else
+    e="not run (no etcd)"
+  fi
   if ((n <= torch_max)); then
     tport=$(free_port)
     t=$(rendezvous_ms "$n" "$python" "$here/scripts/torchrun_patched.py" --nnodes "$n" \
@@ -70,7 +116,7 @@ for n in "${sizes[@]}"; do
   else
     t="not run (each torchrun agent is a ~240 MB Python process)"; r="n/a"
   fi
-  table+=$'\n'"| rendezvous of $n agents, ms (last agent start to all ranks known) | $c | $t | $r |"
+  table+=$'\n'"| rendezvous of $n agents, ms (last agent start to all ranks known; ccrun: median of 3) | $c | $e | $t | $r |"
 done
 
 # Agent death to restarted workers, default keep-alive (5 s x 3), 3 agents
@@ -97,22 +143,12 @@ if ((!smoke)); then
     d="failed"
   fi
   kill -9 "${agents[0]}" "${agents[1]}" 2>/dev/null || true
-  table+=$'\n'"| agent SIGKILLed to survivors' restarted workers running, ms (keep-alive 5 s x 3) | $d | | |"
+  table+=$'\n'"| agent SIGKILLed to survivors' restarted workers running, ms (keep-alive 5 s x 3) | $d | | | |"
 fi
 # The store traffic of one rendezvous, etcd (one member, data on this disk)
 # beside ccrun-rendezvous, through the same client code (open_store).
-etcd_note="etcd: not run (/usr/bin/etcd missing; install etcd-server)"
 stable=""
-if [[ -x /usr/bin/etcd ]]; then
-  eport=$(free_port); epeer=$(free_port)
-  /usr/bin/etcd --data-dir "$tmp/etcd" --listen-client-urls "http://127.0.0.1:$eport" \
-    --advertise-client-urls "http://127.0.0.1:$eport" --listen-peer-urls "http://127.0.0.1:$epeer" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$epeer" \
-    --initial-cluster "default=http://127.0.0.1:$epeer" >"$tmp/etcd.log" 2>&1 &
-  pids+=($!)
-  disown
-  for _ in $(seq 200); do grep -q "ready to serve client requests" "$tmp/etcd.log" && break; sleep 0.05; done
-  etcd_note="etcd $(/usr/bin/etcd --version | sed -n 's/etcd Version: //p'), one member, data directory on local disk"
+if ((have_etcd)); then
   median() { "$build/tests/store_rendezvous_bench" --address "$1" --clients "$2" --rounds 5 2>/dev/null |
              sed -n 's/.*"median_ms": \([0-9.]*\).*/\1/p'; }
   stable="| store traffic of an N-agent rendezvous, ms (add, set, wait for all N keys; median of 5) | ccrun-rendezvous (tcp://) | etcd, one member (etcd://) |
@@ -126,13 +162,14 @@ fi
 
 echo "$table"
 echo
-echo "$stable"
+echo "${stable:-$etcd_note}"
 if ((!smoke)); then
-  section="Measured by \`scripts/bench-rendezvous.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores; every agent
-is a process on this machine, talking over loopback (ccrun: to one ccrun-rendezvous daemon;
-torchrun: its c10d backend, the first agent hosting the store). The store-traffic rows time N client
-threads of \`store_rendezvous_bench\` (each its own store client) against the same daemon and against
-$etcd_note.
+  section="Measured by \`scripts/bench-rendezvous.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores (load average
+$load when it started); every agent
+is a process on this machine, talking over loopback (ccrun: to one ccrun-rendezvous daemon, or
+with \`--rdzv-backend etcd\` to $etcd_note; torchrun: its c10d backend, the first agent hosting
+the store). The store-traffic rows time N client threads of \`store_rendezvous_bench\` (each its
+own store client) against the same daemon and the same etcd.
 
 $table
 

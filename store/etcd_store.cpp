@@ -24,7 +24,11 @@ using etcd::json;
 using etcd::conflict_backoff;
 using etcd::failure_state;
 using etcd::guarded_txn;
+using etcd::journal_prefix;
+using etcd::journal_range_op;
 using etcd::key_state;
+using etcd::range_op;
+using etcd::read_with_journal;
 using etcd::KeyState;
 using etcd::kMaxTxnOps;
 using etcd::prefix_end;
@@ -168,8 +172,10 @@ void EtcdStore::wait_keys(Connection& c, const std::vector<std::string>& keys,
                         "\"): timed out after " + format_duration(timeout) +
                         " waiting for key(s) " + quote_keys(keys));
   };
+  bool read = false;  // the keys were read during this call
   // 1. Already there? (One read, skipped when the caller just read them.)
   if (!known_missing) {
+    read = true;
     int64_t revision = 0;
     auto state = read_keys(c, options_.prefix, keys, false, revision);
     if (std::all_of(state.begin(), state.end(), [](const KeyState& s) { return s.exists; })) {
@@ -198,6 +204,7 @@ void EtcdStore::wait_keys(Connection& c, const std::vector<std::string>& keys,
             return true;
           }
           if (r.value("created", false)) {
+            read = true;
             int64_t at = int_field(r["header"], "revision");
             auto now = read_keys(*borrow(), options_.prefix, keys, false, at);
             for (size_t i = 0; i < keys.size(); ++i) {
@@ -215,7 +222,18 @@ void EtcdStore::wait_keys(Connection& c, const std::vector<std::string>& keys,
           }
           return missing.empty();
         });
-    if (end == etcd::StreamEnd::kTimedOut) throw timed_out();
+    if (end == etcd::StreamEnd::kTimedOut) {
+      // Timed out before the keys were ever read (a short timeout, a slow
+      // member): keys present all along are no timeout.
+      if (!read) {
+        int64_t revision = 0;
+        auto state = read_keys(c, options_.prefix, keys, false, revision);
+        if (std::all_of(state.begin(), state.end(), [](const KeyState& s) { return s.exists; })) {
+          return;
+        }
+      }
+      throw timed_out();
+    }
     if (end == etcd::StreamEnd::kDone && !cancelled) return;
     // kBroken or cancelled: the member went away; watch again.
   }
@@ -257,36 +275,95 @@ std::vector<std::string> EtcdStore::multi_get(const std::vector<std::string>& ke
   }
 }
 
-// add, append and compare_set: a read, then guarded_txn until it applies
-// (etcd_requests.h).
+// add: one transaction, never retried for contention (a counter journal,
+// etcd_requests.h). append and compare_set: a read, then guarded_txn until
+// it applies.
 
 int64_t EtcdStore::add(const std::string& key, int64_t delta) {
   const std::string k = full(key);
+  const std::string jp = journal_prefix(options_.prefix, key);
   auto c = borrow();
-  KeyState s = key_state(c->post("/v3/kv/range", {{"key", base64_encode(k)}}, true));
-  for (;;) {
-    int64_t now = parse_counter(key, s.value) + delta;
-    wrote_sequence_keys_ = true;
-    auto sent = Clock::now();
-    json r = txn_once(*c, sequence_key(c->slot), c->seq,
-                      guarded_txn(k, s.mod_revision, put_op(k, std::to_string(now))));
-    if (r.value("succeeded", false)) return now;
-    s = failure_state(r);
-    conflict_backoff(*c, Clock::now() - sent);
+  if (delta == 0) {  // a read, unless the key is missing (then created at 0)
+    int64_t revision = 0;
+    KeyState s = read_with_journal(*c, k, jp, revision);
+    if (s.exists && !s.not_counter) return parse_counter(key, s.value);
+    if (s.exists) (void)parse_counter(key, s.value);  // throws when not a number
   }
+  wrote_sequence_keys_ = true;
+  const std::string marker = sequence_key(c->slot);
+  const std::string seq = std::to_string(++c->seq);
+  // The entry's name is unique: this client, connection and operation.
+  const std::string entry = jp + client_id_ + "/" + std::to_string(c->slot) + "/" + seq;
+  json present = json::array({put_op(entry, std::to_string(delta)), put_op(marker, seq),
+                              range_op(k, false, 0), journal_range_op(jp, 0)});
+  json missing = present;
+  missing.insert(missing.begin(), put_op(k, "0"));
+  json txn{{"compare", json::array({{{"key", base64_encode(k)},
+                                     {"target", "CREATE"},
+                                     {"result", "EQUAL"},
+                                     {"create_revision", "0"}}})},
+           {"success", std::move(missing)},
+           {"failure", std::move(present)}};
+  json reads;  // the key and its journal just after this add
+  int64_t revision = 0;
+  for (;;) {
+    try {
+      json r = c->post("/v3/kv/txn", txn, false);
+      revision = int_field(r["header"], "revision");
+      const json& rs = r["responses"];
+      reads = json{{"responses", json::array({rs[rs.size() - 2], rs[rs.size() - 1]})}};
+      break;
+    } catch (const etcd::AmbiguousError&) {
+      // Applied or not? The sequence number tells; if it was, read the
+      // state as of its revision.
+      KeyState m = key_state(c->post("/v3/kv/range", {{"key", base64_encode(marker)}}, true));
+      if (m.value != seq) continue;
+      revision = m.mod_revision;
+      reads = c->post("/v3/kv/txn",
+                      {{"success", json::array({range_op(k, false, revision),
+                                                journal_range_op(jp, revision)})}},
+                      true);
+      break;
+    }
+  }
+  int64_t at = 0;
+  KeyState s = failure_state(reads, at);
+  if (s.not_counter) {
+    // Take this add back (best effort: a stale entry is ignored once the key
+    // is put again), then report the value as every store does.
+    try {
+      c->post("/v3/kv/deleterange", {{"key", base64_encode(entry)}}, true);
+    } catch (const ccrun::Error&) {
+    }
+    (void)add_or_throw(key, s.value, s.live_sum);  // throws: not a counter, or overflow
+    throw Error("etcd store: add on key \"" + key + "\": its journal under \"" + options_.prefix +
+                "\" holds an entry that is not an integer; delete the key and start it again");
+  }
+  if (s.live >= etcd::kJournalFold && s.live % etcd::kJournalFold == 0) {
+    // Fold the journal into the key's value; a race lost leaves it as it is.
+    json put = put_op(k, s.value);
+    put["request_put"]["ignore_lease"] = true;
+    try {
+      c->post("/v3/kv/txn", guarded_txn(k, jp, s.mod_revision, revision, std::move(put)), true);
+    } catch (const ccrun::Error&) {
+    }
+  }
+  return parse_counter(key, s.value);
 }
 
 void EtcdStore::append(const std::string& key, const std::string& value) {
   const std::string k = full(key);
+  const std::string jp = journal_prefix(options_.prefix, key);
   auto c = borrow();
-  KeyState s = key_state(c->post("/v3/kv/range", {{"key", base64_encode(k)}}, true));
+  int64_t revision = 0;
+  KeyState s = read_with_journal(*c, k, jp, revision);
   for (;;) {
     wrote_sequence_keys_ = true;
     auto sent = Clock::now();
     json r = txn_once(*c, sequence_key(c->slot), c->seq,
-                      guarded_txn(k, s.mod_revision, put_op(k, s.value + value)));
+                      guarded_txn(k, jp, s.mod_revision, revision, put_op(k, s.value + value)));
     if (r.value("succeeded", false)) return;
-    s = failure_state(r);
+    s = failure_state(r, revision);
     conflict_backoff(*c, Clock::now() - sent);
   }
 }
@@ -297,17 +374,19 @@ void EtcdStore::append(const std::string& key, const std::string& value) {
 std::string EtcdStore::compare_set(const std::string& key, const std::string& expected,
                                    const std::string& desired) {
   const std::string k = full(key);
+  const std::string jp = journal_prefix(options_.prefix, key);
   auto c = borrow();
-  KeyState s = key_state(c->post("/v3/kv/range", {{"key", base64_encode(k)}}, true));
+  int64_t revision = 0;
+  KeyState s = read_with_journal(*c, k, jp, revision);
   for (;;) {
     if (!s.exists && !expected.empty()) return expected;
     if (s.exists && s.value != expected) return s.value;
     wrote_sequence_keys_ = true;
     auto sent = Clock::now();
     json r = txn_once(*c, sequence_key(c->slot), c->seq,
-                      guarded_txn(k, s.mod_revision, put_op(k, desired)));
+                      guarded_txn(k, jp, s.mod_revision, revision, put_op(k, desired)));
     if (r.value("succeeded", false)) return desired;
-    s = failure_state(r);
+    s = failure_state(r, revision);
     conflict_backoff(*c, Clock::now() - sent);
   }
 }
@@ -321,14 +400,21 @@ bool EtcdStore::check(const std::vector<std::string>& keys) {
   return true;
 }
 
+// Straight to the watch: it reads the keys when etcd confirms it (callers
+// wait mostly for keys that are missing; a read first would be one request
+// more for them, and saves one only when all are there).
 void EtcdStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   auto c = borrow();
-  wait_keys(*c, keys, Clock::now() + timeout, timeout, false);
+  wait_keys(*c, keys, Clock::now() + timeout, timeout, true);
 }
 
 bool EtcdStore::delete_key(const std::string& key) {
-  json r = borrow()->post("/v3/kv/deleterange", {{"key", base64_encode(full(key))}}, true);
-  return int_field(r, "deleted") > 0;
+  const std::string jp = journal_prefix(options_.prefix, key);
+  json del_key{{"request_delete_range", {{"key", base64_encode(full(key))}}}};
+  json del_journal{{"request_delete_range",
+                    {{"key", base64_encode(jp)}, {"range_end", base64_encode(prefix_end(jp))}}}};
+  json r = borrow()->post("/v3/kv/txn", {{"success", json::array({del_key, del_journal})}}, true);
+  return int_field(r["responses"][0]["response_delete_range"], "deleted") > 0;
 }
 
 int64_t EtcdStore::num_keys() {
@@ -340,9 +426,17 @@ int64_t EtcdStore::num_keys() {
   json count_ops{{"request_range",
                   {{"key", base64_encode(ops)}, {"range_end", base64_encode(prefix_end(ops))},
                    {"count_only", true}}}};
-  json r = borrow()->post("/v3/kv/txn", {{"success", json::array({count_all, count_ops})}}, true);
+  const std::string journals = p + std::string("\0ccrun-add/", 11);
+  json count_journals{{"request_range",
+                       {{"key", base64_encode(journals)},
+                        {"range_end", base64_encode(prefix_end(journals))},
+                        {"count_only", true}}}};
+  json r = borrow()->post(
+      "/v3/kv/txn", {{"success", json::array({count_all, count_ops, count_journals})}}, true);
   const auto& rs = r["responses"];
-  return int_field(rs[0]["response_range"], "count") - int_field(rs[1]["response_range"], "count");
+  return int_field(rs[0]["response_range"], "count") -
+         int_field(rs[1]["response_range"], "count") -
+         int_field(rs[2]["response_range"], "count");
 }
 
 void EtcdStore::multi_set(const std::vector<std::string>& keys,

@@ -15,11 +15,18 @@
 // values base64), the same API etcdctl uses underneath, over plain TCP or
 // TLS. Every Store operation maps onto one etcd request:
 //   set/multi_set      put / one txn of puts
-//   get/check/multi_get range (one txn of ranges: one revision for all keys)
-//   add/append         txn: compare mod_revision, put; retried on conflict
-//   compare_set        txn: compare value (or "key absent"), put
-//   wait               range, then a watch of the missing keys from the
-//                      revision after that read (no set can be missed)
+//   get/check/multi_get one txn of ranges, one revision for all keys: the
+//                      span from the least key to the greatest (4 keys or
+//                      more, unless the span holds many others) or a range
+//                      per key; values with their counter journals
+//   add                txn: put a journal entry of the delta (created at
+//                      "0" when missing), read the key and its journal;
+//                      never retried on conflict: N concurrent adds are N
+//                      commits in parallel, not a chain (etcd_requests.h)
+//   append/compare_set txn: compare mod_revision (and journal), put;
+//                      retried on conflict
+//   wait               a watch of the keys' span, then the keys read at the
+//                      revision etcd confirmed it at (no set can be missed)
 //   delete_key         deleterange; num_keys: a count-only range
 // add, append and compare_set are applied exactly once even when the member
 // that served them dies mid-request: their transaction also records a
@@ -27,7 +34,8 @@
 // num_keys), read back after an ambiguous failure to tell whether it
 // happened. (A store whose prefix encloses another client's prefix counts
 // that client's sequence keys in num_keys(): one per connection, removed
-// when that client's EtcdStore is destroyed.)
+// when that client's EtcdStore is destroyed; and its counters' journal
+// entries, under "<prefix>\0ccrun-add/", at most a few dozen per counter.)
 //
 // Fail-over: a call goes to the member that answered last; a member that
 // refuses, closes, or does not answer within request_timeout is left for the

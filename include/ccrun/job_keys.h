@@ -13,7 +13,7 @@
 //   round/<R>/expected         decimal: nodes that will surely rejoin R
 //   round/<R>/node/<slot>      JSON NodeInfo {addr, hostname, nproc, master_port,
 //                              prev_rank}, by join slot (static: node rank)
-//   round/<R>/hb/<rank>        counter: heartbeats of node <rank>
+//   round/<R>/hb/<rank>        decimal: heartbeats of node <rank> (set by it alone)
 //   round/<R>/end              JSON {"kind", "node", "detail", "next_expected"}:
 //                              why R ended; the first writer wins
 //   round/<R>/failures         counter, and round/<R>/failure/<i> JSON reports

@@ -244,6 +244,44 @@ TEST_CASE("etcd store: add under contention is exact, compare_set has one winner
   CHECK(s.compare_set("leader", *cas_results.begin(), "next") == "next");
 }
 
+TEST_CASE("etcd store: a counter's journal keeps add exact across set, compare_set, append "
+          "and delete, and stays short", "[etcd]") {
+  if (!ccrun::testing::etcd_available()) {
+    WARN(ccrun::testing::etcd_skip_reason());
+    return;
+  }
+  auto& etcd = shared_etcd();
+  const std::string p = fresh_prefix("journal");
+  EtcdStore a(etcd.options(p + "/a"));
+  EtcdStore other(etcd.options(p + "/a"));
+  EtcdStore whole(etcd.options(p));
+  CHECK(a.add("c", 5) == 5);
+  CHECK(other.add("c", 2) == 7);
+  CHECK(a.get("c") == "7");
+  CHECK(a.multi_get({"c", "c"}) == std::vector<std::string>{"7", "7"});
+  a.set("c", "10");  // a put starts the counter over: earlier adds stop counting
+  CHECK(other.add("c", 1) == 11);
+  CHECK(a.add("c", 0) == 11);
+  CHECK(a.compare_set("c", "10", "x") == "11");  // compared with the counter's value
+  CHECK(a.compare_set("c", "11", "20") == "20");
+  CHECK(other.add("c", 1) == 21);
+  a.append("c", "0");
+  CHECK(a.get("c") == "210");
+  CHECK(a.add("c", -10) == 200);
+  CHECK(a.delete_key("c"));
+  CHECK_FALSE(a.check({"c"}));
+  CHECK(a.add("c", 1) == 1);  // the deleted counter's entries are gone
+  // add(key, 0) of a missing key creates it at 0.
+  CHECK(a.add("zero", 0) == 0);
+  CHECK(other.get("zero") == "0");
+  // Many adds: every 32 live entries are folded into the key's value, so
+  // the journal stays short (whole's num_keys counts a's journal entries).
+  for (int i = 1; i < 100; ++i) other.add("c", 1);
+  CHECK(a.get("c") == "100");
+  CHECK(a.num_keys() == 2);                       // c and zero
+  CHECK(whole.num_keys() <= 2 + 2 + 32);          // + sequence keys + a short journal
+}
+
 TEST_CASE("etcd store: leases keep keys alive and take them away", "[etcd]") {
   if (!ccrun::testing::etcd_available()) {
     WARN(ccrun::testing::etcd_skip_reason());
