@@ -23,9 +23,9 @@
 //              to read the end before it stops serving the store
 //
 // Signals: the first SIGINT/SIGTERM (or --signals-to-handle) stops the job
-// for good, whatever state it is in: the signal goes to the workers, then
-// SIGTERM, then SIGKILL after stop_grace; no restart; exit 128+N. A second
-// signal SIGKILLs the workers at once.
+// for good, whatever state it is in: the signal goes to the workers, once
+// (as torchrun sends it), then SIGKILL after stop_grace; no restart; exit
+// 128+N. A second signal SIGKILLs the workers at once.
 #include "ccrun/agent.h"
 
 #include <signal.h>
@@ -212,9 +212,12 @@ class Agent {
     interrupt_->trigger();
     stopping_ = true;
     if (group_ && group_->running() > 0) {
-      // Forward the signal itself first; SIGTERM and then SIGKILL follow.
-      group_->signal_all(signo);
-      group_->stop(spec_.stop_grace, [this] { finish(Outcome::kSignalled); });
+      // The workers get the signal itself, once (a script that saves a
+      // checkpoint on KeyboardInterrupt must not be cut short by a SIGTERM
+      // right behind it), and SIGKILL after stop_grace, as torchrun does. A
+      // stop already under way (a failure) keeps its grace period.
+      if (group_->stopping()) group_->signal_all(signo);
+      group_->stop(spec_.stop_grace, [this] { finish(Outcome::kSignalled); }, signo);
     } else {
       finish(Outcome::kSignalled);
     }

@@ -189,7 +189,7 @@ void WorkerGroup::signal_all(int sig) {
   }
 }
 
-void WorkerGroup::stop(std::chrono::milliseconds grace, std::function<void()> done) {
+void WorkerGroup::stop(std::chrono::milliseconds grace, std::function<void()> done, int sig) {
   bool all = true;
   for (auto& x : workers_) all = all && x->reported;
   if (all) {
@@ -199,7 +199,7 @@ void WorkerGroup::stop(std::chrono::milliseconds grace, std::function<void()> do
   bool under_way = stopped_ != nullptr;
   stopped_ = std::move(done);
   if (under_way) return;
-  signal_all(SIGTERM);
+  signal_all(sig);
   kill_timer_ = std::make_unique<asio::steady_timer>(io_, grace);
   kill_timer_->async_wait([this](boost::system::error_code ec) {
     if (!ec) signal_all(SIGKILL);

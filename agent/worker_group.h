@@ -19,6 +19,7 @@
 #include <utility>
 #include <boost/asio.hpp>
 #include <chrono>
+#include <csignal>
 #include <functional>
 #include <memory>
 #include <string>
@@ -72,11 +73,15 @@ class WorkerGroup {
   // Sends `sig` to every running worker's process group.
   void signal_all(int sig);
 
-  // SIGTERM to every running worker, SIGKILL to those left after `grace`;
-  // `done` runs once none is left (at once when none runs), after every
-  // descendant that carries the agent's token was killed too. A stop while
-  // one is under way only replaces `done`: the grace period keeps running.
-  void stop(std::chrono::milliseconds grace, std::function<void()> done);
+  // `sig` (SIGTERM, or the signal a user sent ccrun) to every running
+  // worker, SIGKILL to those left after `grace`; `done` runs once none is
+  // left (at once when none runs), after every descendant that carries the
+  // agent's token was killed too. A stop while one is under way only
+  // replaces `done`: the grace period keeps running.
+  void stop(std::chrono::milliseconds grace, std::function<void()> done, int sig = SIGTERM);
+
+  // A stop is under way (its grace period runs).
+  bool stopping() const { return stopped_ != nullptr; }
 
   // SIGKILL to every running worker's group now (a second Ctrl-C).
   void kill_now() { signal_all(SIGKILL); }

@@ -144,6 +144,26 @@ def test_sigterm_to_ccrun_stops_workers_and_exits_143(tmp_path):
     assert sorted(marker.read_text().split()) == ["0", "1"]
 
 
+def test_sigint_reaches_the_workers_once_and_no_sigterm_cuts_their_cleanup_short(tmp_path):
+    # As torchrun: the signal ccrun got goes to the workers once, SIGKILL only
+    # after --stop-grace. A worker saving a checkpoint on SIGINT
+    # (KeyboardInterrupt) is not cut short by a SIGTERM right behind it.
+    marker = tmp_path / "got"
+    script = (f"trap 'stop=1' INT; trap 'echo term $RANK >> {marker}' TERM; echo up; "
+              'while [ -z "$stop" ]; do sleep 0.05; done; '
+              f"sleep 0.5; echo saved $RANK >> {marker}")
+    p = spawn_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", "--stop-grace", "10",
+                    "--no-python", "/bin/sh", "-c", script)
+    deadline = time.time() + 30
+    seen = ""
+    while seen.count("up") < 2 and time.time() < deadline:
+        seen += p.stdout.readline()
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert sorted(marker.read_text().splitlines()) == ["saved 0", "saved 1"]
+
+
 def pids_in_session(sid):
     pids = []
     for d in os.listdir("/proc"):
