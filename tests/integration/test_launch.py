@@ -129,18 +129,26 @@ def test_sigsegv_is_named_in_the_report():
     assert "SIGSEGV" in r.stderr
 
 
-def test_sigterm_to_ccrun_stops_workers_and_exits_143(tmp_path):
-    marker = tmp_path / "got"
-    script = (f'trap "echo $RANK >> {marker}; exit 0" TERM; echo up; '
-              'while true; do sleep 0.05; done')
-    p = spawn_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", "--no-python", "/bin/sh", "-c", script)
+def signal_two_workers_once_up(script, sig, *flags):
+    """Runs `script` as 2 workers; once both printed "up", sends `sig` to
+    ccrun and waits for it to end. Returns its exit status and stderr."""
+    p = spawn_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", *flags,
+                    "--no-python", "/bin/sh", "-c", script)
     deadline = time.time() + 30
     seen = ""
     while seen.count("up") < 2 and time.time() < deadline:
         seen += p.stdout.readline()
-    p.send_signal(signal.SIGTERM)
-    out, err = p.communicate(timeout=60)
-    assert p.returncode == 143, err
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=60)
+    return p.returncode, err
+
+
+def test_sigterm_to_ccrun_stops_workers_and_exits_143(tmp_path):
+    marker = tmp_path / "got"
+    script = (f'trap "echo $RANK >> {marker}; exit 0" TERM; echo up; '
+              'while true; do sleep 0.05; done')
+    rc, err = signal_two_workers_once_up(script, signal.SIGTERM)
+    assert rc == 143, err
     assert sorted(marker.read_text().split()) == ["0", "1"]
 
 
@@ -152,15 +160,8 @@ def test_sigint_reaches_the_workers_once_and_no_sigterm_cuts_their_cleanup_short
     script = (f"trap 'stop=1' INT; trap 'echo term $RANK >> {marker}' TERM; echo up; "
               'while [ -z "$stop" ]; do sleep 0.05; done; '
               f"sleep 0.5; echo saved $RANK >> {marker}")
-    p = spawn_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", "--stop-grace", "10",
-                    "--no-python", "/bin/sh", "-c", script)
-    deadline = time.time() + 30
-    seen = ""
-    while seen.count("up") < 2 and time.time() < deadline:
-        seen += p.stdout.readline()
-    p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=60)
-    assert p.returncode == 130, err
+    rc, err = signal_two_workers_once_up(script, signal.SIGINT, "--stop-grace", "10")
+    assert rc == 130, err
     assert sorted(marker.read_text().splitlines()) == ["saved 0", "saved 1"]
 
 
