@@ -784,7 +784,9 @@ TEST_CASE("without a token: the first request within the handshake deadline, the
 TEST_CASE("a request of a million keys costs time linear in its size (issue 11.6)",
           "[server][hostile][limits]") {
   // Linear, not quadratic: 10x the keys may cost 10-25x the time (caches
-  // stop holding the tables), never 100x. Compared within one run (not against a wall-clock bound), so that a
+  // stop holding the tables), never 100x. Each size is timed twice and its
+  // best kept, so that one page-fault storm or scheduler hiccup does not
+  // decide it. Compared within one run (not against a wall-clock bound), so that a
   // loaded machine or a sanitizer's slowdown does not decide it.
   StoreServerOptions o;
   o.max_keys_per_request = 1'000'000;  // the default is torch's 128 Ki
@@ -831,12 +833,12 @@ TEST_CASE("a request of a million keys costs time linear in its size (issue 11.6
     return took;
   };
   auto small_check = std::min(time_check(100'000), time_check(100'000));
-  auto big_check = time_check(1'000'000);
+  auto big_check = std::min(time_check(1'000'000), time_check(1'000'000));
   WARN("CHECK in 32 KiB pieces, 1 ms apart: 100k keys " << small_check.count() << " ms, 1M keys "
                                                         << big_check.count() << " ms");
   CHECK(big_check < 40 * small_check + 1000ms);
   auto small_wait = std::min(time_wait(100'000), time_wait(100'000));
-  auto big_wait = time_wait(1'000'000);
+  auto big_wait = std::min(time_wait(1'000'000), time_wait(1'000'000));
   WARN("WAIT of missing keys: 100k " << small_wait.count() << " ms, 1M " << big_wait.count()
                                      << " ms");
   CHECK(big_wait < 40 * small_wait + 1000ms);
