@@ -276,8 +276,8 @@ std::vector<std::string> EtcdStore::multi_get(const std::vector<std::string>& ke
 }
 
 // add: one transaction, never retried for contention (a counter journal,
-// etcd_requests.h). append and compare_set: a read, then guarded_txn until
-// it applies.
+// etcd_requests.h). append and compare_set: put_guarded, a read, then
+// guarded_txn until it applies.
 
 int64_t EtcdStore::add(const std::string& key, int64_t delta) {
   const std::string k = full(key);
@@ -351,44 +351,45 @@ int64_t EtcdStore::add(const std::string& key, int64_t delta) {
   return parse_counter(key, s.value);
 }
 
-void EtcdStore::append(const std::string& key, const std::string& value) {
+void EtcdStore::put_guarded(
+    const std::string& key,
+    const std::function<std::optional<std::string>(const std::string* current)>& next) {
   const std::string k = full(key);
   const std::string jp = journal_prefix(options_.prefix, key);
   auto c = borrow();
   int64_t revision = 0;
   KeyState s = read_with_journal(*c, k, jp, revision);
   for (;;) {
+    std::optional<std::string> value = next(s.exists ? &s.value : nullptr);
+    if (!value) return;
     wrote_sequence_keys_ = true;
     auto sent = Clock::now();
     json r = txn_once(*c, sequence_key(c->slot), c->seq,
-                      guarded_txn(k, jp, s.mod_revision, revision, put_op(k, s.value + value)));
+                      guarded_txn(k, jp, s.mod_revision, revision, put_op(k, *value)));
     if (r.value("succeeded", false)) return;
     s = failure_state(r, revision);
     conflict_backoff(*c, Clock::now() - sent);
   }
 }
 
-// The rule of every ccrun store (torch's): a matching value is replaced; a
-// missing key is created only when `expected` is empty, and otherwise
-// `expected` itself is returned; the value now stored is returned.
+void EtcdStore::append(const std::string& key, const std::string& value) {
+  put_guarded(key, [&](const std::string* current) {
+    return std::optional<std::string>((current ? *current : std::string()) + value);
+  });
+}
+
+// The rule of every ccrun store (torch's, store_util.h): a matching value is
+// replaced; a missing key is created only when `expected` is empty, and
+// otherwise `expected` itself is returned; the value now stored is returned.
 std::string EtcdStore::compare_set(const std::string& key, const std::string& expected,
                                    const std::string& desired) {
-  const std::string k = full(key);
-  const std::string jp = journal_prefix(options_.prefix, key);
-  auto c = borrow();
-  int64_t revision = 0;
-  KeyState s = read_with_journal(*c, k, jp, revision);
-  for (;;) {
-    if (!s.exists && !expected.empty()) return expected;
-    if (s.exists && s.value != expected) return s.value;
-    wrote_sequence_keys_ = true;
-    auto sent = Clock::now();
-    json r = txn_once(*c, sequence_key(c->slot), c->seq,
-                      guarded_txn(k, jp, s.mod_revision, revision, put_op(k, desired)));
-    if (r.value("succeeded", false)) return desired;
-    s = failure_state(r, revision);
-    conflict_backoff(*c, Clock::now() - sent);
-  }
+  std::string reply;
+  put_guarded(key, [&](const std::string* current) -> std::optional<std::string> {
+    reply = compare_set_reply(current, expected, desired);
+    if (!compare_set_writes(current, expected)) return std::nullopt;
+    return desired;
+  });
+  return reply;
 }
 
 bool EtcdStore::check(const std::vector<std::string>& keys) {

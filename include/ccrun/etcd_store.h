@@ -50,8 +50,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -150,6 +152,12 @@ class EtcdStore : public Store {
   // The key holding the sequence number of connection `slot` (see above).
   std::string sequence_key(int slot) const;
   std::string full(const std::string& key) const { return options_.prefix + key; }
+  // Puts `key` := next(its value, journal included; nullptr when missing),
+  // guarded on that read, and again after each conflict until it applies;
+  // a nullopt from `next` ends it without a write (append, compare_set).
+  void put_guarded(
+      const std::string& key,
+      const std::function<std::optional<std::string>(const std::string* current)>& next);
   // Blocks until every key exists or `deadline` (then TimeoutError naming
   // the keys and `timeout`). `known_missing`: the caller has just read
   // them and some were missing (skips the first read).
