@@ -111,8 +111,12 @@ std::shared_ptr<ProcessGroup> init_process_group_with(InitOptions o, Devices dev
       if (std::getenv(worker_env::kStoreAddr) && std::getenv(worker_env::kStorePort)) {
         // ccrun's agent advertises its store: no second store is needed.
         addr = std::getenv(worker_env::kStoreAddr);
-        port = store::parse_endpoint("x:" + std::string(std::getenv(worker_env::kStorePort)))
-                   .port;
+        try {
+          port = store::parse_port(std::getenv(worker_env::kStorePort));
+        } catch (const ConfigError& e) {
+          throw ConfigError(std::string("init_process_group: ") + worker_env::kStorePort + "=\"" +
+                            std::getenv(worker_env::kStorePort) + "\": " + e.what());
+        }
         prefix = JobKeys(env_or(worker_env::kRunId, "none"))
                      .collectives(std::getenv(worker_env::kAttempt) ? env_int(worker_env::kAttempt, -1) : 0);
         spdlog::debug("init_process_group: using the agent's store {}:{}", addr, port);
@@ -124,10 +128,7 @@ std::shared_ptr<ProcessGroup> init_process_group_with(InitOptions o, Devices dev
                             "launch with ccrun or set them");
         }
         try {
-          port = store::parse_endpoint(addr.find(':') != std::string::npos
-                                           ? "[" + addr + "]:" + p
-                                           : addr + ":" + p)
-                     .port;
+          port = store::parse_port(p);
         } catch (const ConfigError& e) {
           throw ConfigError("init_process_group: MASTER_PORT=\"" + p + "\": " + e.what());
         }

@@ -12,19 +12,28 @@ namespace {
   throw ConfigError("endpoint \"" + std::string(text) + "\": " + why);
 }
 
-uint16_t parse_port(std::string_view text, std::string_view port) {
-  if (port.empty()) bad(text, "the port after ':' is empty; give host:port, e.g. 10.0.0.1:29400");
+// Why `port` is not a port number (0-65535), or "" when it is one (then
+// `value` holds it).
+std::string port_error(std::string_view port, uint16_t& value) {
   uint32_t v = 0;
   for (char c : port) {
     if (c < '0' || c > '9') {
-      bad(text, "the port \"" + std::string(port) + "\" is not a number; give a port from 0 to 65535");
+      return "the port \"" + std::string(port) + "\" is not a number; give a port from 0 to 65535";
     }
     v = v * 10 + uint32_t(c - '0');
     if (v > 65535) {
-      bad(text, "the port \"" + std::string(port) + "\" is above 65535; give a port from 0 to 65535");
+      return "the port \"" + std::string(port) + "\" is above 65535; give a port from 0 to 65535";
     }
   }
-  return uint16_t(v);
+  value = uint16_t(v);
+  return {};
+}
+
+uint16_t endpoint_port(std::string_view text, std::string_view port) {
+  if (port.empty()) bad(text, "the port after ':' is empty; give host:port, e.g. 10.0.0.1:29400");
+  uint16_t value = 0;
+  if (std::string why = port_error(port, value); !why.empty()) bad(text, why);
+  return value;
 }
 
 Endpoint parse(std::string_view text, std::optional<uint16_t> default_port) {
@@ -55,7 +64,7 @@ Endpoint parse(std::string_view text, std::optional<uint16_t> default_port) {
   }
   if (ep.host.empty()) bad(text, "the host is empty; give host:port, e.g. 10.0.0.1:29400");
   if (port) {
-    ep.port = parse_port(text, *port);
+    ep.port = endpoint_port(text, *port);
   } else if (default_port) {
     ep.port = *default_port;
   } else {
@@ -74,5 +83,12 @@ std::string Endpoint::to_string() const {
 Endpoint parse_endpoint(std::string_view text, uint16_t default_port) { return parse(text, default_port); }
 
 Endpoint parse_endpoint(std::string_view text) { return parse(text, std::nullopt); }
+
+uint16_t parse_port(std::string_view port) {
+  if (port.empty()) throw ConfigError("the port is empty; give a port from 0 to 65535");
+  uint16_t value = 0;
+  if (std::string why = port_error(port, value); !why.empty()) throw ConfigError(why);
+  return value;
+}
 
 }  // namespace ccrun::store

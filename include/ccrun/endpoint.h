@@ -41,4 +41,9 @@ struct Endpoint {
 // The same, but the text must give the port (`host:port`, `[v6]:port`).
 [[nodiscard]] Endpoint parse_endpoint(std::string_view text);
 
+// A port alone ("29400", e.g. MASTER_PORT): 0 to 65535. Throws
+// ccrun::ConfigError saying what is wrong with it (the caller names where it
+// came from).
+[[nodiscard]] uint16_t parse_port(std::string_view port);
+
 }  // namespace ccrun::store

@@ -62,3 +62,20 @@ TEST_CASE("endpoint: rejected forms name the text and the fix", "[endpoint]") {
   CHECK_THAT(error_of("h", true), Catch::Contains("endpoint \"h\": no port"));
   CHECK_THAT(error_of("::1", true), Catch::Contains("no port"));
 }
+
+TEST_CASE("parse_port: a port alone, as MASTER_PORT gives it", "[endpoint]") {
+  CHECK(ccrun::store::parse_port("29400") == 29400);
+  CHECK(ccrun::store::parse_port("0") == 0);
+  CHECK(ccrun::store::parse_port("65535") == 65535);
+  auto error_of = [](std::string_view port) {
+    try {
+      (void)ccrun::store::parse_port(port);
+    } catch (const ccrun::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error_of("29400x") == "the port \"29400x\" is not a number; give a port from 0 to 65535");
+  CHECK_THAT(error_of("65536"), Catch::Contains("above 65535"));
+  CHECK_THAT(error_of(""), Catch::Contains("the port is empty"));
+}
