@@ -297,7 +297,7 @@ class Agent {
     store_ = open_job_store(spec_, interrupt_);
     local_addr_ = store_.local_addr;
     gloo_ifname_ = interface_of(local_addr_);
-    run_id_ = spec_.standalone && store_.run_id == "none" ? random_hex(2) : store_.run_id;
+    run_id_ = spec_.standalone && spec_.rdzv.id == "none" ? random_hex(2) : spec_.rdzv.id;
     rdzv_ = rendezvous::create_rendezvous_handler(rendezvous_options(store_.master_port),
                                                   store_.connector());
   }

@@ -70,7 +70,6 @@ rendezvous::StoreConnector JobStore::connector() const {
 JobStore open_job_store(const JobSpec& spec, std::shared_ptr<store::StoreInterrupt> interrupt) {
   const auto& r = spec.rdzv;
   JobStore js;
-  js.run_id = r.id;
   std::string token = store::store_token_from_env();
   if (r.backend == "etcd" && !spec.standalone) {
     // The rounds live in etcd (nothing is hosted here); the workers meet

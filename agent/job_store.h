@@ -31,7 +31,6 @@ struct JobStore {
   std::string address;      // tcp://host:port or etcd://...
   store::Endpoint endpoint;  // the store (etcd: its first member), for messages and workers
   bool etcd = false;         // the rendezvous lives in etcd (--rdzv-backend etcd)
-  std::string run_id;        // the job's id (a random one for --standalone)
   uint16_t master_port = 0;  // the rendezvous' master port (0: chosen by rank 0)
   std::string local_addr;    // this node's address, as the other nodes reach it
   // How the rendezvous reopens the store: a store that stops answering for
