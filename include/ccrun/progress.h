@@ -1,0 +1,143 @@
+//===- ccrun/progress.h - A worker's progress, readable by its agent -*- C++ -*-===//
+//
+// Every worker ccrun starts gets one page of shared memory, its progress
+// record, named by CCRUN_PROGRESS_FILE (a file under /dev/shm that the agent
+// creates and maps). Whatever runs in the worker writes its progress there
+// with plain stores; the agent reads the page whenever it looks, with no
+// system call and no work on the worker's side. That is what lets the agent
+// say which rank a hung job waits for (docs/hangs.md).
+//
+// Writers, all optional:
+//   - ccrun's collectives: every process group records each call (sequence
+//     number, op, element count, issued/completed, times) in a group slot;
+//   - the Python start-up hook the agent arranges for Python workers: the same
+//     for torch.distributed's collectives, with no change to the script;
+//   - any program: ccrun::progress::step() below marks one training step;
+//     Python without any library writes the same field through mmap, and a
+//     shell script runs `touch "$CCRUN_PROGRESS_FILE"` (the agent counts a
+//     new modification time as a step).
+//
+//   for (int s = 0; s < steps; ++s) {
+//     train_one_step();
+//     ccrun::progress::step();   // ~2 ns; nothing happens outside ccrun
+//   }
+//
+// Layout (version 1): little-endian, 4096 bytes, every field naturally
+// aligned and written with relaxed atomic stores; times are
+// CLOCK_MONOTONIC_COARSE nanoseconds, comparable by every process of one
+// machine. The layout only grows: a reader checks magic and version, a
+// writer that finds another magic writes nothing.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+
+namespace ccrun::progress {
+
+inline constexpr const char* kFileVar = "CCRUN_PROGRESS_FILE";  // the record's path
+inline constexpr uint64_t kMagic = 0x3152505255524343ull;        // "CCRURPR1" little-endian
+inline constexpr uint32_t kVersion = 1;
+inline constexpr size_t kRecordBytes = 4096;
+inline constexpr int kMaxGroups = 48;  // groups past this are not recorded
+
+// What a group slot's last call was. The numbers are part of the layout
+// (the Python hook writes them too); names in op_name().
+enum class Op : uint32_t {
+  kNone = 0, kAllReduce, kBroadcast, kReduce, kAllGather, kGather, kScatter,
+  kReduceScatter, kAllToAll, kSend, kRecv, kBarrier, kOther,
+};
+
+inline const char* op_name(uint32_t op) {
+  static constexpr const char* kNames[] = {
+      "none", "all_reduce", "broadcast", "reduce", "all_gather", "gather", "scatter",
+      "reduce_scatter", "all_to_all", "send", "recv", "barrier", "other"};
+  return op < sizeof kNames / sizeof *kNames ? kNames[op] : "other";
+}
+
+// Who writes a group slot (a rank may have ccrun's and torch's groups both).
+enum class Source : uint32_t { kNone = 0, kCcrunCollectives = 1, kTorch = 2 };
+
+// One process group of this worker, 64 bytes. `id` is the same on every
+// member of the group (0: the world group; else a hash of its global ranks),
+// so the agent can line the members' sequence numbers up. Sequence numbers
+// count this group's calls from 1; completion follows issue order.
+struct GroupSlot {
+  std::atomic<uint64_t> id;            // 0 with size 0: slot unused
+  std::atomic<uint32_t> size;          // members
+  std::atomic<uint32_t> source;        // Source
+  std::atomic<uint64_t> issued;        // sequence number of the last call issued
+  std::atomic<uint64_t> completed;     // sequence number of the last call completed
+  std::atomic<uint32_t> op;            // Op of the last call issued
+  std::atomic<uint32_t> reserved;
+  std::atomic<uint64_t> count;         // elements of the last call issued
+  std::atomic<int64_t> issued_ns;      // when the last call was issued
+  std::atomic<int64_t> completed_ns;   // when the last call completed
+};
+static_assert(sizeof(GroupSlot) == 64);
+
+struct Record {
+  uint64_t magic;                      // kMagic, written by the agent
+  uint32_t version;                    // kVersion
+  uint32_t record_bytes;               // kRecordBytes
+  std::atomic<int32_t> pid;            // the writer's pid (set by the first writer)
+  std::atomic<int32_t> dump_signal;    // >0: this signal dumps every thread's Python
+                                       // traceback (set by the Python hook)
+  std::atomic<uint64_t> steps;         // steps marked by step()
+  std::atomic<int64_t> step_ns;        // when the last step was marked
+  std::atomic<uint32_t> groups_used;   // slots handed out (may exceed kMaxGroups)
+  uint32_t reserved0;
+  uint64_t reserved1[2];               // header: 64 bytes
+  GroupSlot groups[kMaxGroups];
+  uint8_t tail[kRecordBytes - 64 - kMaxGroups * sizeof(GroupSlot)];
+};
+static_assert(sizeof(Record) == kRecordBytes);
+
+// CLOCK_MONOTONIC_COARSE, in ns: a few ns to read, ticks of 1-4 ms.
+inline int64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// This process's record, mapped at the first call; null when the process
+// was not started by ccrun (no CCRUN_PROGRESS_FILE) or the file is not a
+// record. Thread-safe; the mapping lives as long as the process.
+inline Record* record() {
+  static Record* const mapped = [] () -> Record* {
+    const char* path = std::getenv(kFileVar);
+    if (!path || !*path) return nullptr;
+    int fd = ::open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return nullptr;
+    void* p = ::mmap(nullptr, kRecordBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED) return nullptr;
+    auto* r = static_cast<Record*>(p);
+    if (r->magic != kMagic || r->version < kVersion) {
+      ::munmap(p, kRecordBytes);
+      return nullptr;
+    }
+    r->pid.store(int32_t(::getpid()), std::memory_order_relaxed);
+    return r;
+  }();
+  return mapped;
+}
+
+// Marks one step of this worker (a training iteration, a batch): `ccrun
+// status` shows steps per second, and a rank whose steps stop while others
+// go on is named. Costs two relaxed stores once the record is mapped.
+inline void step() {
+  if (Record* r = record()) {
+    r->steps.fetch_add(1, std::memory_order_relaxed);
+    r->step_ns.store(now_ns(), std::memory_order_relaxed);
+  }
+}
+
+}  // namespace ccrun::progress
