@@ -2,7 +2,7 @@
 // workers, and restarts or reports (see include/ccrun/agent.h).
 //
 // One io_context carries every event of a node: worker exits (pidfds),
-// worker output (pipes), stop signals (signal_set), the rendezvous round's
+// worker output (pipes), stop signals (SignalStream), the rendezvous round's
 // end (posted by the rendezvous watcher thread) and the completion of store
 // calls. Store calls block (they may wait for other nodes, or reconnect to a
 // store that is gone), so they never run on the io_context's thread: the
@@ -53,6 +53,7 @@
 #include "janitor.h"
 #include "log_mux.h"
 #include "run_logs.h"
+#include "signal_stream.h"
 #include "store_tasks.h"
 #include "worker_env.h"
 #include "worker_group.h"
@@ -103,7 +104,7 @@ std::string random_hex(int words) {
 class Agent {
  public:
   explicit Agent(const JobSpec& spec)
-      : spec_(spec), signals_(io_), agent_token_(random_hex(4)) {}
+      : spec_(spec), agent_token_(random_hex(4)) {}
 
   int run() {
     Janitor::start(agent_token_);  // forked before any thread of ours exists
@@ -150,16 +151,15 @@ class Agent {
   }
   enum class State { kForming, kRunning, kStopping, kBarrier, kLeaving };
 
+  // The stop signals were blocked at load (ccrun/stop_signals.h); from
+  // here they are events of the loop, also one that came before it ran.
   void setup_signals() {
-    std::vector<std::string> names = spec_.signals_to_handle;
-    names.push_back("SIGINT");
-    names.push_back("SIGTERM");
-    for (const auto& n : names) {
-      int s = signal_number(n);
-      boost::system::error_code ec;
-      if (s) signals_.add(s, ec);
+    std::vector<int> handled = {SIGINT, SIGTERM};
+    for (const auto& n : spec_.signals_to_handle) {
+      if (int s = signal_number(n)) handled.push_back(s);
     }
     ::signal(SIGPIPE, SIG_IGN);
+    signals_ = std::make_unique<SignalStream>(io_, handled);
     arm_signals();
   }
 
@@ -186,8 +186,7 @@ class Agent {
   }
 
   void arm_signals() {
-    signals_.async_wait([this](boost::system::error_code ec, int signo) {
-      if (ec) return;
+    signals_->async_wait([this](int signo) {
       on_signal(signo);
       arm_signals();
     });
@@ -651,7 +650,7 @@ class Agent {
 
   const JobSpec& spec_;
   asio::io_context io_{1};
-  asio::signal_set signals_;
+  std::unique_ptr<SignalStream> signals_;
   std::unique_ptr<asio::posix::stream_descriptor> stdin_;
   std::array<char, 256> stdin_buf_;
   int signalled_ = 0;

@@ -9,13 +9,19 @@
 
 #include "ccrun/agent.h"
 #include "ccrun/error.h"
+#include "ccrun/stop_signals.h"
 #include "fanout.h"
 #include "job_builder.h"
 #include "status_command.h"
 
+// SIGINT, SIGTERM, SIGHUP and SIGQUIT are held from load on; the agent and
+// the fan-out read them from their loop, the other paths release them.
+CCRUN_BLOCK_STOP_SIGNALS_AT_LOAD();
+
 int main(int argc, char** argv) {
   using namespace ccrun;
   if (argc > 1 && std::string(argv[1]) == "status") {
+    release_stop_signals();  // no state to save: a signal ends it at once
     return launcher::run_status_command(std::vector<std::string>(argv + 2, argv + argc));
   }
   launcher::Command cmd;
@@ -30,6 +36,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ccrun: cannot read the command line or job file: %s\n", e.what());
     return 2;
   }
+  if (!cmd.message.empty() || cmd.print_config) release_stop_signals();
   if (!cmd.message.empty()) {
     std::fputs(cmd.message.c_str(), stdout);
     return 0;

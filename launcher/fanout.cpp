@@ -21,6 +21,7 @@
 #include "failure_report.h"
 #include "log_mux.h"
 #include "settings.h"
+#include "signal_stream.h"
 
 namespace ccrun::launcher {
 namespace asio = boost::asio;
@@ -85,12 +86,11 @@ struct Node {
 class Fanout {
  public:
   Fanout(const JobSpec& spec, const Environment& env)
-      : spec_(spec), env_(env), signals_(io_), mux_(io_), peer_timer_(io_), kill_timer_(io_) {}
+      : spec_(spec), env_(env), signals_(io_, {SIGINT, SIGTERM, SIGHUP}), mux_(io_), peer_timer_(io_), kill_timer_(io_) {}
 
   int run() {
     prepare();
     ::signal(SIGPIPE, SIG_IGN);
-    for (int s : {SIGINT, SIGTERM, SIGHUP}) signals_.add(s);
     arm_signals();
     std::string hosts;
     for (const auto& h : spec_.hosts) hosts += " " + h.name;
@@ -125,8 +125,7 @@ class Fanout {
   }
 
   void arm_signals() {
-    signals_.async_wait([this](boost::system::error_code ec, int sig) {
-      if (ec) return;
+    signals_.async_wait([this](int sig) {
       on_signal(sig);
       arm_signals();
     });
@@ -328,7 +327,7 @@ class Fanout {
   const JobSpec& spec_;
   const Environment& env_;
   asio::io_context io_;
-  asio::signal_set signals_;
+  agent::SignalStream signals_;  // held from load on (ccrun/stop_signals.h)
   agent::LogMux mux_;
   const Node* report_node_ = nullptr;  // whose failure report is shown
   asio::steady_timer peer_timer_;

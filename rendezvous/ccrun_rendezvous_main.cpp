@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "ccrun/error.h"
+#include "ccrun/stop_signals.h"
 #include "ccrun/store_server.h"
 
 namespace {
@@ -37,6 +38,10 @@ std::string read_token(const std::string& path) {
 }
 
 }  // namespace
+
+// The stop signals are held from load on: one that comes while the daemon
+// starts is read by the sigwait below, once it serves (a clean stop).
+CCRUN_BLOCK_STOP_SIGNALS_AT_LOAD();
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -106,12 +111,13 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [ccrun-rendezvous] [%l] %v");
 
-  // Block the stop signals before any thread starts, then wait for them here.
+  // SIGINT and SIGTERM stay blocked (every thread inherits the mask) and are
+  // waited for here; SIGHUP and SIGQUIT take their default action again.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  ccrun::release_stop_signals_except(stop_signals);
   std::signal(SIGPIPE, SIG_IGN);
 
   try {

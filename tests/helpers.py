@@ -81,6 +81,46 @@ def spawn_ccrun(*args, env=None, **kw):
                             text=True, env=full_env, start_new_session=True, **kw)
 
 
+def wait_until_signals_held(p, sig, timeout=30):
+    """Waits until process `p` (a Popen) has `sig` blocked (its SigBlk in
+    /proc): the first moment of its own code (ccrun holds the stop signals
+    from its ELF preinit stage on). Before that the dynamic loader runs, and
+    a signal takes its default action. A state, not a time."""
+    import time
+    bit = 1 << (sig - 1)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if p.poll() is not None:
+            raise AssertionError(f"process {p.pid} ended (rc {p.returncode}) before it blocked "
+                                 f"signal {sig}:\n{p.stderr.read() if p.stderr else ''}")
+        with open(f"/proc/{p.pid}/status") as f:
+            for line in f:
+                if line.startswith("SigBlk:") and int(line.split()[1], 16) & bit:
+                    return
+        time.sleep(0.0005)
+    raise AssertionError(f"process {p.pid} did not block signal {sig} within {timeout}s")
+
+
+def read_stderr_until(p, text, timeout=60):
+    """Reads p.stderr (text mode) line by line until a line holds `text`;
+    returns what it read. Fails when p ends or `timeout` passes first."""
+    import threading
+    seen = []
+    found = threading.Event()
+
+    def reader():
+        for line in p.stderr:
+            seen.append(line)
+            if text in line:
+                found.set()
+                return
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    t.join(timeout)
+    assert found.is_set(), f"no line with {text!r} within {timeout}s:\n{''.join(seen)}"
+    return "".join(seen)
+
+
 def parse_env_lines(text):
     """Lines 'ENV {json}' printed by tests/integration/print_env.py -> {rank: env}."""
     import json
