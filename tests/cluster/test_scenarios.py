@@ -250,7 +250,10 @@ def test_6_daemon_restarted_while_agents_wait(make_cluster):
                               FAST, *worker), name=f"agent{node.index}")
 
     first = agent(c.nodes[1])
-    time.sleep(2)  # it has joined and waits for the second node
+    deadline = time.time() + 60  # it has joined and waits for the second node
+    while "nodes joined round" not in first.err():
+        assert time.time() < deadline and first.returncode is None, first.err()
+        time.sleep(0.05)
     assert first.returncode is None
     daemon.kill()
     daemon.wait(10)

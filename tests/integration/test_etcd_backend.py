@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from helpers import ccrun_cmd, free_port, spawn_ccrun
+from helpers import ccrun_cmd, free_port, read_stderr_until, spawn_ccrun
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DDP = os.path.join(HERE, "..", "..", "examples", "ddp_logreg.py")
@@ -156,10 +156,11 @@ def test_status_of_a_job_on_etcd(etcd1):
 def test_signal_while_forming_on_etcd(etcd1):
     p = spawn_ccrun("--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint", etcd1.endpoint,
                     "--rdzv-id", "forming", "--no-python", "true")
-    time.sleep(1.5)
+    seen = read_stderr_until(p, "nodes joined round")  # it is forming
     start = time.time()
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=30)
+    err = seen + err
     assert p.returncode == 143, err
     assert time.time() - start < 5
 
@@ -178,7 +179,7 @@ def test_leader_killed_while_forming_and_while_running(tmp_path):
     try:
         first = agents(e.endpoint, "ha", ["--no-python", "/bin/sh", "-c", "echo up; sleep 6"],
                        n=1)
-        time.sleep(1.0)  # the first agent has joined and waits for the second
+        read_stderr_until(first[0], "nodes joined round")  # it waits for the second
         leader = e.leader()
         assert leader is not None
         leader["proc"].kill()
