@@ -49,9 +49,12 @@
 #include "ccrun/store_interrupt.h"
 #include "descendants.h"
 #include "failure_report.h"
+#include "hang_evidence.h"
+#include "hang_verdict.h"
 #include "job_store.h"
 #include "janitor.h"
 #include "log_mux.h"
+#include "progress_watch.h"
 #include "run_logs.h"
 #include "signal_stream.h"
 #include "store_tasks.h"
@@ -69,6 +72,9 @@ using std::chrono::milliseconds;
 
 // How long a signalled agent tries to tell the other nodes it stopped.
 constexpr milliseconds kCloseOnSignalTimeout{3'000};
+// How often the agent reads its workers' progress records (hang verdict,
+// RSS): a record costs no system call to read, the RSS one read per worker.
+constexpr milliseconds kProgressInterval{1'000};
 
 int64_t now_ms() {
   return std::chrono::duration_cast<milliseconds>(
@@ -455,6 +461,10 @@ class Agent {
     EnvContext ctx{&spec_, &info_, run_id_, restart_count_, store_.etcd ? "" : store_.endpoint.host,
                    store_.endpoint.port, gloo_ifname_};
     bool files = logs_dir_->kept();
+    progress_.reset();
+    progress_ = std::make_unique<ProgressWatch>(agent_token_, restart_count_, info_.rank_offset,
+                                                info_.node_rank, host_name(),
+                                                spec_.nproc_per_node);
     std::vector<WorkerSpec> specs;
     for (int lr = 0; lr < spec_.nproc_per_node; ++lr) {
       WorkerSpec w;
@@ -468,6 +478,7 @@ class Agent {
       w.env = worker_environment(ctx, lr, error_file);
       w.token = agent_token_ + "." + std::to_string(restart_count_) + "." + std::to_string(lr);
       w.env.push_back(std::string(kAgentTokenVar) + "=" + w.token);
+      add_progress_env(w.env, lr);
       auto bits = [&](const std::map<int, int>& m, int def) {
         auto it = m.find(lr);
         return it == m.end() ? def : it->second;
@@ -485,6 +496,7 @@ class Agent {
     } else {
       try {
         group_->start(specs, [this](const WorkerExit& e) { on_worker_exit(e); });
+        watch_progress();
         logs_dir_->event("start", restart_count_,
                          nlohmann::json{{"first_rank", info_.rank_offset},
                                         {"workers", spec_.nproc_per_node}}
@@ -507,6 +519,7 @@ class Agent {
     });
     io_.restart();
     while (!outcome_) io_.run_one();
+    if (progress_timer_) progress_timer_->cancel();
     // The watcher and the store tasks may be blocked on the store: wait for
     // them while signals are still served (a signal interrupts them).
     run_off_loop([this] {
@@ -517,6 +530,105 @@ class Agent {
     Outcome o = *outcome_;
     group_.reset();
     return o;
+  }
+
+  // The progress record's variables; PYTHONPATH keeps the worker's own
+  // value after the start-up hook's folder.
+  void add_progress_env(std::vector<std::string>& env, int local_rank) const {
+    std::string pythonpath;
+    for (auto it = env.begin(); it != env.end(); ++it) {
+      if (it->rfind("PYTHONPATH=", 0) == 0) {
+        pythonpath = it->substr(11);
+        env.erase(it);
+        break;
+      }
+    }
+    auto vars = progress_->environment(local_rank, pythonpath);
+    if (vars.empty() && !pythonpath.empty()) env.push_back("PYTHONPATH=" + pythonpath);
+    env.insert(env.end(), vars.begin(), vars.end());
+  }
+
+  // Samples the workers' records every second while they run (the hang
+  // verdict), and keeps their cgroups' OOM counters as they start.
+  void watch_progress() {
+    auto pids = group_->pids();
+    progress_->set_pids(pids);
+    worker_cgroups_.clear();
+    worker_oom_kills_.clear();
+    for (pid_t pid : pids) {
+      worker_cgroups_.push_back(cgroup_of(pid));
+      worker_oom_kills_.push_back(cgroup_oom_kills_at(worker_cgroups_.back()));
+    }
+    progress_timer_ = std::make_unique<asio::steady_timer>(io_);
+    arm_progress_timer(generation_);
+  }
+
+  void arm_progress_timer(int gen) {
+    progress_timer_->expires_after(kProgressInterval);
+    progress_timer_->async_wait([this, gen](boost::system::error_code ec) {
+      if (ec || gen != generation_ || outcome_ || stopping_) return;
+      on_progress_sample();
+      if (!stopping_) arm_progress_timer(gen);
+    });
+  }
+
+  void on_progress_sample() {
+    std::vector<RankView> views = progress_->sample();
+    if (spec_.hang_timeout.count() <= 0) return;
+    HangVerdict v = judge_hang(views, spec_.hang_timeout.count());
+    if (v.hung) on_hang(v, views);
+  }
+
+  // A hang: the verdict now, then every local rank's stacks (off the loop:
+  // tracing takes a while), then the group fails like any failure.
+  void on_hang(const HangVerdict& v, const std::vector<RankView>& views) {
+    stopping_ = true;
+    state_ = State::kStopping;
+    spdlog::error("ccrun: the job is hung (--hang-timeout {}): {}",
+                  format_duration(spec_.hang_timeout), v.headline);
+    for (const auto& line : v.lines) spdlog::error("ccrun:   {}", line);
+    spdlog::error("ccrun: collecting every rank's stacks, then stopping the workers");
+    std::vector<StackTarget> targets;
+    for (const auto& r : views) {
+      targets.push_back({r.rank, r.pid, progress_->dump_signal(r.local_rank),
+                         progress_->stack_file(r.local_rank)});
+    }
+    hang_ = v.to_json();
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const auto& r : views) ranks.push_back(r.to_json());
+    hang_["progress"] = ranks;
+    logs_dir_->event("hang", restart_count_, hang_.dump());
+    int gen = generation_;
+    tasks_->run(
+        [this, gen, targets, v] {
+          auto stacks = collect_stacks(targets);
+          asio::post(io_, [this, gen, stacks, v] {
+            if (gen == generation_ && !outcome_) after_stacks(v, stacks);
+          });
+        },
+        [](const std::string& what) { spdlog::error("ccrun: cannot collect stacks: {}", what); });
+  }
+
+  void after_stacks(const HangVerdict& v, const std::vector<RankStacks>& stacks) {
+    nlohmann::json js = nlohmann::json::array();
+    for (const auto& s : stacks) {
+      js.push_back({{"rank", s.rank}, {"pid", s.pid}, {"python", s.python}, {"native", s.native}});
+      spdlog::error("ccrun: stacks of rank {} (pid {}){}:\n{}", s.rank, s.pid,
+                    s.python.empty() ? "" : " (Python; native ones in the report)",
+                    s.python.empty() ? s.native : s.python);
+    }
+    hang_["stacks"] = js;
+    logs_dir_->event("hang_stacks", restart_count_, nlohmann::json{{"stacks", js}}.dump());
+    int culprit = v.culprits.empty() ? -1 : v.culprits.front();
+    Failure f = node_failure("hang: " + v.headline);
+    for (const auto& r : progress_->sample()) {
+      if (r.rank == culprit) f.rank = r.rank, f.local_rank = r.local_rank, f.pid = r.pid;
+    }
+    f.cause = "hang";
+    local_failures_.push_back(f);
+    logs_dir_->event("failure", restart_count_, f.to_json());
+    tell_restart(f);
+    group_->stop(spec_.stop_grace, [this] { finish(Outcome::kFailedHere); });
   }
 
   Failure node_failure(const std::string& message) const {
@@ -561,6 +673,7 @@ class Agent {
     f.signal = e.signal;
     f.time_ms = std::chrono::duration_cast<milliseconds>(e.time.time_since_epoch()).count();
     f.stderr_tail = e.stderr_tail;
+    if (e.signal == SIGKILL) name_oom_kill(f);
     local_failures_.push_back(f);
     logs_dir_->event("failure", restart_count_, f.to_json());
     spdlog::error("ccrun: worker rank {} (pid {}) failed: {}", e.rank, e.pid,
@@ -569,6 +682,19 @@ class Agent {
     state_ = State::kStopping;
     tell_restart(f);
     group_->stop(spec_.stop_grace, [this] { finish(Outcome::kFailedHere); });
+  }
+
+  // A SIGKILL nobody in ccrun sent: was it the kernel's OOM killer?
+  void name_oom_kill(Failure& f) const {
+    size_t lr = size_t(f.local_rank);
+    std::string why = oom_kill_evidence(
+        f.pid, lr < worker_cgroups_.size() ? worker_cgroups_[lr] : "",
+        lr < worker_oom_kills_.size() ? worker_oom_kills_[lr] : -1);
+    if (why.empty()) return;
+    f.cause = "oom";
+    int64_t rss = progress_ ? progress_->last_rss_kb(f.local_rank) : 0;
+    f.message = why + "; its last sampled RSS was " + std::to_string(rss / 1024) + " MiB" +
+                (f.message.empty() ? "" : "\n" + f.message);
   }
 
   void on_round_event(const RoundEvent& ev) {
@@ -635,8 +761,9 @@ class Agent {
     }
     std::fputs(text.c_str(), stderr);
     if (logs_dir_ && logs_dir_->kept()) {
-      logs_dir_->write_file("failure_report.json",
-                            report_json(run_id_, final, all_failures_, reason) + "\n");
+      auto j = nlohmann::json::parse(report_json(run_id_, final, all_failures_, reason));
+      if (!hang_.is_null()) j["hang"] = hang_;
+      logs_dir_->write_file("failure_report.json", j.dump(2) + "\n");
     }
   }
 
@@ -670,6 +797,11 @@ class Agent {
   std::unique_ptr<LogMux> logs_;
   std::unique_ptr<WorkerGroup> group_;
   std::unique_ptr<StoreTasks> tasks_;
+  std::unique_ptr<ProgressWatch> progress_;  // this attempt's progress records
+  std::unique_ptr<asio::steady_timer> progress_timer_;
+  std::vector<std::string> worker_cgroups_;  // by local rank, at start (OOM evidence)
+  std::vector<int64_t> worker_oom_kills_;    // their OOM-kill counters then
+  nlohmann::json hang_;                      // the last hang verdict and its stacks
   std::optional<Outcome> outcome_;
   std::optional<RoundEvent> event_, dead_node_;
   std::vector<Failure> local_failures_, last_failures_, all_failures_;

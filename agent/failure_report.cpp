@@ -15,7 +15,8 @@ std::string Failure::to_json() const {
   return json{{"node_rank", node_rank}, {"hostname", hostname}, {"addr", addr},
               {"rank", rank}, {"local_rank", local_rank}, {"pid", pid},
               {"exit_code", exit_code}, {"signal", signal}, {"time_ms", time_ms},
-              {"attempt", attempt}, {"message", message}, {"stderr_tail", stderr_tail}}
+              {"attempt", attempt}, {"cause", cause}, {"message", message},
+              {"stderr_tail", stderr_tail}}
       .dump();
 }
 
@@ -33,6 +34,7 @@ Failure Failure::from_json(const std::string& text) {
     f.signal = j.value("signal", 0);
     f.time_ms = j.value("time_ms", int64_t{0});
     f.attempt = j.value("attempt", 0);
+    f.cause = j.value("cause", "");
     f.message = j.value("message", "");
     f.stderr_tail = j.value("stderr_tail", "");
   } catch (const json::exception&) {
@@ -83,6 +85,8 @@ std::string format_time(int64_t ms) {
 }
 
 std::string describe_exit(const Failure& f) {
+  if (f.cause == "hang") return "hang (no progress; see the verdict below and the stacks)";
+  if (f.cause == "oom") return "killed by the kernel's OOM killer (" + signal_name(f.signal) + ")";
   if (f.signal) return signal_name(f.signal) + " (signal " + std::to_string(f.signal) + ")";
   if (f.rank < 0) return "node failure";
   return "exit code " + std::to_string(f.exit_code);

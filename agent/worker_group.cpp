@@ -96,6 +96,12 @@ WorkerGroup::~WorkerGroup() {
   if (!agent_token_.empty()) kill_token_holders(agent_token_.c_str(), true);
 }
 
+std::vector<pid_t> WorkerGroup::pids() const {
+  std::vector<pid_t> out;
+  for (const auto& w : workers_) out.push_back(w->reaped ? 0 : w->pid);
+  return out;
+}
+
 void WorkerGroup::start(const std::vector<WorkerSpec>& specs,
                         std::function<void(const WorkerExit&)> on_exit) {
   on_exit_ = std::move(on_exit);

@@ -88,6 +88,9 @@ class WorkerGroup {
 
   size_t running() const { return running_; }
 
+  // Each started worker's pid, in start order (0 once it was reaped).
+  std::vector<pid_t> pids() const;
+
  private:
   struct Worker;
   void on_pidfd(const std::shared_ptr<Worker>& w);

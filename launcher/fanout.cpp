@@ -418,7 +418,8 @@ std::vector<std::string> agent_args(const JobSpec& spec, size_t index) {
     a.insert(a.end(), {"--rdzv-conf", join(kv, ",")});
   }
   a.insert(a.end(), {"--max-restarts", std::to_string(spec.max_restarts), "--stop-grace",
-                     seconds_text(spec.stop_grace), "--signals-to-handle", join(spec.signals_to_handle, ","),
+                     seconds_text(spec.stop_grace), "--hang-timeout",
+                     seconds_text(spec.hang_timeout), "--signals-to-handle", join(spec.signals_to_handle, ","),
                      "--role", spec.role});
   if (!spec.logs.log_dir.empty()) a.insert(a.end(), {"--log-dir", spec.logs.log_dir});
   a.insert(a.end(), {"--redirects", std_streams_text(spec.logs.default_redirects, spec.logs.redirects), "--tee",

@@ -48,6 +48,7 @@ std::string to_yaml(const JobSpec& s) {
   out << YAML::Key << "max_restarts" << YAML::Value << s.max_restarts;
   out << YAML::Key << "monitor_interval" << YAML::Value << secs(s.monitor_interval);
   out << YAML::Key << "stop_grace" << YAML::Value << secs(s.stop_grace);
+  out << YAML::Key << "hang_timeout" << YAML::Value << secs(s.hang_timeout);
   out << YAML::Key << "signals_to_handle" << YAML::Value << YAML::Flow << s.signals_to_handle;
   out << YAML::Key << "role" << YAML::Value << s.role;
   out << YAML::Key << "log_dir" << YAML::Value << s.logs.log_dir;

@@ -15,6 +15,7 @@ void resolve_restarts(const Sources& src, JobSpec& spec) {
   spec.max_restarts = int(to_int(raw("max_restarts"), 0, 1 << 20, "a number of restarts, 0 or more"));
   spec.monitor_interval = to_seconds(raw("monitor_interval"));
   spec.stop_grace = to_seconds(raw("stop_grace"));
+  spec.hang_timeout = to_seconds(raw("hang_timeout"));
   Raw signals = raw("signals_to_handle");
   spec.signals_to_handle.clear();
   std::stringstream ss(signals.value);

@@ -52,6 +52,10 @@ const Setting kSettings[] = {
      "Restarts"},
     {"stop_grace", "--stop-grace,--stop_grace", "Seconds between SIGTERM and SIGKILL", "30",
      "Restarts"},
+    {"hang_timeout", "--hang-timeout,--hang_timeout",
+     "Seconds with no progress from any rank (or ranks stuck apart in a collective) before the "
+     "job is declared hung: every rank's stack is reported, then it restarts; 0 = never",
+     "600", "Restarts"},
     {"signals_to_handle", "--signals-to-handle,--signals_to_handle",
      "Signals forwarded to the workers", "SIGTERM,SIGINT,SIGHUP,SIGQUIT", "Restarts"},
     {"role", "--role", "Worker role name (ROLE_NAME)", "default", "Program"},

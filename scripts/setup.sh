@@ -24,6 +24,7 @@ packages=(
   etcd-server libssl-dev openssl
   clang libclang-rt-14-dev
   ccache etcd-server openssh-server
+  elfutils  # eu-stack: every rank's native stack in a hang verdict (issue 17)
 )
 
 missing=()

@@ -103,6 +103,10 @@ struct JobSpec {
                                                 "SIGHUP", "SIGQUIT"};
   // Time between SIGTERM and SIGKILL when stopping workers.
   std::chrono::milliseconds stop_grace{30'000};
+  // No progress from any rank, or ranks disagreeing on a collective, for
+  // this long is a hang (docs/hangs.md); 0 = never judged. 600 s: the NCCL
+  // watchdog's default in torch 2.x, so the verdict comes before its error.
+  std::chrono::milliseconds hang_timeout{600'000};
 
   // What to run: argv of each worker, already resolved (python3 added for a
   // .py program or -m, unless --no-python).

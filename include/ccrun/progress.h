@@ -94,7 +94,10 @@ struct Record {
   std::atomic<int64_t> step_ns;        // when the last step was marked
   std::atomic<uint32_t> groups_used;   // slots handed out (may exceed kMaxGroups)
   uint32_t reserved0;
-  uint64_t reserved1[2];               // header: 64 bytes
+  std::atomic<int64_t> wait_ns;        // total time from issue to completion of every
+                                       // call, all groups (a writer adds each call's);
+                                       // what is left of a step is its own work
+  uint64_t reserved1;                  // header: 64 bytes
   GroupSlot groups[kMaxGroups];
   uint8_t tail[kRecordBytes - 64 - kMaxGroups * sizeof(GroupSlot)];
 };

@@ -1,0 +1,208 @@
+// Stacks of the ranks and OOM-kill evidence (see hang_evidence.h).
+#include "hang_evidence.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+extern char** environ;
+
+namespace ccrun::agent {
+namespace {
+
+using namespace std::chrono;
+
+constexpr size_t kMaxStackBytes = 256 * 1024;  // per rank and kind
+constexpr milliseconds kNativeTimeout{10'000};
+
+// Runs argv with stdout and stderr into one pipe; returns what it printed
+// (at most kMaxStackBytes), or why it could not run. Killed after `timeout`.
+std::string run_capture(const std::vector<std::string>& args, milliseconds timeout) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return std::string("cannot make a pipe: ") + strerror(errno);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);  // the agent holds its stop signals
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    return args[0] + " cannot run: " + strerror(rc) +
+           (rc == ENOENT ? " (install elfutils: apt-get install elfutils)" : "");
+  }
+  std::string out;
+  auto deadline = steady_clock::now() + timeout;
+  char buf[8192];
+  for (;;) {
+    auto left = duration_cast<milliseconds>(deadline - steady_clock::now()).count();
+    pollfd p{fds[0], POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, int(left)) == 0) {
+      ::kill(pid, SIGKILL);
+      out += "\n(" + args[0] + " did not finish within " +
+             std::to_string(timeout.count() / 1000) + " s; killed)";
+      break;
+    }
+    ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (out.size() < kMaxStackBytes) out.append(buf, size_t(n));
+  }
+  ::close(fds[0]);
+  int status;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return out;
+}
+
+off_t file_size(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? st.st_size : 0;
+}
+
+std::string read_from(const std::string& path, off_t offset) {
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(offset);
+  std::string s(kMaxStackBytes, '\0');
+  in.read(s.data(), std::streamsize(s.size()));
+  s.resize(size_t(in.gcount()));
+  return s;
+}
+
+// Signals every Python worker at once, then reads each file once it has
+// grown and stayed the same for a moment. faulthandler writes with plain
+// write(2) calls from the signal handler, so there is no event to wait on
+// but the file itself; the wait is bounded by `wait`.
+void python_stacks(const std::vector<StackTarget>& targets, std::vector<RankStacks>& out,
+                   milliseconds wait) {
+  std::vector<off_t> before(targets.size()), last(targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i].dump_signal <= 0 || targets[i].stack_file.empty()) continue;
+    before[i] = last[i] = file_size(targets[i].stack_file);
+    ::kill(targets[i].pid, targets[i].dump_signal);
+  }
+  auto deadline = steady_clock::now() + wait;
+  std::vector<bool> done(targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) done[i] = targets[i].dump_signal <= 0;
+  while (steady_clock::now() < deadline &&
+         !std::all_of(done.begin(), done.end(), [](bool d) { return d; })) {
+    std::this_thread::sleep_for(milliseconds(100));
+    for (size_t i = 0; i < targets.size(); ++i) {
+      if (done[i]) continue;
+      off_t now = file_size(targets[i].stack_file);
+      done[i] = now > before[i] && now == last[i];
+      last[i] = now;
+    }
+  }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i].dump_signal <= 0) continue;
+    out[i].python = read_from(targets[i].stack_file, before[i]);
+    if (out[i].python.empty()) out[i].python = "(no traceback within the wait: the interpreter "
+                                               "may be stuck outside Python code)";
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+std::vector<RankStacks> collect_stacks(const std::vector<StackTarget>& targets,
+                                       milliseconds python_wait) {
+  std::vector<RankStacks> out(targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) out[i].rank = targets[i].rank, out[i].pid = targets[i].pid;
+  python_stacks(targets, out, python_wait);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i].pid <= 0) continue;
+    out[i].native = run_capture({"eu-stack", "-p", std::to_string(targets[i].pid)}, kNativeTimeout);
+  }
+  return out;
+}
+
+std::string cgroup_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
+  std::string line, v2, v1;
+  while (std::getline(in, line)) {
+    auto a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    if (line.compare(0, 2, "0:") == 0 && controllers.empty()) v2 = "/sys/fs/cgroup" + path;
+    if (controllers == "memory") v1 = "/sys/fs/cgroup/memory" + path;
+  }
+  if (!v1.empty() && ::access((v1 + "/memory.oom_control").c_str(), R_OK) == 0) return v1;
+  if (!v2.empty() && ::access((v2 + "/memory.events").c_str(), R_OK) == 0) return v2;
+  return "";
+}
+
+int64_t cgroup_oom_kills_at(const std::string& dir) {
+  if (dir.empty()) return -1;
+  std::string text = read_file(dir + "/memory.events");
+  if (text.empty()) text = read_file(dir + "/memory.oom_control");
+  auto at = text.find("oom_kill ");
+  if (at == std::string::npos) return -1;
+  return std::strtoll(text.c_str() + at + 9, nullptr, 10);
+}
+
+int64_t cgroup_oom_kills(pid_t pid) { return cgroup_oom_kills_at(cgroup_of(pid)); }
+
+std::string oom_kill_evidence(pid_t pid, const std::string& cgroup_dir, int64_t kills_before) {
+  // The kernel log names the pid: "Killed process 1234 (python3)" and
+  // "oom-kill:...,pid=1234,...". Each read(2) of /dev/kmsg is one record.
+  int fd = ::open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd >= 0) {
+    std::string killed = "Killed process " + std::to_string(pid) + " (";
+    std::string field = ",pid=" + std::to_string(pid) + ",";
+    std::string found;
+    char rec[8192];
+    for (;;) {
+      ssize_t n = ::read(fd, rec, sizeof rec - 1);
+      if (n < 0 && errno == EPIPE) continue;  // overwritten records: read on
+      if (n <= 0) break;
+      std::string r(rec, size_t(n));
+      if (r.find(killed) != std::string::npos || r.find(field) != std::string::npos) {
+        auto semi = r.find(';');
+        found = r.substr(semi == std::string::npos ? 0 : semi + 1);
+        while (!found.empty() && found.back() == '\n') found.pop_back();
+      }
+    }
+    ::close(fd);
+    if (!found.empty()) return "the kernel's OOM killer ended it (kernel log: " + found + ")";
+  }
+  int64_t now = cgroup_oom_kills_at(cgroup_dir);
+  if (kills_before >= 0 && now > kills_before) {
+    return "the kernel's OOM killer ended it (" + cgroup_dir + " counts " +
+           std::to_string(now - kills_before) + " OOM kill(s) since it started)";
+  }
+  return "";
+}
+
+}  // namespace ccrun::agent

@@ -1,0 +1,60 @@
+//===- hang_evidence.h - Stacks of hung ranks, and OOM kills named -*- C++ -*-===//
+//
+// What the agent gathers about its workers when a verdict needs evidence:
+//   - every rank's stacks: the native stacks of every thread (eu-stack, from
+//     Debian's elfutils), and for Python workers every thread's traceback,
+//     which the start-up hook makes faulthandler write to CCRUN_STACK_FILE
+//     on the dump signal it registered (no change to the script);
+//   - whether the kernel's OOM killer ended a worker: the kernel log
+//     (/dev/kmsg names the pid it killed), else the worker's memory cgroup
+//     counter (v2 memory.events or v1 memory.oom_control, "oom_kill").
+// These calls block (a process to trace, a file to wait for): the agent runs
+// them off its event loop.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ccrun::agent {
+
+struct StackTarget {
+  int rank = -1;
+  pid_t pid = 0;
+  int dump_signal = 0;     // >0: the worker dumps Python tracebacks on it
+  std::string stack_file;  // where they go
+};
+
+struct RankStacks {
+  int rank = -1;
+  pid_t pid = 0;
+  std::string python;  // every thread's traceback ("" when not a Python worker)
+  std::string native;  // every thread's native frames, or why there are none
+};
+
+// Python tracebacks first (all ranks signalled at once, each read once its
+// file stops growing, at most `python_wait`), then native stacks one rank
+// at a time (each trace bounded to 10 s).
+std::vector<RankStacks> collect_stacks(const std::vector<StackTarget>& targets,
+                                       std::chrono::milliseconds python_wait =
+                                           std::chrono::milliseconds(3000));
+
+// The memory cgroup OOM-kill counter of `pid`'s cgroup (v2 or v1), or -1
+// when unreadable. Read it while the worker runs (its cgroup is gone from
+// /proc once it is reaped).
+int64_t cgroup_oom_kills(pid_t pid);
+std::string cgroup_of(pid_t pid);          // its memory cgroup's folder, or ""
+int64_t cgroup_oom_kills_at(const std::string& cgroup_dir);
+
+// Why `pid`, killed by SIGKILL, died, if the OOM killer did it: a sentence
+// naming the evidence ("the kernel's OOM killer ended it (kernel log: ...)"),
+// or "" when nothing says so. `cgroup_dir` and `kills_before` from the
+// worker's start (-1: unknown).
+std::string oom_kill_evidence(pid_t pid, const std::string& cgroup_dir, int64_t kills_before);
+
+}  // namespace ccrun::agent

@@ -1,0 +1,77 @@
+//===- hang_verdict.h - Is the job hung, and who holds it up ----*- C++ -*-===//
+//
+// The decision behind --hang-timeout, as a pure function of what every rank's
+// progress record says (progress_watch.h samples them; across nodes the
+// agents publish the same views with their heartbeats). docs/hangs.md tells
+// users what the verdict means.
+//
+// A job is hung when, among the ranks that report progress at all:
+//   1. none has progressed for `timeout` (no call issued or completed, no
+//      step marked), or
+//   2. ranks disagree for `timeout`: some have waited in call #N of a group
+//      that another member of that group has not issued.
+// The ranks behind are the culprits: in the group whose call has waited
+// longest, the members that never issued the call the others wait in. When
+// every member issued it (all wait inside one collective), nobody is behind
+// in that group: the verdict says so and names them all.
+// Ranks that report nothing (a program with no collectives, steps or hook)
+// are never judged: no evidence, no verdict.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace ccrun::agent {
+
+// One process group as one rank's record shows it.
+struct GroupView {
+  uint64_t id = 0;          // same on every member (0: the world group)
+  uint32_t size = 0;        // members
+  uint64_t issued = 0;      // last call issued (sequence number)
+  uint64_t completed = 0;   // last call completed
+  uint32_t op = 0;          // progress::Op of the last call issued
+  uint64_t count = 0;       // its elements
+  int64_t waiting_ms = -1;  // since the unfinished call was issued; -1: none
+};
+
+// One rank, as its agent sampled it.
+struct RankView {
+  int rank = -1, local_rank = -1, node_rank = -1;
+  std::string host;
+  int pid = 0;
+  bool reporting = false;  // its record (or its file's mtime) ever moved
+  int64_t idle_ms = 0;     // since its last progress of any kind
+  uint64_t steps = 0;      // steps marked (step(), or touches of the file)
+  double steps_per_s = 0;  // over the last window
+  double busy_ms_per_step = -1;  // time outside collectives per step; -1: unknown
+  int64_t rss_kb = 0;      // resident memory, last sample
+  std::vector<GroupView> groups;
+
+  nlohmann::json to_json() const;
+  static RankView from_json(const nlohmann::json& j);  // tolerant
+};
+
+// The verdict. `culprits` are ranks; `lines` the report, one line each.
+struct HangVerdict {
+  bool hung = false;
+  std::string headline;           // one line: who, what, how long
+  std::vector<int> culprits;      // the ranks behind (may be all the ranks in one call)
+  std::vector<std::string> lines; // one per reporting rank: where it is, for how long
+  nlohmann::json to_json() const;
+};
+
+// The decision (see above). `ranks` may come from several nodes, in any order.
+HangVerdict judge_hang(const std::vector<RankView>& ranks, int64_t timeout_ms);
+
+// Ranks whose time outside collectives per step is at least 1.5x the median
+// of the others' (needs three or more ranks with that figure).
+std::vector<int> find_stragglers(const std::vector<RankView>& ranks);
+
+// "all_reduce #100 (world group, 1048576 elements)".
+std::string describe_call(const GroupView& g, uint64_t seq);
+
+}  // namespace ccrun::agent

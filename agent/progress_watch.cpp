@@ -1,0 +1,227 @@
+// The workers' progress records, created, named and read by the agent
+// (see progress_watch.h and include/ccrun/progress.h).
+#include "progress_watch.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <spdlog/spdlog.h>
+
+#include "ccrun/progress.h"
+
+#ifndef CCRUN_PYTHON_HOOK_SOURCE_DIR
+#define CCRUN_PYTHON_HOOK_SOURCE_DIR ""
+#endif
+
+namespace ccrun::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using progress::Record;
+
+// Rates (steps per second, time per step) are taken over at least this long.
+constexpr int64_t kRateWindowNs = 5'000'000'000;
+
+int64_t realtime_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+int64_t rss_kb(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/statm", int(pid));
+  FILE* f = std::fopen(path, "re");
+  if (!f) return 0;
+  long size = 0, resident = 0;
+  int n = std::fscanf(f, "%ld %ld", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? int64_t(resident) * (sysconf(_SC_PAGESIZE) / 1024) : 0;
+}
+
+}  // namespace
+
+struct ProgressWatch::Worker {
+  std::string path, stack_path;
+  int fd = -1;
+  Record* record = nullptr;
+  pid_t pid = 0;
+  int64_t created_mtime_ns = 0, last_mtime_ns = 0;
+  uint64_t touches = 0;
+  int64_t rss_kb = 0;
+  // The start of the rate window: when, steps (or calls) and wait time then.
+  int64_t window_ns = 0;
+  uint64_t window_steps = 0;
+  int64_t window_wait_ns = 0;
+  double steps_per_s = 0, busy_ms_per_step = -1;
+
+  ~Worker() {
+    if (record) ::munmap(record, progress::kRecordBytes);
+    if (fd >= 0) ::close(fd);
+    if (!path.empty()) ::unlink(path.c_str());
+    if (!stack_path.empty()) ::unlink(stack_path.c_str());
+  }
+
+  int64_t mtime_ns() const {
+    struct stat st;
+    if (fd < 0 || ::fstat(fd, &st) != 0) return 0;
+    return int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  }
+
+  // Creates and maps the record; false (and nothing left behind) on failure.
+  bool create(const std::string& p) {
+    fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return false;
+    path = p;
+    if (::ftruncate(fd, progress::kRecordBytes) != 0) return false;
+    void* m = ::mmap(nullptr, progress::kRecordBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) return false;
+    record = static_cast<Record*>(m);
+    record->version = progress::kVersion;
+    record->record_bytes = progress::kRecordBytes;
+    record->magic = progress::kMagic;
+    created_mtime_ns = last_mtime_ns = mtime_ns();
+    stack_path = p + ".stacks";
+    int s = ::open(stack_path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (s >= 0) ::close(s);
+    return true;
+  }
+};
+
+ProgressWatch::ProgressWatch(const std::string& token, int attempt, int first_rank,
+                             int node_rank, std::string host, int nproc)
+    : first_rank_(first_rank), node_rank_(node_rank), host_(std::move(host)) {
+  const char* dir = std::getenv("CCRUN_PROGRESS_DIR");
+  std::string base = std::string(dir && *dir ? dir : "/dev/shm") + "/ccrun-" + token + "-" +
+                     std::to_string(attempt) + "-";
+  for (int lr = 0; lr < nproc; ++lr) {
+    auto w = std::make_unique<Worker>();
+    if (!w->create(base + std::to_string(lr))) {
+      spdlog::warn("ccrun: cannot create the progress record {}: {}; rank {} runs without one "
+                   "(no hang verdict for it; set CCRUN_PROGRESS_DIR to a writable tmpfs)",
+                   base + std::to_string(lr), std::strerror(errno), first_rank + lr);
+      w = std::make_unique<Worker>();
+    }
+    workers_.push_back(std::move(w));
+  }
+}
+
+ProgressWatch::~ProgressWatch() = default;
+
+std::string ProgressWatch::python_hook_dir() {
+  std::vector<std::string> candidates;
+  if (const char* d = std::getenv("CCRUN_PYTHON_HOOK_DIR")) candidates.push_back(d);
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) candidates.push_back((exe.parent_path().parent_path() / "share/ccrun/python").string());
+  candidates.push_back(CCRUN_PYTHON_HOOK_SOURCE_DIR);
+  for (const auto& c : candidates) {
+    if (!c.empty() && fs::exists(fs::path(c) / "sitecustomize.py", ec)) return c;
+  }
+  return "";
+}
+
+std::vector<std::string> ProgressWatch::environment(int local_rank,
+                                                    const std::string& pythonpath) const {
+  const Worker& w = *workers_.at(local_rank);
+  if (!w.record) return {};
+  std::vector<std::string> env = {std::string(progress::kFileVar) + "=" + w.path,
+                                  "CCRUN_STACK_FILE=" + w.stack_path};
+  static const std::string hook = python_hook_dir();
+  if (!hook.empty()) {
+    env.push_back("PYTHONPATH=" + hook + (pythonpath.empty() ? "" : ":" + pythonpath));
+  }
+  return env;
+}
+
+void ProgressWatch::set_pids(const std::vector<pid_t>& pids) {
+  for (size_t i = 0; i < pids.size() && i < workers_.size(); ++i) workers_[i]->pid = pids[i];
+}
+
+std::vector<RankView> ProgressWatch::sample() {
+  int64_t now = progress::now_ns();
+  int64_t real = realtime_ns();
+  std::vector<RankView> out;
+  for (size_t lr = 0; lr < workers_.size(); ++lr) {
+    Worker& w = *workers_[lr];
+    RankView v;
+    v.rank = first_rank_ + int(lr);
+    v.local_rank = int(lr);
+    v.node_rank = node_rank_;
+    v.host = host_;
+    v.pid = w.pid;
+    if (w.pid > 0) w.rss_kb = rss_kb(w.pid);
+    v.rss_kb = w.rss_kb;
+    if (Record* r = w.record) {
+      int64_t last = r->step_ns.load(std::memory_order_relaxed);
+      uint64_t most_calls = 0;
+      uint32_t n = std::min<uint32_t>(r->groups_used.load(std::memory_order_acquire),
+                                      progress::kMaxGroups);
+      for (uint32_t i = 0; i < n; ++i) {
+        const auto& s = r->groups[i];
+        GroupView g;
+        g.size = s.size.load(std::memory_order_relaxed);
+        if (g.size == 0) continue;  // being set up
+        g.id = s.id.load(std::memory_order_relaxed);
+        g.completed = s.completed.load(std::memory_order_acquire);
+        g.issued = s.issued.load(std::memory_order_acquire);
+        g.op = s.op.load(std::memory_order_relaxed);
+        g.count = s.count.load(std::memory_order_relaxed);
+        int64_t issued_ns = s.issued_ns.load(std::memory_order_relaxed);
+        last = std::max({last, issued_ns, s.completed_ns.load(std::memory_order_relaxed)});
+        if (g.issued > g.completed) g.waiting_ms = std::max<int64_t>(0, (now - issued_ns) / 1'000'000);
+        most_calls = std::max(most_calls, g.completed);
+        v.groups.push_back(g);
+      }
+      // A shell's `touch "$CCRUN_PROGRESS_FILE"` is a step.
+      int64_t mtime = w.mtime_ns();
+      if (mtime != w.last_mtime_ns) {
+        ++w.touches;
+        w.last_mtime_ns = mtime;
+      }
+      if (w.touches > 0) last = std::max(last, now - (real - w.last_mtime_ns));
+      uint64_t marked = r->steps.load(std::memory_order_relaxed) + w.touches;
+      v.steps = marked > 0 ? marked : most_calls;
+      v.reporting = last > 0;
+      v.idle_ms = v.reporting ? std::max<int64_t>(0, (now - last) / 1'000'000) : 0;
+      int64_t wait = r->wait_ns.load(std::memory_order_relaxed);
+      if (w.window_ns == 0) {
+        w.window_ns = now, w.window_steps = v.steps, w.window_wait_ns = wait;
+      } else if (now - w.window_ns >= kRateWindowNs) {
+        double span = double(now - w.window_ns);
+        uint64_t steps = v.steps - w.window_steps;
+        w.steps_per_s = steps * 1e9 / span;
+        w.busy_ms_per_step = steps > 0 ? (span - double(wait - w.window_wait_ns)) / 1e6 / steps : -1;
+        w.window_ns = now, w.window_steps = v.steps, w.window_wait_ns = wait;
+      }
+      v.steps_per_s = w.steps_per_s;
+      v.busy_ms_per_step = w.busy_ms_per_step;
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+int ProgressWatch::dump_signal(int local_rank) const {
+  const Worker& w = *workers_.at(local_rank);
+  return w.record ? w.record->dump_signal.load(std::memory_order_relaxed) : 0;
+}
+
+const std::string& ProgressWatch::stack_file(int local_rank) const {
+  return workers_.at(local_rank)->stack_path;
+}
+
+pid_t ProgressWatch::pid(int local_rank) const { return workers_.at(local_rank)->pid; }
+
+int64_t ProgressWatch::last_rss_kb(int local_rank) const {
+  return workers_.at(local_rank)->rss_kb;
+}
+
+}  // namespace ccrun::agent
