@@ -4,13 +4,19 @@
 // Routing reads Buffer::device, nothing else: no pointer query, no map, no
 // allocation. The NCCL group is made once, at the first CUDA buffer, under
 // a mutex; after that the route is one atomic load.
+//
+// The group's progress slot (progress_writer.h) is its own: both halves
+// record into its GroupProgress, so each call is recorded once, by the
+// backend that runs it, and the halves have no slots of their own.
 #include "dispatch_group.h"
 
 #include <atomic>
 #include <mutex>
 
 #include "ccrun/prefix_store.h"
+#include "gloo_group.h"
 #include "nccl_group.h"
+#include "progress_writer.h"
 
 namespace ccrun::collectives {
 namespace {
@@ -18,14 +24,16 @@ namespace {
 class DispatchGroup : public ProcessGroup {
  public:
   // `nccl` may be null: made at the first CUDA buffer, from `nccl_store`.
+  // `gloo` and `nccl` record into `progress`, as the NCCL half made later will.
   DispatchGroup(std::shared_ptr<ProcessGroup> gloo, std::shared_ptr<ProcessGroup> nccl,
                 std::shared_ptr<store::Store> nccl_store, std::chrono::milliseconds timeout,
-                Devices dev, std::vector<int> global)
+                Devices dev, std::vector<int> global, std::shared_ptr<GroupProgress> progress)
       : gloo_(std::move(gloo)),
         nccl_store_(std::move(nccl_store)),
         timeout_(timeout),
         dev_(std::move(dev)),
-        global_(std::move(global)) {
+        global_(std::move(global)),
+        progress_(std::move(progress)) {
     owned_nccl_ = std::move(nccl);
     nccl_.store(owned_nccl_.get());
   }
@@ -77,17 +85,24 @@ class DispatchGroup : public ProcessGroup {
   // Splits both backends: Gloo's subgroup now; NCCL's by ncclCommSplit when
   // this group's communicator exists (every rank made it at the same CUDA
   // operation), else made from its own unique id at its first CUDA buffer.
+  // The subgroup's progress slot is taken on members only, once made.
   std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks) override {
-    auto gloo_sub = gloo_->new_group(ranks);  // checks the ranks; collective
-    const int id = ++groups_made_;            // every rank counts, members or not
+    auto progress = std::make_shared<GroupProgress>(progress_->record());
+    auto gloo_sub = split_gloo_group(*gloo_, ranks, progress);  // checks the ranks; collective
+    const int id = ++groups_made_;  // every rank counts, members or not
     std::shared_ptr<ProcessGroup> nccl_sub;
-    if (ProcessGroup* n = nccl_.load(std::memory_order_acquire)) nccl_sub = n->new_group(ranks);
+    if (ProcessGroup* n = nccl_.load(std::memory_order_acquire)) {
+      nccl_sub = split_nccl_group(*n, ranks, progress);
+    }
     if (!gloo_sub) return nullptr;
     std::vector<int> global;
     for (int r : ranks) global.push_back(global_[size_t(r)]);
+    const uint64_t progress_id = subgroup_id(global);
     auto store = std::make_shared<store::PrefixStore>("group" + std::to_string(id), nccl_store_);
-    return std::make_shared<DispatchGroup>(std::move(gloo_sub), std::move(nccl_sub), store,
-                                           timeout_, dev_, std::move(global));
+    auto group = std::make_shared<DispatchGroup>(std::move(gloo_sub), std::move(nccl_sub), store,
+                                                 timeout_, dev_, std::move(global), progress);
+    progress->open(progress_id, uint32_t(ranks.size()));
+    return group;
   }
 
  private:
@@ -109,7 +124,8 @@ class DispatchGroup : public ProcessGroup {
   ProcessGroup& make_nccl() {
     std::lock_guard lock(make_mu_);
     if (!owned_nccl_) {
-      owned_nccl_ = create_nccl_group(nccl_store_, rank(), size(), timeout_, dev_, global_);
+      owned_nccl_ = create_nccl_group(nccl_store_, rank(), size(), timeout_, dev_, global_,
+                                      progress_);
       nccl_.store(owned_nccl_.get(), std::memory_order_release);
     }
     return *owned_nccl_;
@@ -120,6 +136,7 @@ class DispatchGroup : public ProcessGroup {
   std::chrono::milliseconds timeout_;
   Devices dev_;
   std::vector<int> global_;
+  std::shared_ptr<GroupProgress> progress_;  // both halves' (see the file comment)
   std::mutex make_mu_;
   std::shared_ptr<ProcessGroup> owned_nccl_;   // guarded by make_mu_ until published
   std::atomic<ProcessGroup*> nccl_{nullptr};  // owned_nccl_, once made
@@ -146,24 +163,34 @@ void require_nccl(Devices& devices) {
 std::shared_ptr<ProcessGroup> make_group(const GroupSpec& s, Devices devices) {
   auto gloo_store = [&] { return std::make_shared<store::PrefixStore>("gloo", s.store); };
   auto nccl_store = std::make_shared<store::PrefixStore>("nccl", s.store);
+  // The world group's slot, opened once the group is made.
+  auto progress = std::make_shared<GroupProgress>(s.progress_record);
+  std::shared_ptr<ProcessGroup> group;
   switch (s.backend) {
     case Backend::Gloo:
-      return create_gloo_group(gloo_store(), s.rank, s.size, s.timeout, s.host);
+      group = make_gloo_group(gloo_store(), s.rank, s.size, s.timeout, s.host, progress);
+      break;
     case Backend::Nccl:
       require_nccl(devices);
-      return create_nccl_group(nccl_store, s.rank, s.size, s.timeout, std::move(devices));
-    case Backend::Auto:
+      group = create_nccl_group(nccl_store, s.rank, s.size, s.timeout, std::move(devices), {},
+                                progress);
       break;
+    case Backend::Auto: {
+      auto gloo = make_gloo_group(gloo_store(), s.rank, s.size, s.timeout, s.host, progress);
+      std::shared_ptr<ProcessGroup> nccl;
+      if (s.nccl_at_init && devices.nccl && devices.runtime->device_count() > 0) {
+        nccl = create_nccl_group(nccl_store, s.rank, s.size, s.timeout, devices, {}, progress);
+      }
+      std::vector<int> global(size_t(s.size));
+      for (int i = 0; i < s.size; ++i) global[size_t(i)] = i;
+      group = std::make_shared<DispatchGroup>(std::move(gloo), std::move(nccl), nccl_store,
+                                              s.timeout, std::move(devices), std::move(global),
+                                              progress);
+      break;
+    }
   }
-  auto gloo = create_gloo_group(gloo_store(), s.rank, s.size, s.timeout, s.host);
-  std::shared_ptr<ProcessGroup> nccl;
-  if (s.nccl_at_init && devices.nccl && devices.runtime->device_count() > 0) {
-    nccl = create_nccl_group(nccl_store, s.rank, s.size, s.timeout, devices);
-  }
-  std::vector<int> global(size_t(s.size));
-  for (int i = 0; i < s.size; ++i) global[size_t(i)] = i;
-  return std::make_shared<DispatchGroup>(std::move(gloo), std::move(nccl), nccl_store, s.timeout,
-                                         std::move(devices), std::move(global));
+  progress->open(kWorldGroupId, uint32_t(s.size));
+  return group;
 }
 
 }  // namespace ccrun::collectives

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "ccrun/collectives.h"
+#include "ccrun/progress.h"
 #include "device_api.h"
 
 namespace ccrun::collectives {
@@ -28,6 +29,9 @@ struct GroupSpec {
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
   std::string host = "127.0.0.1";  // where Gloo listens
   bool nccl_at_init = false;       // Backend::Auto: make the NCCL group now
+  // Where the group and its subgroups record their calls
+  // (progress_writer.h): this process's record, or null for nowhere.
+  progress::Record* progress_record = progress::record();
 };
 
 // Throws NotSupportedError, with the reason, when Backend::Nccl cannot work

@@ -16,6 +16,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -27,13 +28,16 @@
 #include "ccrun/prefix_store.h"
 #include "direct_exchange.h"
 #include "durations.h"
+#include "gloo_group.h"
 #include "local_copy.h"
+#include "progress_writer.h"
 #include "reduce_functions.h"
 #include "ring_reduce_scatter.h"
 
 namespace ccrun::collectives {
 namespace {
 
+using progress::Op;
 using std::chrono::milliseconds;
 
 // Slot prefixes of ccrun's own algorithms; gloo's use 0x01-0x08 (gloo/types.h).
@@ -134,10 +138,11 @@ void with_width(DataType dtype, F&& f) {
 class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooGroup> {
  public:
   GlooGroup(std::shared_ptr<store::Store> store, int rank, int size, milliseconds timeout,
-            std::string host, std::vector<int> global_ranks)
+            std::string host, std::vector<int> global_ranks,
+            std::shared_ptr<GroupProgress> progress)
       : store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout),
         host_(std::move(host)), global_(std::move(global_ranks)),
-        direct_max_(direct_max_bytes_from_env()) {
+        direct_max_(direct_max_bytes_from_env()), progress_(std::move(progress)) {
     if (size < 1 || rank < 0 || rank >= size) {
       throw Error("process group: rank " + std::to_string(rank) + " is not in a group of " +
                   std::to_string(size) + "; check RANK and WORLD_SIZE");
@@ -187,7 +192,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
 
   std::shared_ptr<Work> all_reduce(Buffer buf, ReduceOp op) override {
     check_host("all_reduce", buf);
-    return submit("all_reduce", [this, buf, op] {
+    return submit("all_reduce", Op::kAllReduce, buf.count, [this, buf, op] {
       if (buf.count == 0) return;
       const size_t elem = element_size(buf.dtype), chunk = buf.count / size_;
       const ReduceFn fn = reduce_function(buf.dtype, op);
@@ -234,7 +239,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
   std::shared_ptr<Work> broadcast(Buffer buf, int root) override {
     check_host("broadcast", buf);
     check_rank("broadcast", root);
-    return submit("broadcast", [this, buf, root] {
+    return submit("broadcast", Op::kBroadcast, buf.count, [this, buf, root] {
       if (buf.count == 0) return;
       const size_t bytes = buf.count * element_size(buf.dtype);
       if (use_direct(bytes)) return direct_broadcast(direct(), buf.data, bytes, root);
@@ -253,7 +258,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
   std::shared_ptr<Work> reduce(Buffer buf, int root, ReduceOp op) override {
     check_host("reduce", buf);
     check_rank("reduce", root);
-    return submit("reduce", [this, buf, root, op] {
+    return submit("reduce", Op::kReduce, buf.count, [this, buf, root, op] {
       if (buf.count == 0) return;
       const size_t elem = element_size(buf.dtype);
       const bool direct_path = use_direct(buf.count * elem);
@@ -301,7 +306,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
 
   std::shared_ptr<Work> all_gather(Buffer send, Buffer recv) override {
     check_pair("all_gather", send, recv, send.count * size_, recv.count, true);
-    return submit("all_gather", [this, send, recv] {
+    return submit("all_gather", Op::kAllGather, send.count, [this, send, recv] {
       if (send.count == 0) return;
       const size_t bytes = send.count * element_size(send.dtype);
       if (use_direct(bytes)) return direct_all_gather(direct(), send.data, recv.data, bytes);
@@ -320,7 +325,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
   std::shared_ptr<Work> gather(Buffer send, Buffer recv, int root) override {
     check_rank("gather", root);
     check_pair("gather", send, recv, send.count * size_, recv.count, rank_ == root);
-    return submit("gather", [this, send, recv, root] {
+    return submit("gather", Op::kGather, send.count, [this, send, recv, root] {
       if (send.count == 0) return;
       const size_t bytes = send.count * element_size(send.dtype);
       if (!use_direct(bytes) && local_) return local_gather(local(), send.data, recv.data, bytes, root);
@@ -339,7 +344,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
   std::shared_ptr<Work> scatter(Buffer send, Buffer recv, int root) override {
     check_rank("scatter", root);
     check_pair("scatter", recv, send, recv.count * size_, send.count, rank_ == root);
-    return submit("scatter", [this, send, recv, root] {
+    return submit("scatter", Op::kScatter, recv.count, [this, send, recv, root] {
       if (recv.count == 0) return;
       const size_t bytes = recv.count * element_size(recv.dtype);
       if (!use_direct(bytes) && local_) return local_scatter(local(), send.data, recv.data, bytes, root);
@@ -361,7 +366,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
 
   std::shared_ptr<Work> reduce_scatter(Buffer send, Buffer recv, ReduceOp op) override {
     check_pair("reduce_scatter", recv, send, recv.count * size_, send.count, true);
-    return submit("reduce_scatter", [this, send, recv, op] {
+    return submit("reduce_scatter", Op::kReduceScatter, send.count, [this, send, recv, op] {
       if (recv.count == 0) return;
       if (use_direct(recv.count * element_size(send.dtype))) {
         direct_reduce_scatter(direct(), send.data, recv.data, recv.count, element_size(send.dtype),
@@ -404,7 +409,8 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
                   std::to_string(rt) + " to receive, the buffers hold " + std::to_string(send.count) +
                   " and " + std::to_string(recv.count) + " (of one data type)");
     }
-    return submit("all_to_all", [this, send, recv, send_counts, recv_counts, st, rt] {
+    return submit("all_to_all", Op::kAllToAll, send.count,
+                  [this, send, recv, send_counts, recv_counts, st, rt] {
       if (st == 0 && rt == 0) {
         barrier_now();  // gloo refuses empty buffers; stay collective
         return;
@@ -438,7 +444,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
     } catch (const std::exception& e) {
       throw Error(where("send") + ": cannot post to rank " + std::to_string(dst) + ": " + e.what());
     }
-    return submit("send", [this, ub] {
+    return submit("send", Op::kSend, buf.count, [this, ub] {
       if (!ub->waitSend(nullptr, timeout_)) throw Error("aborted");
     });
   }
@@ -454,16 +460,22 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
     } catch (const std::exception& e) {
       throw Error(where("recv") + ": cannot post to rank " + std::to_string(src) + ": " + e.what());
     }
-    return submit("recv", [this, ub] {
+    return submit("recv", Op::kRecv, buf.count, [this, ub] {
       if (!ub->waitRecv(nullptr, timeout_)) throw Error("aborted");
     });
   }
 
   std::shared_ptr<Work> barrier() override {
-    return submit("barrier", [this] { barrier_now(); });
+    return submit("barrier", Op::kBarrier, 0, [this] { barrier_now(); });
   }
 
   std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks) override {
+    return split(std::move(ranks), nullptr);
+  }
+
+  // new_group, the subgroup recording into `progress`; null: into a slot
+  // of its own, from this group's record.
+  std::shared_ptr<ProcessGroup> split(std::vector<int> ranks, std::shared_ptr<GroupProgress> progress) {
     // Every rank counts the call, members or not, so prefixes agree.
     int id = ++groups_made_;
     int mine = -1;
@@ -478,7 +490,12 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
     }
     if (mine < 0) return nullptr;
     auto sub = std::make_shared<store::PrefixStore>("group" + std::to_string(id), store_);
-    return std::make_shared<GlooGroup>(sub, mine, int(ranks.size()), timeout_, host_, global);
+    const bool own = !progress;
+    if (own) progress = std::make_shared<GroupProgress>(progress_->record());
+    auto group = std::make_shared<GlooGroup>(sub, mine, int(ranks.size()), timeout_, host_, global,
+                                             progress);
+    if (own) progress->open(subgroup_id(global), uint32_t(ranks.size()));
+    return group;
   }
 
  private:
@@ -536,11 +553,15 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
     gloo::barrier(o);
   }
 
-  std::shared_ptr<Work> submit(const std::string& op, std::function<void()> fn) {
+  // Queues fn; records the call (`what`, `count` elements) in the group's
+  // progress slot, issued in queue order and completed when fn returns.
+  std::shared_ptr<Work> submit(const std::string& op, Op what, size_t count,
+                               std::function<void()> fn) {
     auto work = std::make_shared<GlooWork>();
     {
       std::lock_guard lock(mu_);
-      queue_.push_back([this, op, fn = std::move(fn), work] {
+      ProgressTicket ticket = progress_->issue(what, count);
+      queue_.push_back([this, op, fn = std::move(fn), work, ticket] {
         if (!broken_.empty()) {
           work->finish(std::make_exception_ptr(
               Error(where(op) + ": the group failed earlier (" + broken_ + "); create a new one")));
@@ -548,6 +569,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
         }
         try {
           fn();
+          ticket.complete();  // a failed call stays issued, not completed
           work->finish(nullptr);
         } catch (const std::exception& e) {
           std::string what = e.what();
@@ -598,6 +620,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
   std::string broken_;       // worker thread only
   std::vector<char> scratch_;  // worker thread only: reduce_scatter's and direct_*'s buffers
   std::vector<char> part_;     // worker thread only: reduce's reduced chunk between hosts
+  std::shared_ptr<GroupProgress> progress_;  // issue() under mu_; may be another group's too
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -607,6 +630,24 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
 };
 
 }  // namespace
+
+std::shared_ptr<ProcessGroup> make_gloo_group(std::shared_ptr<store::Store> store, int rank,
+                                              int size, std::chrono::milliseconds timeout,
+                                              std::string host,
+                                              std::shared_ptr<GroupProgress> progress) {
+  std::vector<int> global(size_t(std::max(size, 0)));
+  for (int i = 0; i < size; ++i) global[size_t(i)] = i;
+  return std::make_shared<GlooGroup>(std::move(store), rank, size, timeout, std::move(host),
+                                     std::move(global), std::move(progress));
+}
+
+std::shared_ptr<ProcessGroup> split_gloo_group(ProcessGroup& gloo, std::vector<int> ranks,
+                                               std::shared_ptr<GroupProgress> progress) {
+  auto* g = dynamic_cast<GlooGroup*>(&gloo);
+  if (!g) throw Error("split_gloo_group: the group is not a Gloo group (a bug in ccrun)");
+  return g->split(std::move(ranks), std::move(progress));
+}
+
 }  // namespace ccrun::collectives
 
 namespace ccrun {
@@ -614,10 +655,11 @@ namespace ccrun {
 std::shared_ptr<ProcessGroup> create_gloo_group(std::shared_ptr<store::Store> store, int rank,
                                                 int size, std::chrono::milliseconds timeout,
                                                 std::string host) {
-  std::vector<int> global(size);
-  for (int i = 0; i < size; ++i) global[i] = i;
-  return std::make_shared<collectives::GlooGroup>(std::move(store), rank, size, timeout,
-                                                  std::move(host), global);
+  auto progress = std::make_shared<collectives::GroupProgress>();
+  auto group = collectives::make_gloo_group(std::move(store), rank, size, timeout, std::move(host),
+                                            progress);
+  progress->open(collectives::kWorldGroupId, uint32_t(size));
+  return group;
 }
 
 }  // namespace ccrun

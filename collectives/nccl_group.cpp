@@ -28,19 +28,23 @@
 #include "ccrun/prefix_store.h"
 #include "durations.h"
 #include "nccl_work.h"
+#include "progress_writer.h"
 
 namespace ccrun::collectives {
 namespace {
 
+using progress::Op;
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
 class NcclGroup : public ProcessGroup {
  public:
   // Joins the communicator through the store, or takes `comm` (a split).
+  // Calls are recorded into `progress`.
   NcclGroup(std::shared_ptr<store::Store> store, int rank, int size, milliseconds timeout,
-            Devices dev, std::vector<int> global, Comm comm, int device)
-      : store_(std::move(store)), rank_(rank), size_(size) {
+            Devices dev, std::vector<int> global, Comm comm, int device,
+            std::shared_ptr<GroupProgress> progress)
+      : store_(std::move(store)), rank_(rank), size_(size), progress_(std::move(progress)) {
     core_ = std::make_shared<NcclCore>();
     core_->dev = std::move(dev);
     core_->timeout = timeout;
@@ -101,7 +105,7 @@ class NcclGroup : public ProcessGroup {
     static constexpr const char* kOp = "all_reduce";
     check_buffer(kOp, b);
     ReduceOp o = nccl_reduce_op(op, size_);
-    return run(kOp, [&](NcclApi& n, Comm c, Stream s) {
+    return run(kOp, Op::kAllReduce, b.count, [&](NcclApi& n, Comm c, Stream s) {
       return n.all_reduce(b.data, b.data, b.count, b.dtype, o, c, s);
     });
   }
@@ -109,7 +113,7 @@ class NcclGroup : public ProcessGroup {
     static constexpr const char* kOp = "broadcast";
     check_rank(kOp, "root", root);
     check_buffer(kOp, b);
-    return run(kOp, [&](NcclApi& n, Comm c, Stream s) {
+    return run(kOp, Op::kBroadcast, b.count, [&](NcclApi& n, Comm c, Stream s) {
       return n.broadcast(b.data, b.data, b.count, b.dtype, root, c, s);
     });
   }
@@ -118,7 +122,7 @@ class NcclGroup : public ProcessGroup {
     check_rank(kOp, "root", root);
     check_buffer(kOp, b);
     ReduceOp o = nccl_reduce_op(op, size_);
-    return run(kOp, [&](NcclApi& n, Comm c, Stream s) {
+    return run(kOp, Op::kReduce, b.count, [&](NcclApi& n, Comm c, Stream s) {
       return n.reduce(b.data, b.data, b.count, b.dtype, o, root, c, s);
     });
   }
@@ -126,7 +130,7 @@ class NcclGroup : public ProcessGroup {
     static constexpr const char* kOp = "all_gather";
     check_pair(kOp, send, recv);
     size_check(kOp, "recv", recv.count, send.count * size_);
-    return run(kOp, [&](NcclApi& n, Comm c, Stream s) {
+    return run(kOp, Op::kAllGather, send.count, [&](NcclApi& n, Comm c, Stream s) {
       return n.all_gather(send.data, recv.data, send.count, send.dtype, c, s);
     });
   }
@@ -135,7 +139,7 @@ class NcclGroup : public ProcessGroup {
     check_pair(kOp, send, recv);
     size_check(kOp, "send", send.count, recv.count * size_);
     ReduceOp o = nccl_reduce_op(op, size_);
-    return run(kOp, [&](NcclApi& n, Comm c, Stream s) {
+    return run(kOp, Op::kReduceScatter, send.count, [&](NcclApi& n, Comm c, Stream s) {
       return n.reduce_scatter(send.data, recv.data, recv.count, send.dtype, o, c, s);
     });
   }
@@ -150,7 +154,7 @@ class NcclGroup : public ProcessGroup {
     } else {
       check_buffer(kOp, send);
     }
-    return run(kOp, [&](NcclApi& n, Comm c, Stream s) {
+    return run(kOp, Op::kGather, send.count, [&](NcclApi& n, Comm c, Stream s) {
       const size_t es = element_size(send.dtype);
       return grouped(n, [&] {
         NcclResult r = NcclResult::Success;
@@ -173,7 +177,7 @@ class NcclGroup : public ProcessGroup {
     } else {
       check_buffer(kOp, recv);
     }
-    return run(kOp, [&](NcclApi& n, Comm c, Stream s) {
+    return run(kOp, Op::kScatter, recv.count, [&](NcclApi& n, Comm c, Stream s) {
       const size_t es = element_size(recv.dtype);
       return grouped(n, [&] {
         NcclResult r = NcclResult::Success;
@@ -209,7 +213,7 @@ class NcclGroup : public ProcessGroup {
     check_pair(kOp, send, recv);
     size_check(kOp, "send", send.count, st);
     size_check(kOp, "recv", recv.count, rt);
-    return run(kOp, [&](NcclApi& n, Comm c, Stream s) {
+    return run(kOp, Op::kAllToAll, send.count, [&](NcclApi& n, Comm c, Stream s) {
       const size_t es = element_size(send.dtype);
       return grouped(n, [&] {
         NcclResult r = NcclResult::Success;
@@ -230,7 +234,7 @@ class NcclGroup : public ProcessGroup {
     static constexpr const char* kOp = "send";
     check_rank(kOp, "dst", dst);
     check_buffer(kOp, b);
-    return run(kOp, [&](NcclApi& n, Comm c, Stream s) {
+    return run(kOp, Op::kSend, b.count, [&](NcclApi& n, Comm c, Stream s) {
       return n.send(b.data, b.count, b.dtype, dst, c, s);
     });
   }
@@ -238,18 +242,27 @@ class NcclGroup : public ProcessGroup {
     static constexpr const char* kOp = "recv";
     check_rank(kOp, "src", src);
     check_buffer(kOp, b);
-    return run(kOp, [&](NcclApi& n, Comm c, Stream s) {
+    return run(kOp, Op::kRecv, b.count, [&](NcclApi& n, Comm c, Stream s) {
       return n.recv(b.data, b.count, b.dtype, src, c, s);
     });
   }
+  // An all_reduce of one int, recorded as a barrier.
   std::shared_ptr<Work> barrier() override {
+    static constexpr const char* kOp = "barrier";
     if (!scratch_) {
-      core_->check(core_->dev.runtime->set_device(core_->device), "barrier");
-      core_->check(core_->dev.runtime->device_alloc(sizeof(int32_t), &scratch_), "barrier");
+      core_->check(core_->dev.runtime->set_device(core_->device), kOp);
+      core_->check(core_->dev.runtime->device_alloc(sizeof(int32_t), &scratch_), kOp);
     }
-    return all_reduce({scratch_, 1, DataType::Int32, DeviceType::Cuda}, ReduceOp::Sum);
+    return run(kOp, Op::kBarrier, 0, [&](NcclApi& n, Comm c, Stream s) {
+      return n.all_reduce(scratch_, scratch_, 1, DataType::Int32, ReduceOp::Sum, c, s);
+    });
   }
   std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks) override {
+    return split(std::move(ranks), nullptr);
+  }
+  // new_group, the subgroup recording into `progress`; null: into a slot
+  // of its own, from this group's record.
+  std::shared_ptr<ProcessGroup> split(std::vector<int> ranks, std::shared_ptr<GroupProgress> progress) {
     static constexpr const char* kOp = "new_group";
     NcclCore& c = *core_;
     std::pair<int, int> ck;
@@ -267,8 +280,13 @@ class NcclGroup : public ProcessGroup {
     std::vector<int> global;
     for (int r : ranks) global.push_back(global_[r]);
     auto store = std::make_shared<store::PrefixStore>("group" + std::to_string(id), store_);
-    return std::make_shared<NcclGroup>(store, ck.second, int(ranks.size()), c.timeout, c.dev,
-                                       std::move(global), sub, c.device);
+    const bool own = !progress;
+    if (own) progress = std::make_shared<GroupProgress>(progress_->record());
+    const uint64_t progress_id = subgroup_id(global);
+    auto group = std::make_shared<NcclGroup>(store, ck.second, int(ranks.size()), c.timeout, c.dev,
+                                             std::move(global), sub, c.device, progress);
+    if (own) progress->open(progress_id, uint32_t(ranks.size()));
+    return group;
   }
 
  private:
@@ -368,9 +386,10 @@ class NcclGroup : public ProcessGroup {
     NcclResult end = n.group_end();
     return nccl_failed(r) ? r : end;
   }
-  // Steps 2-4 of the file comment, for a checked operation.
+  // Steps 2-4 of the file comment, for a checked operation; records it
+  // (`what`, `count` elements) in the group's progress slot once enqueued.
   template <typename F>
-  std::shared_ptr<Work> run(const char* op, F&& enqueue) {
+  std::shared_ptr<Work> run(const char* op, Op what, size_t count, F&& enqueue) {
     NcclCore& c = *core_;
     if (c.aborted) {
       throw Error(c.where(op) + ": the group failed earlier (" + c.failure() +
@@ -386,7 +405,7 @@ class NcclGroup : public ProcessGroup {
       c.give_event(done);
       c.check(s, op);
     }
-    return std::make_shared<NcclWork>(core_, done, op);
+    return std::make_shared<NcclWork>(core_, done, op, progress_->issue(what, count));
   }
 
   std::shared_ptr<store::Store> store_;
@@ -397,6 +416,7 @@ class NcclGroup : public ProcessGroup {
   Event issued_ = nullptr;   // recorded on the default stream before each operation
   void* scratch_ = nullptr;  // barrier's one int
   int groups_made_ = 0;      // caller's thread only
+  std::shared_ptr<GroupProgress> progress_;  // caller's thread only; may be another group's too
 };
 
 }  // namespace
@@ -446,20 +466,35 @@ ReduceOp nccl_reduce_op(ReduceOp op, int size) {
 
 std::shared_ptr<ProcessGroup> create_nccl_group(std::shared_ptr<store::Store> store, int rank,
                                                 int size, std::chrono::milliseconds timeout,
-                                                Devices devices, std::vector<int> global) {
+                                                Devices devices, std::vector<int> global,
+                                                std::shared_ptr<GroupProgress> progress) {
   if (!devices.nccl) {
     throw NotSupportedError("NCCL backend: this build has none (CUDA and NCCL were not found "
                             "when it was configured; see CCRUN_WITH_NCCL in the README); use host "
                             "buffers with the gloo or auto backend");
   }
-  if (global.empty()) {
+  const bool world = global.empty();
+  if (world) {
     for (int i = 0; i < size; ++i) global.push_back(i);
   }
   // The device follows the rank in the whole job, so a subgroup made from
   // its own unique id lands where its parent is.
   const int device = nccl_device_for(*devices.runtime, global[size_t(rank)]);
-  return std::make_shared<NcclGroup>(std::move(store), rank, size, timeout, std::move(devices),
-                                     std::move(global), nullptr, device);
+  const bool own = !progress;
+  if (own) progress = std::make_shared<GroupProgress>();
+  const uint64_t progress_id = world ? kWorldGroupId : subgroup_id(global);
+  auto group = std::make_shared<NcclGroup>(std::move(store), rank, size, timeout,
+                                           std::move(devices), std::move(global), nullptr, device,
+                                           progress);
+  if (own) progress->open(progress_id, uint32_t(size));
+  return group;
+}
+
+std::shared_ptr<ProcessGroup> split_nccl_group(ProcessGroup& nccl, std::vector<int> ranks,
+                                               std::shared_ptr<GroupProgress> progress) {
+  auto* g = dynamic_cast<NcclGroup*>(&nccl);
+  if (!g) throw Error("split_nccl_group: the group is not an NCCL group (a bug in ccrun)");
+  return g->split(std::move(ranks), std::move(progress));
 }
 
 }  // namespace ccrun::collectives

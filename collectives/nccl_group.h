@@ -19,6 +19,7 @@
 
 #include "ccrun/collectives.h"
 #include "device_api.h"
+#include "progress_writer.h"
 
 namespace ccrun::collectives {
 
@@ -46,8 +47,18 @@ ReduceOp nccl_reduce_op(ReduceOp op, int size);
 // (key "unique_id"), on the device nccl_device_for names. Blocks until every
 // rank joined (ncclCommInitRank). `global` holds the job's rank of each
 // member (default 0..size-1): for messages, and for the device choice.
+// Its calls are recorded into `progress` (progress_writer.h), which the
+// caller opens before the first call; null: into a slot of its own, the
+// world group's when `global` is empty, else a subgroup's.
 std::shared_ptr<ProcessGroup> create_nccl_group(std::shared_ptr<store::Store> store, int rank,
                                                 int size, std::chrono::milliseconds timeout,
-                                                Devices devices, std::vector<int> global = {});
+                                                Devices devices, std::vector<int> global = {},
+                                                std::shared_ptr<GroupProgress> progress = nullptr);
+
+// nccl.new_group(ranks), the subgroup recording into `progress` rather than
+// into a slot of its own (the default group's halves share one). `nccl` is
+// a group from create_nccl_group; throws Error otherwise. Collective.
+std::shared_ptr<ProcessGroup> split_nccl_group(ProcessGroup& nccl, std::vector<int> ranks,
+                                               std::shared_ptr<GroupProgress> progress);
 
 }  // namespace ccrun::collectives

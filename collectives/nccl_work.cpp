@@ -106,10 +106,16 @@ void NcclWork::wait() {
   }
 }
 
+bool NcclWork::is_completed() {
+  if (!core_->done(event_, op_)) return false;
+  ticket_.complete();
+  return true;
+}
+
 bool NcclWork::wait_for(std::chrono::milliseconds timeout) {
   const auto start = Clock::now(), deadline = start + timeout;
   for (;;) {
-    if (core_->done(event_, op_)) return true;
+    if (is_completed()) return true;
     auto now = Clock::now();
     if (now >= deadline) return false;
     if (now - start < std::chrono::microseconds(200)) {

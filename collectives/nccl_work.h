@@ -19,6 +19,7 @@
 
 #include "ccrun/collectives.h"
 #include "device_api.h"
+#include "progress_writer.h"
 
 namespace ccrun::collectives {
 
@@ -71,10 +72,12 @@ struct NcclCore {
   bool done(Event e, const char* op);
 };
 
-class NcclWork : public Work {
+class NcclWork final : public Work {
  public:
-  NcclWork(std::shared_ptr<NcclCore> core, Event event, const char* op)
-      : core_(std::move(core)), event_(event), op_(op) {}
+  // `ticket`: the call in its group's progress slot, completed when this
+  // Work is first seen done.
+  NcclWork(std::shared_ptr<NcclCore> core, Event event, const char* op, ProgressTicket ticket)
+      : core_(std::move(core)), event_(event), op_(op), ticket_(ticket) {}
   ~NcclWork() override { core_->give_event(event_); }
   NcclWork(const NcclWork&) = delete;  // owns its event until destroyed
   NcclWork& operator=(const NcclWork&) = delete;
@@ -85,12 +88,13 @@ class NcclWork : public Work {
   // Polls: spins for the first 200 us (most operations are done by then),
   // then sleeps in steps of 100 us. CUDA has no wait with a deadline.
   bool wait_for(std::chrono::milliseconds timeout) override;
-  bool is_completed() override { return core_->done(event_, op_); }
+  bool is_completed() override;
 
  private:
   std::shared_ptr<NcclCore> core_;
   Event event_;
   const char* op_;  // a string literal
+  ProgressTicket ticket_;
 };
 
 }  // namespace ccrun::collectives

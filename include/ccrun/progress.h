@@ -33,6 +33,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -119,6 +120,13 @@ inline Record* record() {
     if (!path || !*path) return nullptr;
     int fd = ::open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0) return nullptr;
+    // A shorter file (empty, or not a record) maps, but reading past its
+    // end is SIGBUS: take it as no record.
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || st.st_size < off_t(kRecordBytes)) {
+      ::close(fd);
+      return nullptr;
+    }
     void* p = ::mmap(nullptr, kRecordBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     ::close(fd);
     if (p == MAP_FAILED) return nullptr;

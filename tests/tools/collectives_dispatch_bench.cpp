@@ -8,15 +8,27 @@
 // stream wait, an event query, NCCL's async-error query) come on top, and
 // only a GPU measures those (scripts/gpu-check.sh). One JSON line per path.
 //
-//   build/tests/collectives_dispatch_bench [calls]
+// With --record, the calls are recorded as under ccrun (docs/collectives.md,
+// "Progress record"): the bench makes a record file, points
+// CCRUN_PROGRESS_FILE at it, and prints each group slot's last sequence
+// numbers after the paths.
+//
+//   build/tests/collectives_dispatch_bench [calls] [--record]
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "../../collectives/dispatch_group.h"
 #include "../../collectives/nccl_group.h"
 #include "ccrun/hash_store.h"
+#include "ccrun/progress.h"
 
 using namespace ccrun;
 using namespace ccrun::collectives;
@@ -119,10 +131,48 @@ double best_ns(ProcessGroup& pg, int calls) {
   return best;
 }
 
+// A record as ccrun's agent makes one (zeros, then the header), unlinked at
+// exit; CCRUN_PROGRESS_FILE names it.
+std::string make_record() {
+  char path[] = "/tmp/ccrun-bench-progress-XXXXXX";
+  int fd = ::mkstemp(path);
+  if (fd < 0) {
+    std::perror("collectives_dispatch_bench: mkstemp");
+    std::exit(1);
+  }
+  std::vector<char> page(progress::kRecordBytes, 0);
+  const uint64_t magic = progress::kMagic;
+  const uint32_t version = progress::kVersion, bytes = progress::kRecordBytes;
+  std::memcpy(page.data(), &magic, 8);
+  std::memcpy(page.data() + 8, &version, 4);
+  std::memcpy(page.data() + 12, &bytes, 4);
+  if (::write(fd, page.data(), page.size()) != ssize_t(page.size())) {
+    std::perror("collectives_dispatch_bench: writing the record");
+    std::exit(1);
+  }
+  ::close(fd);
+  ::setenv(progress::kFileVar, path, 1);
+  return path;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int calls = argc > 1 ? std::stoi(argv[1]) : 1'000'000;
+  int calls = 1'000'000;
+  bool record = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--record") {
+      record = true;
+    } else {
+      calls = std::stoi(argv[i]);
+    }
+  }
+  std::string record_path;
+  if (record) record_path = make_record();
+  if (record && !progress::record()) {
+    std::fprintf(stderr, "collectives_dispatch_bench: cannot map the record %s\n", record_path.c_str());
+    return 1;
+  }
   Devices dev{std::make_shared<InstantRuntime>(), std::make_shared<InstantNccl>()};
   auto store = std::make_shared<store::HashStore>();
   auto nccl = create_nccl_group(store, 0, 1, std::chrono::seconds(10), dev);
@@ -131,5 +181,14 @@ int main(int argc, char** argv) {
   spec.store = std::make_shared<store::HashStore>();
   auto def = make_group(spec, dev);
   std::printf("{\"path\":\"default group -> nccl\",\"ns_per_call\":%.1f}\n", best_ns(*def, calls));
+  if (progress::Record* r = progress::record()) {
+    for (uint32_t i = 0; i < std::min<uint32_t>(r->groups_used, progress::kMaxGroups); ++i) {
+      const progress::GroupSlot& s = r->groups[i];
+      std::printf("{\"slot\":%u,\"id\":%llu,\"issued\":%llu,\"completed\":%llu,\"op\":\"%s\"}\n", i,
+                  (unsigned long long)s.id.load(), (unsigned long long)s.issued.load(),
+                  (unsigned long long)s.completed.load(), progress::op_name(s.op.load()));
+    }
+    ::unlink(record_path.c_str());
+  }
   return 0;
 }
