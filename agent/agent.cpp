@@ -359,9 +359,12 @@ class Agent {
       }
       if (ev.kind == RoundEvent::Kind::kRestartRequested && !ev.detail.empty()) {
         Failure f = Failure::from_json(ev.detail);
+        std::string how = f.cause == "hang" ? "hung"
+                          : f.signal        ? signal_name(f.signal)
+                                            : "exit code " + std::to_string(f.exit_code);
+        if (f.cause == "oom") how += ", the kernel's OOM killer";
         spdlog::warn("ccrun: the group stops: node {} rank {} failed ({}, pid {})", f.node_rank,
-                     f.rank, f.signal ? signal_name(f.signal) : "exit code " + std::to_string(f.exit_code),
-                     f.pid);
+                     f.rank, how, f.pid);
       } else if (ev.kind == RoundEvent::Kind::kNodeDead) {
         spdlog::warn("ccrun: the group stops: {}", ev.detail);
       }
@@ -461,6 +464,7 @@ class Agent {
     EnvContext ctx{&spec_, &info_, run_id_, restart_count_, store_.etcd ? "" : store_.endpoint.host,
                    store_.endpoint.port, gloo_ifname_};
     bool files = logs_dir_->kept();
+    hang_ = nullptr;
     progress_.reset();
     progress_ = std::make_unique<ProgressWatch>(agent_token_, restart_count_, info_.rank_offset,
                                                 info_.node_rank, host_name(),
@@ -572,44 +576,108 @@ class Agent {
     });
   }
 
+  // Every node publishes its ranks' views with its heartbeat; node 0 judges
+  // the whole job from every node's (one reader of N keys per second: the
+  // others only write), so every node need not read every other's.
   void on_progress_sample() {
     std::vector<RankView> views = progress_->sample();
-    if (spec_.hang_timeout.count() <= 0) return;
-    HangVerdict v = judge_hang(views, spec_.hang_timeout.count());
-    if (v.hung) on_hang(v, views);
+    nlohmann::json mine = nlohmann::json::array();
+    for (const auto& r : views) mine.push_back(r.to_json());
+    rdzv_->set_progress(mine.dump());
+    if (spec_.hang_timeout.count() <= 0 || info_.node_rank != 0) return;
+    if (info_.num_nodes <= 1) return judge(views, views);
+    if (reading_progress_) return;  // the last read has not come back yet
+    reading_progress_ = true;
+    int gen = generation_;
+    tasks_->run(
+        [this, gen, views] {
+          std::vector<std::string> statuses = rdzv_->node_statuses();
+          asio::post(io_, [this, gen, views, statuses] {
+            reading_progress_ = false;
+            if (gen != generation_ || outcome_ || stopping_) return;
+            judge(with_other_nodes(views, statuses), views);
+          });
+        },
+        [this](const std::string& what) {
+          reading_progress_ = false;
+          spdlog::warn("ccrun: cannot read the other nodes' progress: {}", what);
+        });
   }
 
-  // A hang: the verdict now, then every local rank's stacks (off the loop:
-  // tracing takes a while), then the group fails like any failure.
-  void on_hang(const HangVerdict& v, const std::vector<RankView>& views) {
-    stopping_ = true;
-    state_ = State::kStopping;
+  // `local` and what the other nodes published, one view per rank.
+  std::vector<RankView> with_other_nodes(std::vector<RankView> local,
+                                         const std::vector<std::string>& statuses) const {
+    for (size_t node = 0; node < statuses.size(); ++node) {
+      if (int(node) == info_.node_rank || statuses[node].empty()) continue;
+      auto status = nlohmann::json::parse(statuses[node], nullptr, false);
+      if (!status.is_object() || !status.contains("ranks") || !status["ranks"].is_array()) continue;
+      for (const auto& r : status["ranks"]) local.push_back(RankView::from_json(r));
+    }
+    return local;
+  }
+
+  void judge(const std::vector<RankView>& all, const std::vector<RankView>& local) {
+    HangVerdict v = judge_hang(all, spec_.hang_timeout.count());
+    if (!v.hung) return;
+    RankView culprit;
+    for (const auto& r : all) {
+      if (!v.culprits.empty() && r.rank == v.culprits.front()) culprit = r;
+    }
+    on_hang(v, all, local, culprit);
+  }
+
+  // A hang (judged here, on node 0): the verdict now, then this node's
+  // ranks' stacks, then the group fails like any failure; the failure names
+  // the culprit, wherever it runs, and the other nodes take their ranks'
+  // stacks when they read it (on_round_event).
+  void on_hang(const HangVerdict& v, const std::vector<RankView>& all,
+               const std::vector<RankView>& local, const RankView& culprit) {
     spdlog::error("ccrun: the job is hung (--hang-timeout {}): {}",
                   format_duration(spec_.hang_timeout), v.headline);
     for (const auto& line : v.lines) spdlog::error("ccrun:   {}", line);
-    spdlog::error("ccrun: collecting every rank's stacks, then stopping the workers");
+    hang_ = v.to_json();
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const auto& r : all) ranks.push_back(r.to_json());
+    hang_["progress"] = ranks;
+    logs_dir_->event("hang", restart_count_, hang_.dump());
+    Failure f = node_failure("hang: " + v.headline);
+    f.cause = "hang";
+    if (culprit.rank >= 0) {
+      f.rank = culprit.rank, f.local_rank = culprit.local_rank, f.pid = culprit.pid;
+      f.node_rank = culprit.node_rank, f.hostname = culprit.host;
+    }
+    local_failures_.push_back(f);
+    logs_dir_->event("failure", restart_count_, f.to_json());
+    stop_with_stacks(local, [this, f] { tell_restart(f); }, Outcome::kFailedHere);
+  }
+
+  // Stops this node's workers after taking their stacks (off the loop:
+  // tracing takes a while); `then` runs once the stacks are in.
+  void stop_with_stacks(const std::vector<RankView>& local, std::function<void()> then,
+                        Outcome outcome) {
+    stopping_ = true;
+    state_ = State::kStopping;
+    spdlog::error("ccrun: collecting the stacks of this node's ranks, then stopping them");
     std::vector<StackTarget> targets;
-    for (const auto& r : views) {
+    for (const auto& r : local) {
       targets.push_back({r.rank, r.pid, progress_->dump_signal(r.local_rank),
                          progress_->stack_file(r.local_rank)});
     }
-    hang_ = v.to_json();
-    nlohmann::json ranks = nlohmann::json::array();
-    for (const auto& r : views) ranks.push_back(r.to_json());
-    hang_["progress"] = ranks;
-    logs_dir_->event("hang", restart_count_, hang_.dump());
     int gen = generation_;
     tasks_->run(
-        [this, gen, targets, v] {
+        [this, gen, targets, then, outcome] {
           auto stacks = collect_stacks(targets);
-          asio::post(io_, [this, gen, stacks, v] {
-            if (gen == generation_ && !outcome_) after_stacks(v, stacks);
+          asio::post(io_, [this, gen, stacks, then, outcome] {
+            if (gen != generation_ || outcome_) return;
+            report_stacks(stacks);
+            then();
+            group_->stop(spec_.stop_grace, [this, outcome] { finish(outcome); });
           });
         },
         [](const std::string& what) { spdlog::error("ccrun: cannot collect stacks: {}", what); });
   }
 
-  void after_stacks(const HangVerdict& v, const std::vector<RankStacks>& stacks) {
+  void report_stacks(const std::vector<RankStacks>& stacks) {
     nlohmann::json js = nlohmann::json::array();
     for (const auto& s : stacks) {
       js.push_back({{"rank", s.rank}, {"pid", s.pid}, {"python", s.python}, {"native", s.native}});
@@ -617,18 +685,9 @@ class Agent {
                     s.python.empty() ? "" : " (Python; native ones in the report)",
                     s.python.empty() ? s.native : s.python);
     }
+    if (hang_.is_null()) hang_ = nlohmann::json::object();
     hang_["stacks"] = js;
     logs_dir_->event("hang_stacks", restart_count_, nlohmann::json{{"stacks", js}}.dump());
-    int culprit = v.culprits.empty() ? -1 : v.culprits.front();
-    Failure f = node_failure("hang: " + v.headline);
-    for (const auto& r : progress_->sample()) {
-      if (r.rank == culprit) f.rank = r.rank, f.local_rank = r.local_rank, f.pid = r.pid;
-    }
-    f.cause = "hang";
-    local_failures_.push_back(f);
-    logs_dir_->event("failure", restart_count_, f.to_json());
-    tell_restart(f);
-    group_->stop(spec_.stop_grace, [this] { finish(Outcome::kFailedHere); });
   }
 
   Failure node_failure(const std::string& message) const {
@@ -705,6 +764,13 @@ class Agent {
       return;
     }
     if (stopping_) return;
+    if (ev.kind == RoundEvent::Kind::kRestartRequested && progress_ &&
+        Failure::from_json(ev.detail).cause == "hang") {
+      // Node 0 judged the job hung: this node's ranks' stacks first.
+      hang_ = nlohmann::json{{"headline", Failure::from_json(ev.detail).message}};
+      stop_with_stacks(progress_->sample(), [] {}, Outcome::kRoundEnded);
+      return;
+    }
     stopping_ = true;
     state_ = State::kStopping;
     group_->stop(spec_.stop_grace, [this] { finish(Outcome::kRoundEnded); });
@@ -802,6 +868,7 @@ class Agent {
   std::vector<std::string> worker_cgroups_;  // by local rank, at start (OOM evidence)
   std::vector<int64_t> worker_oom_kills_;    // their OOM-kill counters then
   nlohmann::json hang_;                      // the last hang verdict and its stacks
+  bool reading_progress_ = false;            // node 0: the other nodes' views are being read
   std::optional<Outcome> outcome_;
   std::optional<RoundEvent> event_, dead_node_;
   std::vector<Failure> local_failures_, last_failures_, all_failures_;

@@ -59,7 +59,7 @@ struct ProgressWatch::Worker {
   // The start of the rate window: when, steps (or calls) and wait time then.
   int64_t window_ns = 0;
   uint64_t window_steps = 0;
-  int64_t window_wait_ns = 0;
+  uint32_t window_wait_us = 0;  // sum of the slots' wait_us (wrapping)
   double steps_per_s = 0, busy_ms_per_step = -1;
 
   ~Worker() {
@@ -162,6 +162,7 @@ std::vector<RankView> ProgressWatch::sample() {
     if (Record* r = w.record) {
       int64_t last = r->step_ns.load(std::memory_order_relaxed);
       uint64_t most_calls = 0;
+      uint32_t wait_us = 0;
       uint32_t n = std::min<uint32_t>(r->groups_used.load(std::memory_order_acquire),
                                       progress::kMaxGroups);
       for (uint32_t i = 0; i < n; ++i) {
@@ -178,6 +179,7 @@ std::vector<RankView> ProgressWatch::sample() {
         last = std::max({last, issued_ns, s.completed_ns.load(std::memory_order_relaxed)});
         if (g.issued > g.completed) g.waiting_ms = std::max<int64_t>(0, (now - issued_ns) / 1'000'000);
         most_calls = std::max(most_calls, g.completed);
+        wait_us += s.wait_us.load(std::memory_order_relaxed);
         v.groups.push_back(g);
       }
       // A shell's `touch "$CCRUN_PROGRESS_FILE"` is a step.
@@ -191,15 +193,15 @@ std::vector<RankView> ProgressWatch::sample() {
       v.steps = marked > 0 ? marked : most_calls;
       v.reporting = last > 0;
       v.idle_ms = v.reporting ? std::max<int64_t>(0, (now - last) / 1'000'000) : 0;
-      int64_t wait = r->wait_ns.load(std::memory_order_relaxed);
       if (w.window_ns == 0) {
-        w.window_ns = now, w.window_steps = v.steps, w.window_wait_ns = wait;
+        w.window_ns = now, w.window_steps = v.steps, w.window_wait_us = wait_us;
       } else if (now - w.window_ns >= kRateWindowNs) {
         double span = double(now - w.window_ns);
         uint64_t steps = v.steps - w.window_steps;
-        w.steps_per_s = steps * 1e9 / span;
-        w.busy_ms_per_step = steps > 0 ? (span - double(wait - w.window_wait_ns)) / 1e6 / steps : -1;
-        w.window_ns = now, w.window_steps = v.steps, w.window_wait_ns = wait;
+        double waited = double(uint32_t(wait_us - w.window_wait_us)) * 1000;
+        w.steps_per_s = double(steps) * 1e9 / span;
+        w.busy_ms_per_step = steps > 0 ? std::max(0.0, span - waited) / 1e6 / double(steps) : -1;
+        w.window_ns = now, w.window_steps = v.steps, w.window_wait_us = wait_us;
       }
       v.steps_per_s = w.steps_per_s;
       v.busy_ms_per_step = w.busy_ms_per_step;

@@ -10,7 +10,20 @@ namespace ccrun::agent {
 
 void StoreTasks::run(std::function<void()> call,
                      std::function<void(const std::string&)> on_error) {
-  threads_.emplace_back([this, call = std::move(call), on_error = std::move(on_error)] {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Calls made every second (the progress read of a multi-node job) would
+  // otherwise keep a finished thread each until the attempt ends.
+  for (auto it = tasks_.begin(); it != tasks_.end();) {
+    if (it->done->load()) {
+      it->thread.join();
+      it = tasks_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  Task& task = tasks_.emplace_back();
+  task.thread = std::thread([this, done = task.done, call = std::move(call),
+                             on_error = std::move(on_error)] {
     try {
       call();
     } catch (const InterruptedError&) {
@@ -18,14 +31,19 @@ void StoreTasks::run(std::function<void()> call,
       std::string what = e.what();
       boost::asio::post(io_, [on_error, what] { on_error(what); });
     }
+    done->store(true);
   });
 }
 
 void StoreTasks::join() {
-  for (auto& t : threads_) {
-    if (t.joinable()) t.join();
+  std::list<Task> tasks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks.swap(tasks_);
   }
-  threads_.clear();
+  for (auto& t : tasks) {
+    if (t.thread.joinable()) t.thread.join();
+  }
 }
 
 }  // namespace ccrun::agent

@@ -11,7 +11,10 @@
 
 #include <boost/asio/io_context.hpp>
 #include <functional>
+#include <atomic>
 #include <list>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -33,8 +36,13 @@ class StoreTasks {
   void join();
 
  private:
+  struct Task {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done = std::make_shared<std::atomic<bool>>(false);
+  };
   boost::asio::io_context& io_;
-  std::list<std::thread> threads_;
+  std::mutex mu_;           // run() on the loop, join() off it
+  std::list<Task> tasks_;   // guarded by mu_; finished ones are joined by the next run()
 };
 
 }  // namespace ccrun::agent

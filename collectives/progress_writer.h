@@ -47,13 +47,19 @@ struct ProgressTicket {
   progress::GroupSlot* slot = nullptr;
   uint64_t seq = 0;
 
-  // Records that the call is done: completed_ns, then completed = seq
-  // (release). Completions that arrive out of order never move `completed`
-  // back; two threads completing calls of one group at the same moment may
-  // (the next completion moves it on).
+  // Records that the call is done: wait_us grows by the time since the
+  // last issue (this call's, unless calls overlap), completed_ns, then
+  // completed = seq (release). Completions that arrive out of order never
+  // move `completed` back; two threads completing calls of one group at the
+  // same moment may (the next completion moves it on).
   void complete() const noexcept {
     if (!slot || seq <= slot->completed.load(std::memory_order_relaxed)) return;
-    slot->completed_ns.store(progress::now_ns(), std::memory_order_relaxed);
+    int64_t now = progress::now_ns();
+    int64_t waited = now - slot->issued_ns.load(std::memory_order_relaxed);
+    slot->wait_us.store(slot->wait_us.load(std::memory_order_relaxed) +
+                            uint32_t(waited > 0 ? waited / 1000 : 0),
+                        std::memory_order_relaxed);
+    slot->completed_ns.store(now, std::memory_order_relaxed);
     slot->completed.store(seq, std::memory_order_release);
   }
 };

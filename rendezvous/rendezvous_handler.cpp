@@ -205,6 +205,23 @@ class Handler : public RendezvousHandler {
 
   void set_attempt(int attempt) override { attempt_ = attempt; }
 
+  void set_progress(const std::string& ranks_json) override {
+    std::lock_guard<std::mutex> lock(progress_mu_);
+    progress_ = ranks_json;
+  }
+
+  std::vector<std::string> node_statuses() override {
+    int r = round_;
+    std::vector<std::string> keys, out(size_t(std::max(info_.num_nodes, 0)));
+    for (int i = 0; i < info_.num_nodes; ++i) keys.push_back(keys_.status(r, i));
+    if (keys.empty()) return out;
+    if (store_->check(keys)) return store_->multi_get(keys);
+    for (int i = 0; i < info_.num_nodes; ++i) {  // some node has not beaten yet
+      if (store_->check({keys[i]})) out[i] = store_->get(keys[i]);
+    }
+    return out;
+  }
+
  private:
   RendezvousClosedError closed_error() {
     std::string reason = "closed";
@@ -237,11 +254,15 @@ class Handler : public RendezvousHandler {
     int64_t now_ms = std::chrono::duration_cast<milliseconds>(
                          std::chrono::system_clock::now().time_since_epoch())
                          .count();
-    s.set(keys_.status(r, info_.node_rank),
-          json{{"host", me.hostname}, {"addr", me.addr}, {"node_rank", info_.node_rank},
-               {"first_rank", info_.rank_offset}, {"nproc", me.local_world_size},
-               {"attempt", attempt_.load()}, {"beat_ms", now_ms}, {"pid", getpid()}}
-              .dump());
+    json status{{"host", me.hostname}, {"addr", me.addr}, {"node_rank", info_.node_rank},
+                {"first_rank", info_.rank_offset}, {"nproc", me.local_world_size},
+                {"attempt", attempt_.load()}, {"beat_ms", now_ms}, {"pid", getpid()}};
+    {
+      std::lock_guard<std::mutex> lock(progress_mu_);
+      json ranks = json::parse(progress_, nullptr, false);
+      if (!progress_.empty() && !ranks.is_discarded()) status["ranks"] = std::move(ranks);
+    }
+    s.set(keys_.status(r, info_.node_rank), status.dump());
   }
 
   // (A set on a connection that broke unnoticed is lost without an error:
@@ -627,6 +648,8 @@ class Handler : public RendezvousHandler {
   std::string published_;          // this node's NodeInfo JSON in this round
   int slot_ = 0;                   // where it is published (join slot)
   std::atomic<int> attempt_{0};    // the agent's restart count, for status
+  std::mutex progress_mu_;
+  std::string progress_;           // the ranks' progress, JSON array (guarded by progress_mu_)
   int forming_round_ = 0;          // the round next_rendezvous() is joining
   int last_progress_ = -1;         // nodes joined, as last reported
   std::string token_;  // identifies this agent's joins  // the last join attempt came after its round closed

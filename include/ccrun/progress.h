@@ -77,7 +77,10 @@ struct GroupSlot {
   std::atomic<uint64_t> issued;        // sequence number of the last call issued
   std::atomic<uint64_t> completed;     // sequence number of the last call completed
   std::atomic<uint32_t> op;            // Op of the last call issued
-  std::atomic<uint32_t> reserved;
+  std::atomic<uint32_t> wait_us;       // total time from issue to completion of this
+                                       // group's calls, in µs, wrapping at 2^32 (a
+                                       // reader takes differences): what is left of
+                                       // a step is the rank's own work
   std::atomic<uint64_t> count;         // elements of the last call issued
   std::atomic<int64_t> issued_ns;      // when the last call was issued
   std::atomic<int64_t> completed_ns;   // when the last call completed
@@ -95,10 +98,7 @@ struct Record {
   std::atomic<int64_t> step_ns;        // when the last step was marked
   std::atomic<uint32_t> groups_used;   // slots handed out (may exceed kMaxGroups)
   uint32_t reserved0;
-  std::atomic<int64_t> wait_ns;        // total time from issue to completion of every
-                                       // call, all groups (a writer adds each call's);
-                                       // what is left of a step is its own work
-  uint64_t reserved1;                  // header: 64 bytes
+  uint64_t reserved1[2];               // header: 64 bytes
   GroupSlot groups[kMaxGroups];
   uint8_t tail[kRecordBytes - 64 - kMaxGroups * sizeof(GroupSlot)];
 };

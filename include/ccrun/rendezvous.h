@@ -135,6 +135,15 @@ class RendezvousHandler {
   // The agent's attempt number (its restart count), published with every
   // heartbeat for `ccrun status`.
   virtual void set_attempt(int attempt) = 0;
+
+  // This node's ranks' progress (a JSON array of the agent's rank views),
+  // published with every heartbeat in the node's status: node 0's agent
+  // judges hangs from every node's (docs/hangs.md), `ccrun status` shows them.
+  virtual void set_progress(const std::string& ranks_json) = 0;
+
+  // Every node's last published status in the current round (JSON objects,
+  // by node rank; "" for a node that has not beaten yet).
+  [[nodiscard]] virtual std::vector<std::string> node_statuses() = 0;
 };
 
 // The handler for options.backend ("static" or "c10d").
