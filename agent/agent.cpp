@@ -735,8 +735,9 @@ class Agent {
     if (e.signal == SIGKILL) name_oom_kill(f);
     local_failures_.push_back(f);
     logs_dir_->event("failure", restart_count_, f.to_json());
-    spdlog::error("ccrun: worker rank {} (pid {}) failed: {}", e.rank, e.pid,
-                  e.signal ? signal_name(e.signal) : "exit code " + std::to_string(e.exit_code));
+    spdlog::error("ccrun: worker rank {} (pid {}) failed: {}{}", e.rank, e.pid,
+                  e.signal ? signal_name(e.signal) : "exit code " + std::to_string(e.exit_code),
+                  f.cause == "oom" ? " (the kernel's OOM killer)" : "");
     stopping_ = true;
     state_ = State::kStopping;
     tell_restart(f);
@@ -752,7 +753,8 @@ class Agent {
     if (why.empty()) return;
     f.cause = "oom";
     int64_t rss = progress_ ? progress_->last_rss_kb(f.local_rank) : 0;
-    f.message = why + "; its last sampled RSS was " + std::to_string(rss / 1024) + " MiB" +
+    f.message = why +
+                (rss > 0 ? "; its last sampled RSS was " + std::to_string(rss / 1024) + " MiB" : "") +
                 (f.message.empty() ? "" : "\n" + f.message);
   }
 

@@ -1,0 +1,124 @@
+// judge_hang and find_stragglers: the decisions behind --hang-timeout and
+// the straggler mark in `ccrun status`, on hand-made rank views.
+#include "hang_verdict.h"
+
+#include <catch2/catch.hpp>
+
+#include "ccrun/progress.h"
+
+using namespace ccrun::agent;
+
+namespace {
+
+constexpr uint32_t kAllReduce = uint32_t(ccrun::progress::Op::kAllReduce);
+
+// A rank of a world group of `size`: issued/completed calls, idle for
+// `idle_ms`, waiting in its unfinished call for `waiting_ms` (-1: none).
+RankView rank(int r, uint64_t issued, uint64_t completed, int64_t idle_ms, int64_t waiting_ms,
+              uint32_t size = 4) {
+  RankView v;
+  v.rank = v.local_rank = r;
+  v.node_rank = 0;
+  v.host = std::string(1, 'h');  // (GCC 12 -Wrestrict false positive on = "h")
+  v.pid = 100 + r;
+  v.reporting = true;
+  v.idle_ms = idle_ms;
+  v.groups.push_back({0, size, issued, completed, kAllReduce, 1024, waiting_ms});
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("judge_hang: the rank that never issued the call the others wait in is the culprit") {
+  std::vector<RankView> ranks = {rank(0, 100, 99, 31'000, 31'000), rank(1, 100, 99, 31'000, 31'000),
+                                 rank(2, 99, 99, 31'000, -1), rank(3, 100, 99, 31'000, 31'000)};
+  HangVerdict v = judge_hang(ranks, 30'000);
+  REQUIRE(v.hung);
+  CHECK(v.culprits == std::vector<int>{2});
+  CHECK_THAT(v.headline, Catch::Contains("rank 2 has not issued all_reduce #100 of the world group"));
+  CHECK_THAT(v.headline, Catch::Contains("ranks 0,1,3 have waited in for 31s"));
+  REQUIRE(v.lines.size() == 4);
+  CHECK_THAT(v.lines[2], Catch::Contains("rank 2 (host h, node 0, pid 102): not in a collective"));
+}
+
+TEST_CASE("judge_hang: nothing before the timeout") {
+  std::vector<RankView> ranks = {rank(0, 100, 99, 29'000, 29'000), rank(1, 99, 99, 29'000, -1)};
+  CHECK_FALSE(judge_hang(ranks, 30'000).hung);
+  CHECK_FALSE(judge_hang(ranks, 0).hung);  // 0: never judged
+}
+
+TEST_CASE("judge_hang: ranks that disagree are hung even while one keeps busy") {
+  // Rank 1 marks steps (idle 0) but never issues the call rank 0 waits in.
+  std::vector<RankView> ranks = {rank(0, 5, 4, 40'000, 40'000, 2), rank(1, 4, 4, 0, -1, 2)};
+  HangVerdict v = judge_hang(ranks, 30'000);
+  REQUIRE(v.hung);
+  CHECK(v.culprits == std::vector<int>{1});
+}
+
+TEST_CASE("judge_hang: a long collective every rank is in is no hang until the timeout") {
+  std::vector<RankView> ranks = {rank(0, 7, 6, 20'000, 20'000, 2), rank(1, 7, 6, 20'000, 20'000, 2)};
+  CHECK_FALSE(judge_hang(ranks, 30'000).hung);
+  ranks = {rank(0, 7, 6, 31'000, 31'000, 2), rank(1, 7, 6, 31'000, 31'000, 2)};
+  HangVerdict v = judge_hang(ranks, 30'000);
+  REQUIRE(v.hung);  // past the timeout: every member waits in the same call
+  CHECK(v.culprits == std::vector<int>{0, 1});
+  CHECK_THAT(v.headline, Catch::Contains("none is behind in it"));
+}
+
+TEST_CASE("judge_hang: a long step with no collective in flight is no hang while one rank moves") {
+  std::vector<RankView> ranks = {rank(0, 7, 7, 45'000, -1, 2), rank(1, 7, 7, 2'000, -1, 2)};
+  CHECK_FALSE(judge_hang(ranks, 30'000).hung);
+}
+
+TEST_CASE("judge_hang: ranks that report nothing are not judged") {
+  RankView silent;
+  silent.rank = 0;
+  silent.idle_ms = 1'000'000;
+  CHECK_FALSE(judge_hang({silent, silent}, 30'000).hung);
+  // A world-group rank with no collective yet, beside ranks waiting in #1.
+  RankView late = rank(1, 0, 0, 50'000, -1, 2);
+  late.groups.clear();
+  std::vector<RankView> ranks = {rank(0, 1, 0, 50'000, 50'000, 2), late};
+  HangVerdict v = judge_hang(ranks, 30'000);
+  REQUIRE(v.hung);
+  CHECK(v.culprits == std::vector<int>{1});
+}
+
+TEST_CASE("judge_hang: subgroups are lined up by id, across nodes") {
+  RankView a = rank(0, 10, 10, 35'000, -1, 4), b = rank(1, 10, 10, 35'000, -1, 4);
+  b.node_rank = 1;
+  a.groups.push_back({0xabc, 2, 3, 2, kAllReduce, 8, 35'000});
+  b.groups.push_back({0xabc, 2, 2, 2, kAllReduce, 8, -1});
+  HangVerdict v = judge_hang({a, b}, 30'000);
+  REQUIRE(v.hung);
+  CHECK(v.culprits == std::vector<int>{1});
+  CHECK_THAT(v.headline, Catch::Contains("group 0000000000000abc (2 ranks)"));
+}
+
+TEST_CASE("RankView: JSON round trip (what agents publish with their heartbeats)") {
+  RankView r = rank(3, 12, 11, 500, 400);
+  r.steps = 9, r.steps_per_s = 2.5, r.busy_ms_per_step = 12.5, r.rss_kb = 2048;
+  RankView back = RankView::from_json(r.to_json());
+  CHECK(back.rank == 3);
+  CHECK(back.pid == 103);
+  CHECK(back.reporting);
+  CHECK(back.steps == 9);
+  CHECK(back.busy_ms_per_step == 12.5);
+  REQUIRE(back.groups.size() == 1);
+  CHECK(back.groups[0].issued == 12);
+  CHECK(back.groups[0].waiting_ms == 400);
+  CHECK(back.groups[0].op == kAllReduce);
+  CHECK(RankView::from_json(nlohmann::json::object()).rank == -1);  // tolerant
+}
+
+TEST_CASE("find_stragglers: 1.5x the others' median time outside collectives per step") {
+  std::vector<RankView> ranks(4);
+  for (int i = 0; i < 4; ++i) ranks[i].rank = i, ranks[i].busy_ms_per_step = 10;
+  ranks[2].busy_ms_per_step = 16;
+  CHECK(find_stragglers(ranks) == std::vector<int>{2});
+  ranks[2].busy_ms_per_step = 14;  // 1.4x: not yet
+  CHECK(find_stragglers(ranks).empty());
+  ranks[2].busy_ms_per_step = -1;  // unknown figures are left out
+  CHECK(find_stragglers(ranks).empty());
+  CHECK(find_stragglers({ranks[0]}).empty());
+}

@@ -1,0 +1,153 @@
+"""Hang verdicts, OOM kills and progress, through the real ccrun and real
+workers: a rank that stops, a healthy job with long collectives and long
+steps, a worker the kernel's OOM killer takes (docs/hangs.md)."""
+import glob
+import json
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+from helpers import binary, run_ccrun
+
+WORKER = ("tests", "collectives_progress_worker")
+
+
+def worker(*args):
+    return ["--no-python", binary(*WORKER), *args]
+
+
+def report(log_dir):
+    [path] = glob.glob(os.path.join(log_dir, "*", "failure_report.json"))
+    with open(path) as f:
+        return json.load(f)
+
+
+def events(log_dir):
+    [path] = glob.glob(os.path.join(log_dir, "*", "events.jsonl"))
+    with open(path) as f:
+        return [json.loads(l) for l in f if l.strip()]
+
+
+def test_a_rank_that_stops_is_named_with_its_op_and_sequence_number(tmp_path):
+    timeout = 3
+    r = run_ccrun("--standalone", "--nproc-per-node", "4", "--hang-timeout", str(timeout),
+                  "--stop-grace", "2", "--log-dir", str(tmp_path),
+                  *worker("--steps", "40", "--sleep-rank", "2", "--sleep-before", "20",
+                          "--sleep-s", "300"), timeout=120)
+    err = r.stderr
+    assert r.returncode == 1, err
+    m = re.search(r"the job is hung \(--hang-timeout 3s\): rank 2 has not issued all_reduce #20 "
+                  r"of the world group \(1024 elements\), which ranks 0,1,3 have waited in for "
+                  r"([\d.]+)s", err)
+    assert m, err
+    assert float(m.group(1)) <= timeout + 2, "the verdict came late"
+    for rank in (0, 1, 3):
+        assert re.search(rf"rank {rank} \(host \S+, node 0, pid \d+\): waiting in all_reduce #20", err)
+    assert re.search(r"rank 2 \(host \S+, node 0, pid \d+\): not in a collective; last completed "
+                     r"all_reduce #19", err)
+    # Every rank's native stack; rank 2's is in its sleep, the others' in the collective.
+    stacks = re.findall(r"stacks of rank (\d) \(pid \d+\):", err)
+    assert sorted(stacks) == ["0", "1", "2", "3"], err
+    rep = report(str(tmp_path))
+    assert rep["root_cause"]["cause"] == "hang" and rep["root_cause"]["rank"] == 2
+    assert rep["hang"]["culprits"] == [2]
+    by_rank = {s["rank"]: s for s in rep["hang"]["stacks"]}
+    assert "nanosleep" in by_rank[2]["native"] or "sleep" in by_rank[2]["native"], by_rank[2]
+    assert "all_reduce" in by_rank[0]["native"], by_rank[0]
+    kinds = [e.get("event") or e.get("kind") for e in events(str(tmp_path))]
+    assert "hang" in kinds and "hang_stacks" in kinds, kinds
+
+
+def test_a_hung_job_restarts_while_restarts_are_left(tmp_path):
+    # Attempt 0 hangs (rank 1 sleeps); attempt 1 runs through.
+    r = run_ccrun("--standalone", "--nproc-per-node", "2", "--hang-timeout", "2",
+                  "--max-restarts", "1", "--stop-grace", "2", "--no-python", "/bin/sh", "-c",
+                  f'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then exec {binary(*WORKER)} '
+                  '--steps 20 --sleep-rank 1 --sleep-before 5 --sleep-s 300; '
+                  f'else exec {binary(*WORKER)} --steps 20; fi', timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "the job is hung" in r.stderr and "restarting the workers" in r.stderr
+
+
+def test_healthy_jobs_with_long_collectives_and_long_steps_are_never_hung():
+    # 64 MiB all_reduces (16M floats) on 2 ranks, then steps of 1.5 s of work
+    # with no collective in flight; the timeout is above either, as a user's is.
+    r = run_ccrun("--standalone", "--nproc-per-node", "2", "--hang-timeout", "4",
+                  *worker("--steps", "6", "--count", str(16 << 20)), timeout=300)
+    assert r.returncode == 0, r.stderr
+    r2 = run_ccrun("--standalone", "--nproc-per-node", "2", "--hang-timeout", "4",
+                   *worker("--steps", "4", "--step-ms", "1500"), timeout=120)
+    assert r2.returncode == 0, r2.stderr
+    for out in (r.stderr, r2.stderr):
+        assert "hung" not in out
+
+
+def test_hang_timeout_0_never_judges():
+    r = run_ccrun("--standalone", "--nproc-per-node", "2", "--hang-timeout", "0",
+                  *worker("--steps", "10", "--sleep-rank", "1", "--sleep-before", "5",
+                          "--sleep-s", "3"), timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "hung" not in r.stderr
+
+
+def memory_cgroup():
+    """A fresh memory cgroup below ours (v1 or v2), or a reason why not."""
+    with open("/proc/self/cgroup") as f:
+        lines = f.read().splitlines()
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "memory":
+            base, limit = f"/sys/fs/cgroup/memory{path}", "memory.limit_in_bytes"
+            break
+    else:
+        path = next((l.split(":", 2)[2] for l in lines if l.startswith("0::")), None)
+        base, limit = f"/sys/fs/cgroup{path}", "memory.max"
+    d = os.path.join(base, f"ccrun-oom-test-{os.getpid()}")
+    try:
+        os.mkdir(d)
+        with open(os.path.join(d, limit), "w") as f:
+            f.write(str(96 << 20))
+    except OSError as e:
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+        return None, f"cannot make a memory-limited cgroup under {base}: {e}"
+    return d, None
+
+
+def test_an_oom_kill_is_named_as_such():
+    d, why = memory_cgroup()
+    if d is None:
+        pytest.skip(f"skipped: {why}")
+    try:
+        prog = ("import os, time\n"
+                "if os.environ['RANK'] == '1':\n"
+                "    time.sleep(1.5)  # a sampled RSS first\n"
+                "    a = []\n"
+                "    while True: a.append(bytearray(8 << 20))\n"
+                "time.sleep(60)\n")
+        def enter():
+            with open(os.path.join(d, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+        p = subprocess.run([binary("launcher", "ccrun"), "--standalone", "--nproc-per-node", "2",
+                            "--stop-grace", "2", "--no-python", "/usr/bin/python3", "-c", prog],
+                           capture_output=True, text=True, timeout=120, preexec_fn=enter)
+    finally:
+        deadline = time.time() + 10
+        while True:
+            try:
+                os.rmdir(d)
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.1)
+    err = p.stderr
+    assert p.returncode == 1, err
+    assert "worker rank 1" in err and "(the kernel's OOM killer)" in err, err
+    assert "cause     : killed by the kernel's OOM killer (SIGKILL)" in err, err
+    assert re.search(r"Killed process \d+ \(python3\)|OOM kill\(s\) since it started", err), err
