@@ -38,8 +38,11 @@ What a torch group slot holds:
   issued  the sequence number of the group's last call (1, 2, ...), written
           after op, count and issued_ns; completed/completed_ns when it
           returned (async_op=True, isend, irecv: when the returned Work's
-          wait() returns, or is_completed() says True; a call that raises is
-          never completed).
+          wait() returns, or is_completed() says True; the hook patches the
+          Work class's wait and is_completed for that, so the caller gets
+          torch's own Work. An async call that returns no Work (torch 2.x
+          inside a coalescing manager) completes when it returns. A call that
+          raises is never completed).
   count   elements of this rank's own part: the tensor of all_reduce,
           broadcast, reduce, send, recv; the input of all_gather(_into_tensor),
           gather, all_to_all(_single); the output of scatter and
@@ -234,19 +237,17 @@ def fnv1a64_ranks(ranks):
 
 
 class _Slot:
-    __slots__ = ("seq", "done", "i_issued", "i_completed", "i_op", "i_count", "i_issued_ns",
-                 "i_completed_ns")
+    __slots__ = ("seq", "done", "index", "i_completed", "i_completed_ns")
 
     def __init__(self, index):
         base = 64 + 64 * index
-        self.seq = 0
-        self.done = 0
-        self.i_issued = (base + 16) // 8
+        self.seq = 0     # the last sequence number issued
+        self.done = 0    # the last completed
         self.i_completed = (base + 24) // 8
-        self.i_op = (base + 32) // 4
-        self.i_count = (base + 40) // 8
-        self.i_issued_ns = (base + 48) // 8
         self.i_completed_ns = (base + 56) // 8
+        # view indices: op (u32), count, issued_ns, issued, completed_ns, completed (64-bit)
+        self.index = ((base + 32) // 4, (base + 40) // 8, (base + 48) // 8, (base + 16) // 8,
+                      self.i_completed_ns, self.i_completed)
 
 
 def _new_slot(group_id, size):
@@ -276,6 +277,7 @@ class _Hook:
         self.c10d = c10d
         self.tls = Busy()
         self.slots = {}  # group (None: the default group) -> _Slot, or False: not recorded
+        self.track = False  # Work.wait is patched: async calls complete at wait()
 
     def slot_for(self, group):
         """Resolves (once per group) the slot of a group; None: not yet (no default group)."""
@@ -307,31 +309,47 @@ class _Hook:
         return slot
 
 
-class _Work:
-    """A torch Work whose wait() also marks its call completed; anything else goes to the Work."""
-    __slots__ = ("_work", "_slot", "_seq")
+_pending = {}  # id(work) -> (work, slot, seq): async calls not yet seen complete
+_PENDING_MAX = 4096
 
-    def __init__(self, work, slot, seq):
-        self._work = work
-        self._slot = slot
-        self._seq = seq
 
-    def wait(self, *args, **kwargs):
-        result = self._work.wait(*args, **kwargs)
-        _complete(self._slot, self._seq)
+def _patch_work(work_type):
+    """Work.wait (and is_completed) also mark an async call completed. The Work itself goes back
+    to the caller unchanged: torch hands Works to C++ (batch_isend_irecv's _end_coalescing), so a
+    proxy object would not do."""
+    wait, is_completed = work_type.wait, work_type.is_completed
+    pending = _pending
+
+    def work_wait(self, *args, **kwargs):
+        result = wait(self, *args, **kwargs)
+        if pending:
+            entry = pending.pop(id(self), None)
+            if entry is not None:
+                _complete(entry[1], entry[2])
         return result
 
-    def is_completed(self):
-        done = self._work.is_completed()
-        if done:
-            _complete(self._slot, self._seq)
+    def work_is_completed(self, *args, **kwargs):
+        done = is_completed(self, *args, **kwargs)
+        if done and pending:
+            entry = pending.pop(id(self), None)
+            if entry is not None:
+                _complete(entry[1], entry[2])
         return done
 
-    def __getattr__(self, name):
-        return getattr(self._work, name)
+    for name, f, orig in (("wait", work_wait, wait), ("is_completed", work_is_completed,
+                                                         is_completed)):
+        f.__name__ = name
+        f.__doc__ = getattr(orig, "__doc__", None)
+        f.__ccrun_wrapped__ = orig
+    work_type.wait = work_wait
+    work_type.is_completed = work_is_completed
 
-    def __repr__(self):
-        return repr(self._work)
+
+def _track(work, slot, seq):
+    """An async call's Work: completed when its wait() returns."""
+    if len(_pending) >= _PENDING_MAX:  # Works nobody waits for: forget the oldest
+        _pending.pop(next(iter(_pending)))
+    _pending[id(work)] = (work, slot, seq)
 
 
 def _complete(slot, seq):
@@ -358,7 +376,10 @@ def _numel(x):
     return x.numel()
 
 
-def _wrap(hook, fn, op_name, count_name, always_async):
+def _wrap(hook, fn, op_name, count_name, always_async, check_guard, set_guard):
+    """The wrapper of one collective. Only a collective that another one calls (check_guard)
+    looks at the thread's nesting flag, and only one that calls another (set_guard) sets it: the
+    others, nearly all, pay nothing for it."""
     import functools
     group_at = _param_index(fn, "group")
     if group_at is None:
@@ -371,7 +392,7 @@ def _wrap(hook, fn, op_name, count_name, always_async):
 
     @functools.wraps(fn)
     def collective(*args, **kwargs):
-        if tls.busy:
+        if check_guard and tls.busy:
             return fn(*args, **kwargs)
         try:
             group = args[group_at] if len(args) > group_at else kwargs.get("group")
@@ -383,33 +404,55 @@ def _wrap(hook, fn, op_name, count_name, always_async):
                     count = 0
                 else:
                     x = args[count_at] if len(args) > count_at else kwargs.get(count_name)
-                    count = x.numel() if hasattr(x, "numel") else _numel(x)
+                    try:
+                        count = x.numel()
+                    except AttributeError:
+                        count = _numel(x)
+                i_op, i_count, i_issued_ns, i_issued, i_completed_ns, i_completed = slot.index
                 seq = slot.seq + 1
                 slot.seq = seq
-                u32[slot.i_op] = op
-                u64[slot.i_count] = count
-                i64[slot.i_issued_ns] = gettime(clock)
-                u64[slot.i_issued] = seq
+                u32[i_op] = op
+                u64[i_count] = count
+                i64[i_issued_ns] = gettime(clock)
+                u64[i_issued] = seq
         except Exception:
             slot = None
-        tls.busy = True
-        try:
+        if set_guard:
+            tls.busy = True
+            try:
+                result = fn(*args, **kwargs)
+            finally:
+                tls.busy = False
+        else:
             result = fn(*args, **kwargs)
-        finally:
-            tls.busy = False
         if slot:
             if result is not None and (always_async or (
                     args[async_at] if async_at is not None and len(args) > async_at
                     else kwargs.get("async_op", False))):
-                return _Work(result, slot, seq)
+                if hook.track:
+                    _track(result, slot, seq)
+                    return result
             if seq > slot.done:  # _complete, inline
                 slot.done = seq
-                i64[slot.i_completed_ns] = gettime(clock)
-                u64[slot.i_completed] = seq
+                i64[i_completed_ns] = gettime(clock)
+                u64[i_completed] = seq
         return result
 
     collective.__ccrun_wrapped__ = fn
     return collective
+
+
+def _calls(fn, names):
+    """Which of `names` fn's code calls as module globals (a deprecated alias calling its
+    successor: torch 1.13's _all_gather_base calls all_gather_into_tensor)."""
+    import dis
+    import inspect
+    try:
+        code = inspect.unwrap(fn).__code__
+        return {i.argval for i in dis.get_instructions(code)
+                if i.opname == "LOAD_GLOBAL" and i.argval in names}
+    except Exception:
+        return set(names)  # unknown: guard it
 
 
 def _patch_torch(c10d):
@@ -419,12 +462,22 @@ def _patch_torch(c10d):
         return
     c10d.__ccrun_hooked__ = True
     hook = _Hook(c10d)
+    found = {name: getattr(c10d, name) for name in COLLECTIVES
+             if callable(getattr(c10d, name, None))
+             and not hasattr(getattr(c10d, name), "__ccrun_wrapped__")}
+    calls = {name: _calls(fn, set(found) - {name}) for name, fn in found.items()}
+    called = set().union(*calls.values())
+    work_type = getattr(c10d, "Work", None)
+    if work_type is not None and not hasattr(work_type.wait, "__ccrun_wrapped__"):
+        try:
+            _patch_work(work_type)
+            hook.track = True
+        except Exception:
+            pass
     wrappers = {}
-    for name, (op_name, count_name, always_async) in COLLECTIVES.items():
-        fn = getattr(c10d, name, None)
-        if fn is None or not callable(fn) or hasattr(fn, "__ccrun_wrapped__"):
-            continue
-        w = _wrap(hook, fn, op_name, count_name, always_async)
+    for name, fn in found.items():
+        op_name, count_name, always_async = COLLECTIVES[name]
+        w = _wrap(hook, fn, op_name, count_name, always_async, name in called, bool(calls[name]))
         if w is not None:
             wrappers[id(fn)] = (fn, w)
             setattr(c10d, name, w)

@@ -95,7 +95,13 @@ TORCH_JOB = """
     s = torch.ones(3)
     dist.all_reduce(s, group=sub)
     dist.barrier(group=sub)
-    # Point to point on the world group, 5 elements.
+    # Point to point on the world group: a batch (P2POp takes the wrapped isend/irecv), then
+    # a send/recv of 5 elements.
+    q = torch.zeros(4)
+    op = dist.P2POp(dist.isend, q + 1, 1) if rank == 0 else dist.P2POp(dist.irecv, q, 0)
+    for work in dist.batch_isend_irecv([op]):
+        work.wait()
+    assert rank == 0 or q.tolist() == [1.0] * 4
     p = torch.zeros(5)
     if rank == 0:
         dist.send(p + 1, 1)
@@ -129,9 +135,9 @@ def test_two_rank_gloo_job_counts_every_collective(tmp_path):
         assert rec["groups_used"] == 2, rec
         world_slot = next(s for s in rec["slots"] if s["id"] == 0)
         sub_slot = next(s for s in rec["slots"] if s["id"] != 0)
-        # n all_reduces, then one send (rank 0) or recv (rank 1) of 5 elements
+        # n all_reduces, a batched isend/irecv, then one send (rank 0) or recv (rank 1) of 5
         assert world_slot["size"] == world and world_slot["source"] == 2
-        assert world_slot["issued"] == world_slot["completed"] == n + 1
+        assert world_slot["issued"] == world_slot["completed"] == n + 2
         assert world_slot["op"] == (OP["send"] if r == 0 else OP["recv"])
         assert world_slot["count"] == 5
         assert 0 < world_slot["issued_ns"] <= world_slot["completed_ns"]
@@ -141,6 +147,30 @@ def test_two_rank_gloo_job_counts_every_collective(tmp_path):
         assert sub_slot["op"] == OP["barrier"] and sub_slot["count"] == 0
         sub_ids.append(sub_slot["id"])
     assert sub_ids[0] == sub_ids[1] == fnv1a64_ranks(range(world))
+
+
+def test_an_alias_calling_another_collective_counts_once(tmp_path):
+    # torch 1.13's _all_gather_base calls all_gather_into_tensor; Gloo 1.13 then raises
+    # (no _allgather_base): issued once, never completed.
+    record = make_record(tmp_path / "rec")
+    code = """
+        import sys, torch, torch.distributed as dist
+        dist.init_process_group("gloo", init_method=sys.argv[1], rank=0, world_size=1)
+        out, x = torch.zeros(3), torch.ones(3)
+        try:
+            dist._all_gather_base(out, x)
+            print("completed")
+        except RuntimeError:
+            print("raised")
+        dist.destroy_process_group()
+    """
+    r = run_py(tmp_path, code, hook_env(record), args=[f"file://{tmp_path / 'init'}"])
+    rec = read_record(record)
+    assert rec["groups_used"] == 1
+    slot = rec["slots"][0]
+    assert (slot["id"], slot["size"], slot["issued"]) == (0, 1, 1)
+    assert slot["completed"] == (1 if r.stdout.strip() == "completed" else 0)
+    assert slot["op"] == 4 and slot["count"] == 3  # all_gather, this rank's 3 elements
 
 
 DUMP_JOB = """
