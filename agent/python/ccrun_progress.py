@@ -177,21 +177,21 @@ def _claim():
 
 
 def _choose_signal():
-    import signal
+    import _signal  # signal's C half, always loaded: `import signal` costs enum, ~3 ms
     value = os.environ.get(DUMP_SIGNAL_VAR, "").strip()
     if not value:
-        return signal.SIGUSR2
+        return _signal.SIGUSR2
     if value.isdigit():
         return int(value)
     name = value.upper()
-    return int(getattr(signal, name if name.startswith("SIG") else "SIG" + name))
+    return int(getattr(_signal, name if name.startswith("SIG") else "SIG" + name))
 
 
 def _install_dump():
     """faulthandler on the dump signal; publishes the signal in dump_signal."""
     global _dump_signal, _stack_file
+    import _signal
     import faulthandler
-    import signal
     sig = _choose_signal()
     path = os.environ.get(STACK_FILE_VAR)
     out = sys.stderr
@@ -208,7 +208,8 @@ def _install_dump():
 
     # A script that takes the signal over (signal.signal) replaces faulthandler's handler: the
     # record then says no dump signal, so the agent never triggers the script's own handler.
-    original = signal.signal
+    # signal.signal calls _signal.signal, looked up at each call.
+    original = _signal.signal
 
     def signal_signal(signalnum, handler):
         result = original(signalnum, handler)
@@ -220,7 +221,7 @@ def _install_dump():
     signal_signal.__name__ = original.__name__
     signal_signal.__qualname__ = getattr(original, "__qualname__", original.__name__)
     signal_signal.__doc__ = original.__doc__
-    signal.signal = signal_signal
+    _signal.signal = signal_signal
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,19 +7,28 @@ sys.path, e.g. Debian's /usr/lib/python3.11/sitecustomize.py) then runs as it wo
 """
 
 
+def _module_from_spec(spec):
+    # importlib.util.module_from_spec without importlib.util's imports (contextlib, collections,
+    # functools: milliseconds at every start-up of a script that needs none of them).
+    try:
+        from importlib._bootstrap import module_from_spec
+    except ImportError:
+        from importlib.util import module_from_spec
+    return module_from_spec(spec)
+
+
 def _install():
     import os
     if not os.environ.get("CCRUN_PROGRESS_FILE"):
         return
     try:
-        import importlib.util
+        import importlib.machinery
         import sys
         here = os.path.dirname(os.path.abspath(__file__))
         module = sys.modules.get("ccrun_progress")
         if module is None:
-            spec = importlib.util.spec_from_file_location(
-                "ccrun_progress", os.path.join(here, "ccrun_progress.py"))
-            module = importlib.util.module_from_spec(spec)
+            spec = importlib.machinery.PathFinder.find_spec("ccrun_progress", [here])
+            module = _module_from_spec(spec)
             sys.modules["ccrun_progress"] = module
             spec.loader.exec_module(module)
         module.install()
@@ -31,7 +40,6 @@ def _chain():
     """Runs the next sitecustomize on sys.path after this directory, as site.py would have: it
     becomes sys.modules["sitecustomize"], and its errors go to site.py's usual report."""
     import importlib.machinery
-    import importlib.util
     import os
     import sys
     here = os.path.dirname(os.path.abspath(__file__))
@@ -49,7 +57,7 @@ def _chain():
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
     if spec is None or spec.loader is None:
         return
-    module = importlib.util.module_from_spec(spec)
+    module = _module_from_spec(spec)
     ours = sys.modules.get("sitecustomize")
     sys.modules["sitecustomize"] = module
     try:
