@@ -14,6 +14,17 @@ that file is a valid record; then, with no change to the training script:
     collectives of torch.distributed are wrapped so that each call records
     its issue and completion in its process group's slot.
 
+Why SIGUSR2: the dump signal must be one no training stack uses for itself
+and one whose default action the agent never relies on. SIGUSR1 is taken
+(PyTorch Lightning and submitit requeue on it under SLURM; faulthandler's own
+documentation uses it as the example); SIGQUIT/SIGABRT would dump core where
+faulthandler is not registered; real-time signals are free but unnamed to
+`kill` and ps users. SIGUSR2 is free in torch, torchelastic, Lightning and
+SLURM's conventions and can be sent by hand (`kill -USR2 PID`).
+CCRUN_DUMP_SIGNAL (a number or a name, e.g. SIGRTMIN+3 as "37") overrides it.
+The agent sends it only while dump_signal is set: a script that later takes
+the signal over with signal.signal clears the field.
+
 A step (a training iteration) is marked with step() below, or, without this
 module, with these stdlib-only lines (a no-op outside ccrun):
 
