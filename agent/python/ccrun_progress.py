@@ -1,0 +1,572 @@
+"""ccrun_progress: a Python worker's progress record (include/ccrun/progress.h).
+
+ccrun's agent gives every worker one page of shared memory, named by
+CCRUN_PROGRESS_FILE, and puts this directory first on PYTHONPATH so that
+sitecustomize.py calls install() at start-up. install() does nothing unless
+that file is a valid record; then, with no change to the training script:
+
+  - every thread's Python traceback can be asked for: the hook registers
+    faulthandler for one signal (SIGUSR2, or CCRUN_DUMP_SIGNAL) that appends
+    the tracebacks to CCRUN_STACK_FILE (stderr if unset) and lets the process
+    go on, and writes that signal into the record's dump_signal field;
+  - torch.distributed's collectives are counted: when the script imports
+    torch (never before: this module never imports torch), the module-level
+    collectives of torch.distributed are wrapped so that each call records
+    its issue and completion in its process group's slot.
+
+Why SIGUSR2: the dump signal must be one no training stack uses for itself
+and one whose default action the agent never relies on. SIGUSR1 is taken
+(PyTorch Lightning and submitit requeue on it under SLURM; faulthandler's own
+documentation uses it as the example); SIGQUIT/SIGABRT would dump core where
+faulthandler is not registered; real-time signals are free but unnamed to
+`kill` and ps users. SIGUSR2 is free in torch, torchelastic, Lightning and
+SLURM's conventions and can be sent by hand (`kill -USR2 PID`).
+CCRUN_DUMP_SIGNAL (a number or a name, e.g. SIGRTMIN+3 as "37") overrides it.
+The agent sends it only while dump_signal is set: a script that later takes
+the signal over with signal.signal clears the field.
+
+A step (a training iteration) is marked with step() below, or, without this
+module, with these stdlib-only lines (a no-op outside ccrun):
+
+    import mmap, os, struct, time
+    _rec = None
+    if os.environ.get("CCRUN_PROGRESS_FILE"):
+        with open(os.environ["CCRUN_PROGRESS_FILE"], "r+b") as f:
+            _rec = mmap.mmap(f.fileno(), 4096)
+        if _rec[:8] != b"CCRURPR1":
+            _rec = None
+
+    def mark_step():
+        if _rec is not None:
+            (steps,) = struct.unpack_from("<Q", _rec, 24)
+            struct.pack_into("<Qq", _rec, 24, steps + 1,
+                             time.clock_gettime_ns(getattr(time, "CLOCK_MONOTONIC_COARSE", 6)))
+
+What a torch group slot holds:
+  id      0 for the default (world) group; any other group: FNV-1a 64 over its
+          sorted global ranks, each as 4 little-endian bytes (the same on
+          every member); size: members; source: 2 (torch).
+  issued  the sequence number of the group's last call (1, 2, ...), written
+          after op, count and issued_ns; completed/completed_ns when it
+          returned (async_op=True, isend, irecv: when the returned Work's
+          wait() returns, or is_completed() says True; the hook patches the
+          Work class's wait and is_completed for that, so the caller gets
+          torch's own Work. An async call that returns no Work (torch 2.x
+          inside a coalescing manager) completes when it returns. A call that
+          raises is never completed).
+  count   elements of this rank's own part: the tensor of all_reduce,
+          broadcast, reduce, send, recv; the input of all_gather(_into_tensor),
+          gather, all_to_all(_single); the output of scatter and
+          reduce_scatter(_tensor); 0 for barriers.
+A collective called from inside another wrapped one (a deprecated alias that
+calls its successor) counts once, as the outer call. Calls on a group this
+rank is not a member of do nothing in torch and are not recorded.
+
+Ownership: the first process that finds the record's pid field 0 (or its own
+pid, or a dead process's) owns it; Python processes it starts later (spawned
+DataLoader or compile workers) see another live pid and stay inert, so the
+agent's dump signal and the group slots belong to the worker itself. step()
+writes whichever process calls it.
+"""
+import os
+import sys
+
+MAGIC = 0x3152505255524343  # b"CCRURPR1"
+VERSION = 1
+RECORD_BYTES = 4096
+MAX_GROUPS = 48
+SOURCE_TORCH = 2
+FILE_VAR = "CCRUN_PROGRESS_FILE"
+STACK_FILE_VAR = "CCRUN_STACK_FILE"
+DUMP_SIGNAL_VAR = "CCRUN_DUMP_SIGNAL"
+
+OPS = {"none": 0, "all_reduce": 1, "broadcast": 2, "reduce": 3, "all_gather": 4, "gather": 5,
+       "scatter": 6, "reduce_scatter": 7, "all_to_all": 8, "send": 9, "recv": 10, "barrier": 11,
+       "other": 12}
+
+# torch.distributed function -> (op, the parameter whose elements are counted, always async).
+COLLECTIVES = {
+    "all_reduce": ("all_reduce", "tensor", False),
+    "broadcast": ("broadcast", "tensor", False),
+    "reduce": ("reduce", "tensor", False),
+    "all_gather": ("all_gather", "tensor", False),
+    "all_gather_into_tensor": ("all_gather", "input_tensor", False),
+    "_all_gather_base": ("all_gather", "input_tensor", False),
+    "gather": ("gather", "tensor", False),
+    "scatter": ("scatter", "tensor", False),
+    "reduce_scatter": ("reduce_scatter", "output", False),
+    "reduce_scatter_tensor": ("reduce_scatter", "output", False),
+    "_reduce_scatter_base": ("reduce_scatter", "output", False),
+    "all_to_all": ("all_to_all", "input_tensor_list", False),
+    "all_to_all_single": ("all_to_all", "input", False),
+    "send": ("send", "tensor", False),
+    "recv": ("recv", "tensor", False),
+    "isend": ("send", "tensor", True),
+    "irecv": ("recv", "tensor", True),
+    "barrier": ("barrier", None, False),
+    "monitored_barrier": ("barrier", None, False),
+    "all_reduce_coalesced": ("all_reduce", "tensors", False),
+    "all_gather_coalesced": ("all_gather", "input_tensor_list", False),
+}
+_C10D = "torch.distributed.distributed_c10d"
+
+_CLOCK = None          # time.CLOCK_MONOTONIC_COARSE
+_gettime = None        # time.clock_gettime_ns
+_map = None            # the mmap, kept alive as long as the process
+_u32 = _i32 = _u64 = _i64 = None  # typed views of the record (native = little-endian)
+_owner = False         # this process owns the record (pid, dump signal, group slots)
+_dump_signal = 0
+_stack_file = None     # kept open: faulthandler writes to its descriptor
+_originals = {}        # id(wrapper) -> original, id(original) -> wrapper
+
+
+def now_ns():
+    """CLOCK_MONOTONIC_COARSE in ns, the record's clock."""
+    import time
+    return time.clock_gettime_ns(getattr(time, "CLOCK_MONOTONIC_COARSE", 6))
+
+
+def _map_record():
+    """Maps the record named by CCRUN_PROGRESS_FILE; False if there is none or it is no record."""
+    global _map, _u32, _i32, _u64, _i64, _CLOCK, _gettime
+    if _map is not None:
+        return _map is not False
+    _map = False
+    path = os.environ.get(FILE_VAR)
+    if not path or sys.byteorder != "little":
+        return False
+    import mmap
+    import struct
+    import time
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if os.fstat(fd).st_size < RECORD_BYTES:
+            return False
+        m = mmap.mmap(fd, RECORD_BYTES, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    except (OSError, ValueError):
+        return False
+    finally:
+        os.close(fd)
+    magic, version, record_bytes = struct.unpack_from("<QII", m, 0)
+    if magic != MAGIC or version < VERSION or record_bytes < RECORD_BYTES:
+        m.close()
+        return False
+    view = memoryview(m)
+    _u32, _i32, _u64, _i64 = view.cast("I"), view.cast("i"), view.cast("Q"), view.cast("q")
+    _CLOCK = getattr(time, "CLOCK_MONOTONIC_COARSE", 6)
+    _gettime = time.clock_gettime_ns
+    _map = m
+    return True
+
+
+def step():
+    """Marks one step (a training iteration): steps += 1, step_ns = now. A no-op outside ccrun."""
+    if _map is None:
+        _map_record()
+    if _map:
+        _u64[3] += 1
+        _i64[4] = _gettime(_CLOCK)
+
+
+def _claim():
+    """Takes the record's pid field unless another live process holds it."""
+    me = os.getpid()
+    pid = _i32[4]
+    if pid not in (0, me):
+        try:
+            os.kill(pid, 0)
+            return False  # a live process owns it (this is a child of the worker)
+        except ProcessLookupError:
+            pass
+        except OSError:
+            return False
+    _i32[4] = me
+    return True
+
+
+def _choose_signal():
+    import _signal  # signal's C half, always loaded: `import signal` costs enum, ~3 ms
+    value = os.environ.get(DUMP_SIGNAL_VAR, "").strip()
+    if not value:
+        return _signal.SIGUSR2
+    if value.isdigit():
+        return int(value)
+    name = value.upper()
+    return int(getattr(_signal, name if name.startswith("SIG") else "SIG" + name))
+
+
+def _install_dump():
+    """faulthandler on the dump signal; publishes the signal in dump_signal."""
+    global _dump_signal, _stack_file
+    import _signal
+    import faulthandler
+    sig = _choose_signal()
+    path = os.environ.get(STACK_FILE_VAR)
+    out = sys.stderr
+    if path:
+        try:
+            out = _stack_file = open(path, "a")
+        except OSError:
+            out = sys.stderr
+    if out is None:
+        return
+    faulthandler.register(sig, file=out, all_threads=True, chain=False)
+    _dump_signal = sig
+    _i32[5] = sig
+
+    # A script that takes the signal over (signal.signal) replaces faulthandler's handler: the
+    # record then says no dump signal, so the agent never triggers the script's own handler.
+    # signal.signal calls _signal.signal, looked up at each call.
+    original = _signal.signal
+
+    def signal_signal(signalnum, handler):
+        result = original(signalnum, handler)
+        if _dump_signal and signalnum == _dump_signal:
+            _i32[5] = 0
+        return result
+
+    signal_signal.__wrapped__ = original
+    signal_signal.__name__ = original.__name__
+    signal_signal.__qualname__ = getattr(original, "__qualname__", original.__name__)
+    signal_signal.__doc__ = original.__doc__
+    _signal.signal = signal_signal
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.distributed
+
+
+def fnv1a64_ranks(ranks):
+    """A non-world group's id: FNV-1a 64 over its sorted global ranks, 4 little-endian bytes each."""
+    h = 0xCBF29CE484222325
+    for r in sorted(ranks):
+        for b in int(r).to_bytes(4, "little"):
+            h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h or 1  # 0 is the world group's
+
+
+class _Slot:
+    __slots__ = ("seq", "done", "index", "i_completed", "i_completed_ns")
+
+    def __init__(self, index):
+        base = 64 + 64 * index
+        self.seq = 0     # the last sequence number issued
+        self.done = 0    # the last completed
+        self.i_completed = (base + 24) // 8
+        self.i_completed_ns = (base + 56) // 8
+        # view indices: op (u32), count, issued_ns, issued, completed_ns, completed (64-bit)
+        self.index = ((base + 32) // 4, (base + 40) // 8, (base + 48) // 8, (base + 16) // 8,
+                      self.i_completed_ns, self.i_completed)
+
+
+def _new_slot(group_id, size):
+    """The next free slot (groups_used read, then written +1); False past the 48th."""
+    index = _u32[10]
+    _u32[10] = index + 1
+    if index >= MAX_GROUPS:
+        return False
+    base = 64 + 64 * index
+    for i in range(base // 8 + 2, (base + 64) // 8):  # issued .. completed_ns
+        _u64[i] = 0
+    _u32[(base + 12) // 4] = SOURCE_TORCH
+    _u32[(base + 8) // 4] = size
+    _u64[base // 8] = group_id
+    return _Slot(index)
+
+
+class _Hook:
+    """The wrappers' shared state: the slots by group, the thread-local nesting flag."""
+
+    def __init__(self, c10d):
+        from _thread import _local
+
+        class Busy(_local):
+            busy = False
+
+        self.c10d = c10d
+        self.tls = Busy()
+        self.slots = {}  # group (None: the default group) -> _Slot, or False: not recorded
+        self.track = False  # Work.wait is patched: async calls complete at wait()
+
+    def slot_for(self, group):
+        """Resolves (once per group) the slot of a group; None: not yet (no default group)."""
+        c10d = self.c10d
+        member = getattr(c10d, "GroupMember", None)
+        if group is not None and group is getattr(member, "NON_GROUP_MEMBER", object()):
+            self.slots[group] = False
+            return False
+        try:
+            default = c10d._get_default_group()
+        except Exception:
+            return None  # not initialized: torch raises its own error
+        if group is None or group is default:
+            slot = self.slots.get(None)
+            if slot is None:
+                slot = _new_slot(0, c10d.get_world_size())
+                self.slots[None] = slot
+        else:
+            try:
+                if hasattr(c10d, "get_process_group_ranks"):
+                    ranks = c10d.get_process_group_ranks(group)
+                else:
+                    ranks = list(c10d._pg_group_ranks[group].keys())
+            except Exception:
+                self.slots[group] = False
+                return False
+            slot = _new_slot(fnv1a64_ranks(ranks), len(ranks))
+        self.slots[group] = slot
+        return slot
+
+
+_pending = {}  # id(work) -> (work, slot, seq): async calls not yet seen complete
+_PENDING_MAX = 4096
+
+
+def _patch_work(work_type):
+    """Work.wait (and is_completed) also mark an async call completed. The Work itself goes back
+    to the caller unchanged: torch hands Works to C++ (batch_isend_irecv's _end_coalescing), so a
+    proxy object would not do."""
+    wait, is_completed = work_type.wait, work_type.is_completed
+    pending = _pending
+
+    def work_wait(self, *args, **kwargs):
+        result = wait(self, *args, **kwargs)
+        if pending:
+            entry = pending.pop(id(self), None)
+            if entry is not None:
+                _complete(entry[1], entry[2])
+        return result
+
+    def work_is_completed(self, *args, **kwargs):
+        done = is_completed(self, *args, **kwargs)
+        if done and pending:
+            entry = pending.pop(id(self), None)
+            if entry is not None:
+                _complete(entry[1], entry[2])
+        return done
+
+    for name, f, orig in (("wait", work_wait, wait), ("is_completed", work_is_completed,
+                                                         is_completed)):
+        f.__name__ = name
+        f.__doc__ = getattr(orig, "__doc__", None)
+        f.__ccrun_wrapped__ = orig
+    work_type.wait = work_wait
+    work_type.is_completed = work_is_completed
+
+
+def _track(work, slot, seq):
+    """An async call's Work: completed when its wait() returns."""
+    if len(_pending) >= _PENDING_MAX:  # Works nobody waits for: forget the oldest
+        _pending.pop(next(iter(_pending)))
+    _pending[id(work)] = (work, slot, seq)
+
+
+def _complete(slot, seq):
+    if seq > slot.done:
+        slot.done = seq
+        _i64[slot.i_completed_ns] = _gettime(_CLOCK)
+        _u64[slot.i_completed] = seq
+
+
+def _param_index(fn, name):
+    import inspect
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return None
+    return params.index(name) if name in params else None
+
+
+def _numel(x):
+    if x is None:
+        return 0
+    if isinstance(x, (list, tuple)):
+        return sum(t.numel() for t in x)
+    return x.numel()
+
+
+def _wrap(hook, fn, op_name, count_name, always_async, check_guard, set_guard):
+    """The wrapper of one collective. Only a collective that another one calls (check_guard)
+    looks at the thread's nesting flag, and only one that calls another (set_guard) sets it: the
+    others, nearly all, pay nothing for it."""
+    import functools
+    group_at = _param_index(fn, "group")
+    if group_at is None:
+        return None
+    count_at = _param_index(fn, count_name) if count_name else None
+    async_at = None if always_async else _param_index(fn, "async_op")
+    op = OPS[op_name]
+    tls, slots, slot_for = hook.tls, hook.slots, hook.slot_for
+    u32, u64, i64, gettime, clock = _u32, _u64, _i64, _gettime, _CLOCK
+
+    @functools.wraps(fn)
+    def collective(*args, **kwargs):
+        if check_guard and tls.busy:
+            return fn(*args, **kwargs)
+        try:
+            group = args[group_at] if len(args) > group_at else kwargs.get("group")
+            slot = slots.get(group)
+            if slot is None:
+                slot = slot_for(group)
+            if slot:
+                if count_at is None:
+                    count = 0
+                else:
+                    x = args[count_at] if len(args) > count_at else kwargs.get(count_name)
+                    try:
+                        count = x.numel()
+                    except AttributeError:
+                        count = _numel(x)
+                i_op, i_count, i_issued_ns, i_issued, i_completed_ns, i_completed = slot.index
+                seq = slot.seq + 1
+                slot.seq = seq
+                u32[i_op] = op
+                u64[i_count] = count
+                i64[i_issued_ns] = gettime(clock)
+                u64[i_issued] = seq
+        except Exception:
+            slot = None
+        if set_guard:
+            tls.busy = True
+            try:
+                result = fn(*args, **kwargs)
+            finally:
+                tls.busy = False
+        else:
+            result = fn(*args, **kwargs)
+        if slot:
+            if result is not None and (always_async or (
+                    args[async_at] if async_at is not None and len(args) > async_at
+                    else kwargs.get("async_op", False))):
+                if hook.track:
+                    _track(result, slot, seq)
+                    return result
+            if seq > slot.done:  # _complete, inline
+                slot.done = seq
+                i64[i_completed_ns] = gettime(clock)
+                u64[i_completed] = seq
+        return result
+
+    collective.__ccrun_wrapped__ = fn
+    return collective
+
+
+def _calls(fn, names):
+    """Which of `names` fn's code calls as module globals (a deprecated alias calling its
+    successor: torch 1.13's _all_gather_base calls all_gather_into_tensor)."""
+    import dis
+    import inspect
+    try:
+        code = inspect.unwrap(fn).__code__
+        return {i.argval for i in dis.get_instructions(code)
+                if i.opname == "LOAD_GLOBAL" and i.argval in names}
+    except Exception:
+        return set(names)  # unknown: guard it
+
+
+def _patch_torch(c10d):
+    """Wraps c10d's collectives in c10d and in torch.distributed (the same wrapper in both, so
+    that identity checks such as P2POp's `op in [isend, irecv]` still hold)."""
+    if getattr(c10d, "__ccrun_hooked__", False):
+        return
+    c10d.__ccrun_hooked__ = True
+    hook = _Hook(c10d)
+    found = {name: getattr(c10d, name) for name in COLLECTIVES
+             if callable(getattr(c10d, name, None))
+             and not hasattr(getattr(c10d, name), "__ccrun_wrapped__")}
+    calls = {name: _calls(fn, set(found) - {name}) for name, fn in found.items()}
+    called = set().union(*calls.values())
+    work_type = getattr(c10d, "Work", None)
+    if work_type is not None and not hasattr(work_type.wait, "__ccrun_wrapped__"):
+        try:
+            _patch_work(work_type)
+            hook.track = True
+        except Exception:
+            pass
+    wrappers = {}
+    for name, fn in found.items():
+        op_name, count_name, always_async = COLLECTIVES[name]
+        w = _wrap(hook, fn, op_name, count_name, always_async, name in called, bool(calls[name]))
+        if w is not None:
+            wrappers[id(fn)] = (fn, w)
+            setattr(c10d, name, w)
+    # torch.distributed normally imports them from c10d after this ran; if it already did, or
+    # another module took them by name, replace those too.
+    for modname in ("torch.distributed",):
+        mod = sys.modules.get(modname)
+        if mod is None:
+            continue
+        for name in COLLECTIVES:
+            value = getattr(mod, name, None)
+            if value is not None and id(value) in wrappers:
+                setattr(mod, name, wrappers[id(value)][1])
+
+
+class _TorchFinder:
+    """On sys.meta_path until torch.distributed.distributed_c10d is imported: lets the import go
+    on as it would, then wraps the module's collectives right after it executed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != _C10D:
+            return None
+        for finder in sys.meta_path:
+            if finder is self:
+                continue
+            find = getattr(finder, "find_spec", None)
+            if find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        self.remove()
+        loader = spec.loader
+        exec_module = getattr(loader, "exec_module", None)
+        if exec_module is None:
+            return spec
+
+        def exec_and_hook(module):
+            exec_module(module)
+            if getattr(module, "__name__", None) == _C10D:
+                try:
+                    _patch_torch(module)
+                except Exception:
+                    pass
+
+        try:
+            loader.exec_module = exec_and_hook  # this module's own loader instance
+        except (AttributeError, TypeError):
+            pass
+        return spec
+
+    def remove(self):
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+
+
+def install():
+    """The start-up hook: inert unless CCRUN_PROGRESS_FILE names a valid record this process
+    may own. Never raises."""
+    global _owner
+    try:
+        if _owner or not _map_record() or not _claim():
+            return False
+        _owner = True
+        try:
+            _install_dump()
+        except Exception:
+            pass
+        c10d = sys.modules.get(_C10D)
+        if c10d is not None:
+            _patch_torch(c10d)
+        else:
+            sys.meta_path.insert(0, _TorchFinder())
+        return True
+    except Exception:
+        return False

@@ -1,0 +1,90 @@
+#!/usr/bin/python3
+"""Per-call cost of the Python hook (agent/python) on torch.distributed's collectives.
+
+Runs a world-size-1 gloo group in a process started with the hook and a progress record, and
+times each collective through the hook's wrapper and through the original function it wraps
+(`__ccrun_wrapped__`), alternating rounds, best round of each; then the same calls in a process
+without the hook. Usage: /usr/bin/python3 scripts/bench_python_hook.py [calls per round]
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+ROUNDS = 7
+
+
+def worker(calls, init):
+    import torch
+    import torch.distributed as dist
+    hooked = hasattr(dist.all_reduce, "__ccrun_wrapped__")
+    dist.init_process_group("gloo", init_method=init, rank=0, world_size=1)
+    t = torch.ones(1)
+    sub = dist.new_group([0])
+    cases = {
+        "all_reduce(1 element)": (dist.all_reduce, lambda f: f(t)),
+        "all_reduce(1 element, subgroup)": (dist.all_reduce, lambda f: f(t, group=sub)),
+        "all_reduce(async_op=True).wait()": (dist.all_reduce,
+                                             lambda f: f(t, async_op=True).wait()),
+        "barrier()": (dist.barrier, lambda f: f()),
+        "broadcast(1 element)": (dist.broadcast, lambda f: f(t, 0)),
+    }
+    out = {}
+    for name, (fn, call) in cases.items():
+        original = getattr(fn, "__ccrun_wrapped__", None)
+        variants = {"hooked": fn, "original": original} if original else {"original": fn}
+        best = {k: float("inf") for k in variants}
+        for _ in range(ROUNDS):
+            for k, f in variants.items():
+                for _ in range(calls // 10):
+                    call(f)
+                start = time.perf_counter_ns()
+                for _ in range(calls):
+                    call(f)
+                best[k] = min(best[k], (time.perf_counter_ns() - start) / calls)
+        out[name] = best
+    dist.destroy_process_group()
+    print(json.dumps({"hooked": hooked, "results": out}))
+
+
+def main():
+    calls = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
+    with tempfile.TemporaryDirectory() as tmp:
+        record = os.path.join(tmp, "record")
+        data = bytearray(4096)
+        struct.pack_into("<QII", data, 0, 0x3152505255524343, 1, 4096)
+        open(record, "wb").write(bytes(data))
+        runs = {}
+        for label, extra in (("with hook", {"PYTHONPATH": os.path.join(REPO, "agent", "python"),
+                                            "CCRUN_PROGRESS_FILE": record}),
+                             ("without hook", {})):
+            env = {k: v for k, v in os.environ.items()
+                   if k not in ("PYTHONPATH", "CCRUN_PROGRESS_FILE")}
+            env.update(extra)
+            init = f"file://{tmp}/init-{len(runs)}"
+            r = subprocess.run([sys.executable, __file__, "--worker", str(calls), init], env=env,
+                               capture_output=True, text=True, check=True)
+            runs[label] = json.loads(r.stdout.strip().splitlines()[-1])
+        hooked, plain = runs["with hook"], runs["without hook"]
+        assert hooked["hooked"] and not plain["hooked"]
+        print(f"{calls} calls x {ROUNDS} rounds, best round, ns per call "
+              f"(world-size-1 gloo, torch {__import__('torch').__version__})")
+        print(f"{'call':36} {'hook wrapper':>13} {'original':>10} {'overhead':>9} "
+              f"{'no-hook process':>16}")
+        for name, best in hooked["results"].items():
+            base = plain["results"][name]["original"]
+            print(f"{name:36} {best['hooked']:13.0f} {best['original']:10.0f} "
+                  f"{best['hooked'] - best['original']:9.0f} {base:16.0f}")
+        slots = struct.unpack_from("<I", open(record, "rb").read(), 40)[0]
+        print(f"(record: {slots} group slots used)")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        worker(int(sys.argv[2]), sys.argv[3])
+    else:
+        main()

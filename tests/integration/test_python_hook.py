@@ -1,0 +1,351 @@
+"""The Python start-up hook (agent/python/sitecustomize.py, ccrun_progress.py) in real
+/usr/bin/python3 processes (torch 1.13), without ccrun: the test makes each worker's progress
+record itself (include/ccrun/progress.h) and reads it back."""
+import json
+import os
+import re
+import signal
+import struct
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from helpers import free_port
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+HOOK_DIR = os.path.join(REPO, "agent", "python")
+PYTHON = "/usr/bin/python3"  # Debian's, with torch 1.13
+MAGIC = 0x3152505255524343
+OP = {"all_reduce": 1, "barrier": 11, "send": 9, "recv": 10}
+
+
+def make_record(path, magic=MAGIC):
+    data = bytearray(4096)
+    struct.pack_into("<QII", data, 0, magic, 1, 4096)
+    path.write_bytes(bytes(data))
+    return str(path)
+
+
+def read_record(path):
+    data = open(path, "rb").read()
+    (magic, version, size, pid, dump_signal, steps, step_ns,
+     groups_used) = struct.unpack_from("<QIIiiQqI", data, 0)
+    names = ("id", "size", "source", "issued", "completed", "op", "reserved", "count",
+             "issued_ns", "completed_ns")
+    slots = [dict(zip(names, struct.unpack_from("<QIIQQIIQqq", data, 64 + 64 * i)))
+             for i in range(min(groups_used, 48))]
+    return dict(pid=pid, dump_signal=dump_signal, steps=steps, step_ns=step_ns,
+                groups_used=groups_used, slots=slots)
+
+
+def fnv1a64_ranks(ranks):
+    h = 0xCBF29CE484222325
+    for r in sorted(ranks):
+        for b in struct.pack("<I", r):
+            h = ((h ^ b) * 0x100000001B3) % 2**64
+    return h
+
+
+def hook_env(record=None, pythonpath=HOOK_DIR, **extra):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CCRUN_", "PYTHON"))}
+    env["PYTHONPATH"] = pythonpath
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if record:
+        env["CCRUN_PROGRESS_FILE"] = record
+    env.update(extra)
+    return env
+
+
+def run_py(tmp_path, code, env, timeout=120, args=()):
+    script = tmp_path / f"script_{abs(hash(code))}.py"
+    script.write_text(textwrap.dedent(code))
+    r = subprocess.run([PYTHON, str(script), *args], env=env, capture_output=True, text=True,
+                       timeout=timeout)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+@pytest.fixture(autouse=True)
+def need_torch_python():
+    if not os.path.exists(PYTHON):
+        pytest.skip(f"skipped: {PYTHON} is missing")
+
+
+TORCH_JOB = """
+    import json, sys, torch, torch.distributed as dist
+    import ccrun_progress as cp
+    rank, world, init, n = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    t = torch.ones(7)
+    for _ in range(n - 1):
+        dist.all_reduce(t)
+    # The last one is async: issued before its wait(), completed only after.
+    work = dist.all_reduce(t, async_op=True)
+    world_slot = next(i for i in range(cp._u32[10]) if cp._u64[(64 + 64 * i) // 8] == 0)
+    base = (64 + 64 * world_slot) // 8
+    before = (cp._u64[base + 2], cp._u64[base + 3])
+    work.wait()
+    after = (cp._u64[base + 2], cp._u64[base + 3])
+    assert t[0].item() == world ** n
+    sub = dist.new_group(list(range(world)))
+    s = torch.ones(3)
+    dist.all_reduce(s, group=sub)
+    dist.barrier(group=sub)
+    # Point to point on the world group: a batch (P2POp takes the wrapped isend/irecv), then
+    # a send/recv of 5 elements.
+    q = torch.zeros(4)
+    op = dist.P2POp(dist.isend, q + 1, 1) if rank == 0 else dist.P2POp(dist.irecv, q, 0)
+    for work in dist.batch_isend_irecv([op]):
+        work.wait()
+    assert rank == 0 or q.tolist() == [1.0] * 4
+    p = torch.zeros(5)
+    if rank == 0:
+        dist.send(p + 1, 1)
+    elif rank == 1:
+        dist.recv(p, 0)
+    print("RESULT " + json.dumps({"before": before, "after": after}), flush=True)
+    dist.destroy_process_group()
+"""
+
+
+def test_two_rank_gloo_job_counts_every_collective(tmp_path):
+    n, world = 5, 2
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(TORCH_JOB))
+    init = f"tcp://127.0.0.1:{free_port()}"
+    records = [make_record(tmp_path / f"rec{r}") for r in range(world)]
+    procs = [subprocess.Popen([PYTHON, str(script), str(r), str(world), init, str(n)],
+                              env=hook_env(records[r]), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for r in range(world)]
+    outs = [p.communicate(timeout=180) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, out + err
+    sub_ids = []
+    for r in range(world):
+        result = json.loads(outs[r][0].split("RESULT ", 1)[1])
+        assert result["before"] == [n, n - 1]  # the async call: issued, not yet completed
+        assert result["after"] == [n, n]
+        rec = read_record(records[r])
+        assert rec["pid"] == procs[r].pid
+        assert rec["dump_signal"] == signal.SIGUSR2
+        assert rec["groups_used"] == 2, rec
+        world_slot = next(s for s in rec["slots"] if s["id"] == 0)
+        sub_slot = next(s for s in rec["slots"] if s["id"] != 0)
+        # n all_reduces, a batched isend/irecv, then one send (rank 0) or recv (rank 1) of 5
+        assert world_slot["size"] == world and world_slot["source"] == 2
+        assert world_slot["issued"] == world_slot["completed"] == n + 2
+        assert world_slot["op"] == (OP["send"] if r == 0 else OP["recv"])
+        assert world_slot["count"] == 5
+        assert 0 < world_slot["issued_ns"] <= world_slot["completed_ns"]
+        # the subgroup: an all_reduce, then a barrier
+        assert sub_slot["size"] == world and sub_slot["source"] == 2
+        assert sub_slot["issued"] == sub_slot["completed"] == 2
+        assert sub_slot["op"] == OP["barrier"] and sub_slot["count"] == 0
+        sub_ids.append(sub_slot["id"])
+    assert sub_ids[0] == sub_ids[1] == fnv1a64_ranks(range(world))
+
+
+def test_an_alias_calling_another_collective_counts_once(tmp_path):
+    # torch 1.13's _all_gather_base calls all_gather_into_tensor; Gloo 1.13 then raises
+    # (no _allgather_base): issued once, never completed.
+    record = make_record(tmp_path / "rec")
+    code = """
+        import sys, torch, torch.distributed as dist
+        dist.init_process_group("gloo", init_method=sys.argv[1], rank=0, world_size=1)
+        out, x = torch.zeros(3), torch.ones(3)
+        try:
+            dist._all_gather_base(out, x)
+            print("completed")
+        except RuntimeError:
+            print("raised")
+        dist.destroy_process_group()
+    """
+    r = run_py(tmp_path, code, hook_env(record), args=[f"file://{tmp_path / 'init'}"])
+    rec = read_record(record)
+    assert rec["groups_used"] == 1
+    slot = rec["slots"][0]
+    assert (slot["id"], slot["size"], slot["issued"]) == (0, 1, 1)
+    assert slot["completed"] == (1 if r.stdout.strip() == "completed" else 0)
+    assert slot["op"] == 4 and slot["count"] == 3  # all_gather, this rank's 3 elements
+
+
+DUMP_JOB = """
+    import os, sys, threading, time
+
+    def waiting_in_a_thread(stop, started):
+        started.set()
+        while not os.path.exists(stop):
+            time.sleep(0.01)
+
+    def sleeping_here(stop):
+        # "ready" from in here: whenever the signal comes, this frame is on the main thread's stack
+        print("ready", flush=True)
+        while not os.path.exists(stop):
+            time.sleep(0.01)
+
+    stop = sys.argv[1]
+    started = threading.Event()
+    threading.Thread(target=waiting_in_a_thread, args=(stop, started), daemon=True).start()
+    started.wait()
+    sleeping_here(stop)
+    print("still running", flush=True)
+"""
+
+
+def test_dump_signal_writes_every_thread_and_the_worker_goes_on(tmp_path):
+    record = make_record(tmp_path / "rec")
+    stacks = tmp_path / "stacks.txt"
+    stop = tmp_path / "stop"
+    script = tmp_path / "dump.py"
+    script.write_text(textwrap.dedent(DUMP_JOB))
+    proc = subprocess.Popen([PYTHON, str(script), str(stop)],
+                            env=hook_env(record, CCRUN_STACK_FILE=str(stacks)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        rec = read_record(record)
+        assert rec["pid"] == proc.pid and rec["dump_signal"] == signal.SIGUSR2
+        os.kill(proc.pid, rec["dump_signal"])
+        deadline = time.monotonic() + 30
+        text = ""
+        while "sleeping_here" not in text or "waiting_in_a_thread" not in text:
+            assert time.monotonic() < deadline, f"no traceback in {stacks}: {text!r}"
+            assert proc.poll() is None, proc.stderr.read()
+            text = stacks.read_text() if stacks.exists() else ""
+            time.sleep(0.01)
+        assert len(re.findall(r"^(Current thread|Thread) 0x", text, re.M)) == 2, text
+        assert "in sleeping_here" in text and "in waiting_in_a_thread" in text
+        stop.write_text("")
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        assert out.strip() == "still running"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_dump_signal_from_env_and_given_up_when_the_script_takes_the_signal(tmp_path):
+    record = make_record(tmp_path / "rec")
+    code = """
+        import signal
+        import ccrun_progress as cp
+        print(cp._i32[5], flush=True)
+        signal.signal(signal.SIGUSR1, lambda *a: None)
+        print(cp._i32[5], flush=True)
+    """
+    r = run_py(tmp_path, code, hook_env(record, CCRUN_DUMP_SIGNAL="SIGUSR1"))
+    assert r.stdout.split() == [str(int(signal.SIGUSR1)), "0"]
+    assert read_record(record)["dump_signal"] == 0
+
+
+def test_no_record_means_the_hook_is_inert(tmp_path):
+    code = """
+        import sys, torch, torch.distributed as dist
+        dist.init_process_group("gloo", init_method=sys.argv[1], rank=0, world_size=1)
+        t = torch.ones(2)
+        dist.all_reduce(t)
+        print(hasattr(dist.all_reduce, "__ccrun_wrapped__"), "ccrun_progress" in sys.modules,
+              t.tolist())
+    """
+    init = f"file://{tmp_path / 'init'}"
+    r = run_py(tmp_path, code, hook_env(None), args=[init])
+    assert r.stdout.split() == ["False", "False", "[1.0,", "1.0]"], r.stdout
+    # A file that is no record (another magic): the same, and it is left as it was.
+    bad = make_record(tmp_path / "bad", magic=0x1234)
+    before = open(bad, "rb").read()
+    init = f"file://{tmp_path / 'init2'}"
+    r = run_py(tmp_path, code, hook_env(bad), args=[init])
+    assert r.stdout.split()[0] == "False", r.stdout
+    assert open(bad, "rb").read() == before
+    # A missing file: the same.
+    init = f"file://{tmp_path / 'init3'}"
+    r = run_py(tmp_path, code, hook_env(str(tmp_path / "missing")), args=[init])
+    assert r.stdout.split()[0] == "False", r.stdout
+
+
+@pytest.mark.parametrize("with_record", [True, False])
+def test_the_shadowed_sitecustomize_still_runs(tmp_path, with_record):
+    fake = tmp_path / "later"
+    fake.mkdir()
+    (fake / "sitecustomize.py").write_text(
+        "import sys\nprint('fake sitecustomize ran', flush=True)\nMARK = 42\n")
+    record = make_record(tmp_path / "rec") if with_record else None
+    code = """
+        import sys, sitecustomize
+        print(sitecustomize.MARK, sitecustomize.__file__)
+    """
+    r = run_py(tmp_path, code, hook_env(record, pythonpath=f"{HOOK_DIR}:{fake}"))
+    lines = r.stdout.splitlines()
+    assert lines[0] == "fake sitecustomize ran"
+    assert lines[1] == f"42 {fake / 'sitecustomize.py'}"
+    if with_record:
+        assert read_record(record)["dump_signal"] == signal.SIGUSR2
+
+
+def test_debians_sitecustomize_still_runs(tmp_path):
+    debian = "/usr/lib/python3.11/sitecustomize.py"
+    if not os.path.exists(debian):
+        pytest.skip(f"skipped: {debian} is missing")
+    record = make_record(tmp_path / "rec")
+    code = "import sitecustomize; print(sitecustomize.__file__)"
+    r = run_py(tmp_path, code, hook_env(record))
+    assert r.stdout.strip() == debian
+
+
+def test_a_script_without_torch_does_not_import_it(tmp_path):
+    record = make_record(tmp_path / "rec")
+    code = """
+        import sys
+        import ccrun_progress
+        ccrun_progress.step()
+        ccrun_progress.step()
+        print("torch" in sys.modules, [m for m in sys.modules if m.startswith("torch")])
+    """
+    r = run_py(tmp_path, code, hook_env(record))
+    assert r.stdout.strip() == "False []"
+    rec = read_record(record)
+    assert rec["dump_signal"] == signal.SIGUSR2  # the hook did run
+    assert rec["steps"] == 2 and rec["step_ns"] > 0
+    assert rec["groups_used"] == 0
+
+
+def test_the_documented_stdlib_step_snippet(tmp_path):
+    sys.path.insert(0, HOOK_DIR)
+    try:
+        import ccrun_progress
+    finally:
+        sys.path.remove(HOOK_DIR)
+    doc = ccrun_progress.__doc__
+    start = doc.index("    import mmap, os, struct, time")
+    end = doc.index("\n\n", doc.index("def mark_step"))
+    snippet = textwrap.dedent(doc[start:end])
+    record = make_record(tmp_path / "rec")
+    # No hook at all on the path: the snippet alone.
+    r = run_py(tmp_path, snippet + "\nfor _ in range(3):\n    mark_step()\nprint('ok')\n",
+               hook_env(record, pythonpath=""))
+    assert r.stdout.strip() == "ok"
+    rec = read_record(record)
+    assert rec["steps"] == 3 and rec["step_ns"] > 0 and rec["pid"] == 0
+    r = run_py(tmp_path, snippet + "\nmark_step()\nprint('ok')\n", hook_env(None, pythonpath=""))
+    assert r.stdout.strip() == "ok"
+
+
+def test_a_python_child_of_the_worker_leaves_the_record_alone(tmp_path):
+    record = make_record(tmp_path / "rec")
+    code = """
+        import subprocess, sys
+        import ccrun_progress
+        child = subprocess.run([sys.executable, "-c",
+                                "import ccrun_progress as c; print(c._owner)"],
+                               capture_output=True, text=True, check=True)
+        print(ccrun_progress._owner, child.stdout.strip(), os.getpid())
+    """
+    r = run_py(tmp_path, "import os\n" + textwrap.dedent(code), hook_env(record))
+    owner, child_owner, pid = r.stdout.split()
+    assert (owner, child_owner) == ("True", "False")
+    assert read_record(record)["pid"] == int(pid)  # the child left it alone
