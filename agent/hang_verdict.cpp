@@ -37,24 +37,8 @@ std::string who(const RankView& r) {
          std::to_string(r.node_rank) + ", pid " + std::to_string(r.pid) + ")";
 }
 
-// Where one rank is: in a call, or past its last one.
 std::string where(const RankView& r) {
-  const GroupView* in_call = nullptr;
-  const GroupView* last = nullptr;
-  for (const auto& g : r.groups) {
-    if (g.waiting_ms >= 0 && (!in_call || g.waiting_ms > in_call->waiting_ms)) in_call = &g;
-    if (!last || g.issued > last->issued) last = &g;
-  }
-  std::string s = who(r) + ": ";
-  if (in_call) {
-    s += "waiting in " + describe_call(*in_call, in_call->completed + 1) + " for " +
-         secs(in_call->waiting_ms);
-  } else if (last && last->issued > 0) {
-    s += "not in a collective; last completed " + describe_call(*last, last->completed) +
-         ", no progress for " + secs(r.idle_ms);
-  } else {
-    s += "no collective yet, no progress for " + secs(r.idle_ms);
-  }
+  std::string s = who(r) + ": " + rank_position(r);
   if (r.steps > 0) s += "; " + std::to_string(r.steps) + " steps";
   return s;
 }
@@ -89,6 +73,26 @@ std::vector<Member> stuck_group(const std::vector<const RankView*>& ranks) {
 }
 
 }  // namespace
+
+std::string rank_position(const RankView& r) {
+  const GroupView* in_call = nullptr;
+  const GroupView* last = nullptr;
+  for (const auto& g : r.groups) {
+    if (g.waiting_ms >= 0 && (!in_call || g.waiting_ms > in_call->waiting_ms)) in_call = &g;
+    if (!last || g.issued > last->issued) last = &g;
+  }
+  if (in_call) {
+    return "waiting in " + describe_call(*in_call, in_call->completed + 1) + " for " +
+           secs(in_call->waiting_ms);
+  }
+  if (last && last->issued > 0) {
+    return "not in a collective; last completed " + describe_call(*last, last->completed) +
+           ", no progress for " + secs(r.idle_ms);
+  }
+  return r.reporting ? "no collective yet, no progress for " + secs(r.idle_ms)
+                     : "reports no progress (no collective, step or hook)";
+}
+
 
 std::string describe_call(const GroupView& g, uint64_t seq) {
   std::string s = std::string(progress::op_name(g.op)) + " #" + std::to_string(seq) + " of " +

@@ -71,7 +71,11 @@ HangVerdict judge_hang(const std::vector<RankView>& ranks, int64_t timeout_ms);
 // of the others' (needs three or more ranks with that figure).
 std::vector<int> find_stragglers(const std::vector<RankView>& ranks);
 
-// "all_reduce #100 (world group, 1048576 elements)".
+// Where rank `r` is: "waiting in all_reduce #20 of the world group for 3.1s",
+// "not in a collective; last completed ...", or that it reports nothing.
+std::string rank_position(const RankView& r);
+
+// "all_reduce #100 of the world group (1048576 elements)".
 std::string describe_call(const GroupView& g, uint64_t seq);
 
 }  // namespace ccrun::agent

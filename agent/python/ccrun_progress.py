@@ -249,7 +249,8 @@ def fnv1a64_ranks(ranks):
 
 
 class _Slot:
-    __slots__ = ("seq", "done", "index", "i_completed", "i_completed_ns")
+    __slots__ = ("seq", "done", "index", "i_completed", "i_completed_ns", "i_issued_ns",
+                 "i_wait_us")
 
     def __init__(self, index):
         base = 64 + 64 * index
@@ -257,6 +258,8 @@ class _Slot:
         self.done = 0    # the last completed
         self.i_completed = (base + 24) // 8
         self.i_completed_ns = (base + 56) // 8
+        self.i_issued_ns = (base + 48) // 8
+        self.i_wait_us = (base + 36) // 4  # u32, wrapping: time in calls, for stragglers
         # view indices: op (u32), count, issued_ns, issued, completed_ns, completed (64-bit)
         self.index = ((base + 32) // 4, (base + 40) // 8, (base + 48) // 8, (base + 16) // 8,
                       self.i_completed_ns, self.i_completed)
@@ -367,7 +370,11 @@ def _track(work, slot, seq):
 def _complete(slot, seq):
     if seq > slot.done:
         slot.done = seq
-        _i64[slot.i_completed_ns] = _gettime(_CLOCK)
+        now = _gettime(_CLOCK)
+        waited = now - _i64[slot.i_issued_ns]  # this call's, unless calls overlap
+        if waited > 0:
+            _u32[slot.i_wait_us] = (_u32[slot.i_wait_us] + waited // 1000) & 0xFFFFFFFF
+        _i64[slot.i_completed_ns] = now
         _u64[slot.i_completed] = seq
 
 

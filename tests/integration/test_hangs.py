@@ -151,3 +151,26 @@ def test_an_oom_kill_is_named_as_such():
     assert "worker rank 1" in err and "(the kernel's OOM killer)" in err, err
     assert "cause     : killed by the kernel's OOM killer (SIGKILL)" in err, err
     assert re.search(r"Killed process \d+ \(python3\)|OOM kill\(s\) since it started", err), err
+
+
+def test_a_torch_job_gets_the_same_verdict_with_every_ranks_python_stack(tmp_path):
+    # Nothing of ccrun in the script: the start-up hook counts torch's
+    # collectives and dumps every thread's traceback on the agent's signal.
+    script = os.path.join(os.path.dirname(__file__), "torch_hang.py")
+    r = run_ccrun("--standalone", "--nproc-per-node", "4", "--hang-timeout", "4",
+                  "--stop-grace", "2", "--log-dir", str(tmp_path), script, "--steps", "200",
+                  "--sleep-rank", "2", "--sleep-before", "100", "--sleep-s", "300",
+                  env={"PYTHON_EXEC": "/usr/bin/python3"}, timeout=180)
+    err = r.stderr
+    assert r.returncode == 1, err[-4000:]
+    assert re.search(r"rank 2 has not issued all_reduce #100 of the world group \(256 elements\), "
+                     r"which ranks 0,1,3 have waited in for", err), err[-4000:]
+    rep = report(str(tmp_path))
+    by_rank = {s["rank"]: s for s in rep["hang"]["stacks"]}
+    assert sorted(by_rank) == [0, 1, 2, 3]
+    for rank, s in by_rank.items():
+        assert "Thread 0x" in s["python"] or "Current thread" in s["python"], s
+        assert 'torch_hang.py", line' in s["python"], s["python"]
+    assert "wait_for_the_data_loader" in by_rank[2]["python"], by_rank[2]["python"]
+    assert "all_reduce" in by_rank[0]["python"], by_rank[0]["python"]
+    assert rep["root_cause"]["cause"] == "hang" and rep["root_cause"]["rank"] == 2

@@ -1,0 +1,33 @@
+"""A plain torch.distributed gloo job with nothing of ccrun in it: every rank
+all_reduces each step; the rank named by --sleep-rank sleeps before step
+--sleep-before (the hang of tests/integration/test_hangs.py)."""
+import argparse
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def wait_for_the_data_loader(seconds):
+    time.sleep(seconds)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--sleep-rank", type=int, default=-1)
+    p.add_argument("--sleep-before", type=int, default=0)
+    p.add_argument("--sleep-s", type=float, default=0)
+    a = p.parse_args()
+    dist.init_process_group("gloo")
+    t = torch.ones(256)
+    for step in range(1, a.steps + 1):
+        if dist.get_rank() == a.sleep_rank and step == a.sleep_before:
+            wait_for_the_data_loader(a.sleep_s)
+        dist.all_reduce(t)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
