@@ -32,6 +32,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <boost/asio.hpp>
 #include <chrono>
@@ -584,7 +585,7 @@ class Agent {
     nlohmann::json mine = nlohmann::json::array();
     for (const auto& r : views) mine.push_back(r.to_json());
     rdzv_->set_progress(mine.dump());
-    if (spec_.hang_timeout.count() <= 0 || info_.node_rank != 0) return;
+    if (info_.node_rank != 0) return;
     if (info_.num_nodes <= 1) return judge(views, views);
     if (reading_progress_) return;  // the last read has not come back yet
     reading_progress_ = true;
@@ -617,6 +618,8 @@ class Agent {
   }
 
   void judge(const std::vector<RankView>& all, const std::vector<RankView>& local) {
+    note_stragglers(all);
+    if (spec_.hang_timeout.count() <= 0) return;
     HangVerdict v = judge_hang(all, spec_.hang_timeout.count());
     if (!v.hung) return;
     RankView culprit;
@@ -624,6 +627,21 @@ class Agent {
       if (!v.culprits.empty() && r.rank == v.culprits.front()) culprit = r;
     }
     on_hang(v, all, local, culprit);
+  }
+
+  // Says so once when the set of stragglers changes (`ccrun status` shows
+  // them all the time).
+  void note_stragglers(const std::vector<RankView>& all) {
+    std::vector<int> slow = find_stragglers(all);
+    if (slow == stragglers_) return;
+    stragglers_ = slow;
+    for (const auto& r : all) {
+      if (std::find(slow.begin(), slow.end(), r.rank) == slow.end()) continue;
+      spdlog::warn("ccrun: rank {} (host {}, pid {}) is a straggler: {:.0f} ms of its own work "
+                   "per step, 1.5x or more the other ranks' median", r.rank, r.host, r.pid,
+                   r.busy_ms_per_step);
+    }
+    logs_dir_->event("stragglers", restart_count_, nlohmann::json{{"ranks", slow}}.dump());
   }
 
   // A hang (judged here, on node 0): the verdict now, then this node's
@@ -871,6 +889,7 @@ class Agent {
   std::vector<int64_t> worker_oom_kills_;    // their OOM-kill counters then
   nlohmann::json hang_;                      // the last hang verdict and its stacks
   bool reading_progress_ = false;            // node 0: the other nodes' views are being read
+  std::vector<int> stragglers_;              // node 0: the stragglers last said
   std::optional<Outcome> outcome_;
   std::optional<RoundEvent> event_, dead_node_;
   std::vector<Failure> local_failures_, last_failures_, all_failures_;

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -14,6 +15,7 @@
 #include "ccrun/error.h"
 #include "ccrun/job_keys.h"
 #include "ccrun/store_address.h"
+#include "hang_verdict.h"
 
 namespace ccrun::launcher {
 namespace {
@@ -51,6 +53,27 @@ json parse_or_null(const std::string& text) {
 
 // Reads the job's state. Every read is a check or a single get of a key
 // known to exist: nothing waits.
+// Every rank's progress as its node published it with its heartbeat, with
+// where it is in words and the straggler mark (docs/hangs.md).
+void add_rank_progress(json& out) {
+  std::vector<agent::RankView> views;
+  for (const auto& n : out["nodes"]) {
+    if (!n.contains("ranks") || !n["ranks"].is_array()) continue;
+    for (const auto& r : n["ranks"]) views.push_back(agent::RankView::from_json(r));
+  }
+  if (views.empty()) return;
+  std::vector<int> slow = agent::find_stragglers(views);
+  out["stragglers"] = slow;
+  out["ranks"] = json::array();
+  for (const auto& v : views) {
+    json r = v.to_json();
+    r["position"] = agent::rank_position(v);
+    r["straggler"] = std::find(slow.begin(), slow.end(), v.rank) != slow.end();
+    out["ranks"].push_back(r);
+  }
+  for (auto& n : out["nodes"]) n.erase("ranks");  // once, in out["ranks"]
+}
+
 json read_status(store::Store& s, const std::string& run_id) {
   JobKeys k(run_id);
   json out{{"run_id", run_id}, {"nodes", json::array()}};
@@ -113,6 +136,7 @@ json read_status(store::Store& s, const std::string& run_id) {
     out["nodes_waiting"] = joining;
   }
   out["state"] = state;
+  add_rank_progress(out);
   // The newest failure of the last few rounds.
   for (int back = r; back >= 0 && back > r - kFailureLookback; --back) {
     if (!s.check({k.round(back, "failures")})) continue;
@@ -142,6 +166,27 @@ std::string describe_failure(const json& f) {
   o << " at " << format_time(f.value("time_ms", int64_t{0})) << " (attempt "
     << f.value("attempt", 0) << ")";
   return o.str();
+}
+
+void format_ranks(std::ostringstream& o, const json& ranks) {
+  char line[512];
+  std::snprintf(line, sizeof line, "  %-5s %-5s %-8s %-8s %-8s %-9s %-8s %s\n", "rank", "node",
+                "pid", "steps", "steps/s", "ms/step", "RSS MiB", "where");
+  o << line;
+  for (const auto& r : ranks) {
+    double busy = r.value("busy_ms_per_step", -1.0);
+    std::string per_step = busy >= 0 ? std::to_string(int64_t(busy + 0.5)) : "-";
+    std::snprintf(line, sizeof line, "  %-5d %-5d %-8d %-8llu %-8.1f %-9s %-8lld %s%s\n",
+                  r.value("rank", -1), r.value("node_rank", -1), r.value("pid", 0),
+                  static_cast<unsigned long long>(r.value("steps", uint64_t(0))),
+                  r.value("steps_per_s", 0.0), per_step.c_str(),
+                  static_cast<long long>(r.value("rss_kb", int64_t(0)) / 1024),
+                  r.value("position", std::string()).c_str(),
+                  r.value("straggler", false) ? "  << straggler" : "");
+    o << line;
+  }
+  o << "  (ms/step: each rank's own time per step, outside collectives; a straggler takes "
+       "1.5x the others' median)\n";
 }
 
 std::string format_text(const json& st, const std::string& endpoint) {
@@ -179,6 +224,7 @@ std::string format_text(const json& st, const std::string& endpoint) {
       o << line;
     }
   }
+  if (st.contains("ranks")) format_ranks(o, st["ranks"]);
   if (st.contains("last_failure")) {
     o << "  last failure: " << describe_failure(st["last_failure"]) << "\n";
   }

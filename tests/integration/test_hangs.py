@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from helpers import binary, run_ccrun
+from helpers import binary, free_port, run_ccrun, spawn_ccrun
 
 WORKER = ("tests", "collectives_progress_worker")
 
@@ -174,3 +174,32 @@ def test_a_torch_job_gets_the_same_verdict_with_every_ranks_python_stack(tmp_pat
     assert "wait_for_the_data_loader" in by_rank[2]["python"], by_rank[2]["python"]
     assert "all_reduce" in by_rank[0]["python"], by_rank[0]["python"]
     assert rep["root_cause"]["cause"] == "hang" and rep["root_cause"]["rank"] == 2
+
+
+def test_ccrun_status_shows_progress_and_marks_a_straggler():
+    port = free_port()
+    p = spawn_ccrun("--nnodes", "1", "--nproc-per-node", "4", "--rdzv-backend", "c10d",
+                    "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "strag",
+                    "--rdzv-conf", "keep_alive_interval=1",
+                    *worker("--steps", "400", "--step-ms", "20", "--slow-rank", "1",
+                            "--slow-ms", "60"))
+    status = [binary("launcher", "ccrun"), "status", "--rdzv-endpoint", f"127.0.0.1:{port}",
+              "--rdzv-id", "strag"]
+    try:
+        deadline = time.time() + 60  # rates need a 5 s window of steps
+        st = {}
+        while time.time() < deadline and not st.get("stragglers"):
+            r = subprocess.run(status + ["--json"], capture_output=True, text=True, timeout=30)
+            st = json.loads(r.stdout) if r.stdout.strip() else {}
+            time.sleep(0.5)
+        assert st.get("stragglers") == [1], st
+        ranks = {r["rank"]: r for r in st["ranks"]}
+        assert sorted(ranks) == [0, 1, 2, 3]
+        assert all(r["steps"] > 0 and r["steps_per_s"] > 0 for r in ranks.values()), ranks
+        assert ranks[1]["straggler"] and not ranks[0]["straggler"]
+        text = subprocess.run(status, capture_output=True, text=True, timeout=30).stdout
+        assert re.search(r"\n  1 +0 +\d+ .*<< straggler", text), text
+    finally:
+        out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert "rank 1 (host" in err and "is a straggler" in err, err
