@@ -39,6 +39,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -50,6 +51,7 @@
 #include "ccrun/store_interrupt.h"
 #include "descendants.h"
 #include "failure_report.h"
+#include "file_timer.h"
 #include "hang_evidence.h"
 #include "hang_verdict.h"
 #include "job_store.h"
@@ -327,6 +329,7 @@ class Agent {
     run_off_loop([this] { setup_store(); });
     slow.cancel();
     logs_dir_ = std::make_unique<RunLogs>(spec_.logs.log_dir, run_id_);
+    serve_file_timer();
     if (logs_dir_->kept()) spdlog::info("ccrun: logs in {}", logs_dir_->root().string());
     int restarts_left = spec_.max_restarts;
     for (;;) {
@@ -484,6 +487,7 @@ class Agent {
       w.token = agent_token_ + "." + std::to_string(restart_count_) + "." + std::to_string(lr);
       w.env.push_back(std::string(kAgentTokenVar) + "=" + w.token);
       add_progress_env(w.env, lr);
+      if (file_timer_) w.env.push_back("TORCHELASTIC_TIMER_FILE=" + file_timer_->path());
       auto bits = [&](const std::map<int, int>& m, int def) {
         auto it = m.find(lr);
         return it == m.end() ? def : it->second;
@@ -535,6 +539,25 @@ class Agent {
     Outcome o = *outcome_;
     group_.reset();
     return o;
+  }
+
+  // torch's watchdog protocol, as its LocalElasticAgent serves it: with
+  // TORCHELASTIC_ENABLE_FILE_TIMER=1 the workers get TORCHELASTIC_TIMER_FILE
+  // (the given one, or a new FIFO), and a FileTimerClient deadline that
+  // passes kills its process, named in the report.
+  void serve_file_timer() {
+    const char* on = std::getenv("TORCHELASTIC_ENABLE_FILE_TIMER");
+    if (!on || std::string(on) != "1") return;
+    const char* given = std::getenv("TORCHELASTIC_TIMER_FILE");
+    std::string path = given && *given ? given : "/tmp/watchdog_timer_" + agent_token_;
+    file_timer_ = std::make_unique<FileTimerServer>(io_, path, [this](const FileTimerKill& k) {
+      std::string scopes;
+      for (const auto& s : k.scopes) scopes += (scopes.empty() ? "" : ", ") + s;
+      spdlog::error("ccrun: torch's FileTimer expired for pid {} (scope {}); sent it {}", k.pid,
+                    scopes, signal_name(k.signal));
+      timer_kills_[k.pid] = "torch's FileTimer expired (scope " + scopes + "): ccrun sent " +
+                            signal_name(k.signal) + ", as torch's LocalElasticAgent does";
+    });
   }
 
   // The progress record's variables; PYTHONPATH keeps the worker's own
@@ -750,7 +773,12 @@ class Agent {
     f.signal = e.signal;
     f.time_ms = std::chrono::duration_cast<milliseconds>(e.time.time_since_epoch()).count();
     f.stderr_tail = e.stderr_tail;
-    if (e.signal == SIGKILL) name_oom_kill(f);
+    if (auto it = timer_kills_.find(e.pid); it != timer_kills_.end()) {
+      f.cause = "timer";
+      f.message = it->second + (f.message.empty() ? "" : "\n" + f.message);
+    } else if (e.signal == SIGKILL) {
+      name_oom_kill(f);
+    }
     local_failures_.push_back(f);
     logs_dir_->event("failure", restart_count_, f.to_json());
     spdlog::error("ccrun: worker rank {} (pid {}) failed: {}{}", e.rank, e.pid,
@@ -855,6 +883,7 @@ class Agent {
 
   void cleanup() {
     group_.reset();
+    file_timer_.reset();
     tasks_.reset();
     rdzv_.reset();
     if (store_.server) store_.server->stop();
@@ -890,6 +919,8 @@ class Agent {
   nlohmann::json hang_;                      // the last hang verdict and its stacks
   bool reading_progress_ = false;            // node 0: the other nodes' views are being read
   std::vector<int> stragglers_;              // node 0: the stragglers last said
+  std::unique_ptr<FileTimerServer> file_timer_;  // TORCHELASTIC_ENABLE_FILE_TIMER=1
+  std::map<pid_t, std::string> timer_kills_;     // pids the FileTimer killed, and why
   std::optional<Outcome> outcome_;
   std::optional<RoundEvent> event_, dead_node_;
   std::vector<Failure> local_failures_, last_failures_, all_failures_;

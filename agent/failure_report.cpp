@@ -86,6 +86,7 @@ std::string format_time(int64_t ms) {
 
 std::string describe_exit(const Failure& f) {
   if (f.cause == "hang") return "hang (no progress: the verdict and every rank's stacks are logged above)";
+  if (f.cause == "timer") return "torch FileTimer expired (" + signal_name(f.signal) + ")";
   if (f.cause == "oom") return "killed by the kernel's OOM killer (" + signal_name(f.signal) + ")";
   if (f.signal) return signal_name(f.signal) + " (signal " + std::to_string(f.signal) + ")";
   if (f.rank < 0) return "node failure";

@@ -24,7 +24,8 @@ struct Failure {
   int64_t time_ms = 0;     // wall clock, ms since the epoch (for ordering)
   int attempt = 0;
   std::string cause;       // what ccrun found behind it: "hang" (a hang verdict), "oom"
-                           // (the kernel's OOM killer); "" for a plain exit or signal
+                           // (the kernel's OOM killer), "timer" (an expired torch
+                           // FileTimer); "" for a plain exit or signal
   std::string message;     // error file message, or "node stopped heartbeating"
   std::string stderr_tail;
 

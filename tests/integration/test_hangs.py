@@ -203,3 +203,17 @@ def test_ccrun_status_shows_progress_and_marks_a_straggler():
         out, err = p.communicate(timeout=120)
     assert p.returncode == 0, err
     assert "rank 1 (host" in err and "is a straggler" in err, err
+
+
+def test_an_expired_torch_file_timer_kills_its_worker_and_says_so():
+    script = os.path.join(os.path.dirname(__file__), "torch_file_timer.py")
+    r = run_ccrun("--standalone", "--nproc-per-node", "2", "--stop-grace", "2", script,
+                  env={"PYTHON_EXEC": "/usr/bin/python3", "TORCHELASTIC_ENABLE_FILE_TIMER": "1"},
+                  timeout=120)
+    err = r.stderr
+    assert r.returncode == 1, err
+    assert re.search(r"torch's FileTimer expired for pid \d+ \(scope data_loading\); sent it SIGKILL",
+                     err), err
+    assert "cause     : torch FileTimer expired (SIGKILL)" in err, err
+    assert re.search(r"rank      : 1 \(local_rank 1\)", err), err
+    assert "warmup" not in err  # released in time
