@@ -7,6 +7,17 @@ import subprocess
 import pytest
 
 
+def python_hook_dir():
+    """The folder of the Python start-up hook that ccrun puts first on its
+    workers' PYTHONPATH (agent/python in the source tree)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "agent", "python")
+
+
+def worker_pythonpath(users):
+    """PYTHONPATH as a worker sees it when ccrun was given `users`."""
+    return os.path.realpath(python_hook_dir()) + ":" + users
+
+
 def build_dir():
     return os.environ.get("CCRUN_BUILD_DIR") or os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "build")
@@ -82,10 +93,12 @@ def spawn_ccrun(*args, env=None, **kw):
 
 
 def wait_until_signals_held(p, sig, timeout=30):
-    """Waits until process `p` (a Popen) has `sig` blocked (its SigBlk in
-    /proc): the first moment of its own code (ccrun holds the stop signals
-    from its ELF preinit stage on). Before that the dynamic loader runs, and
-    a signal takes its default action. A state, not a time."""
+    """Waits until a thread of process `p` (a Popen) has `sig` blocked (its
+    SigBlk in /proc): the first moment of its own code (ccrun holds the stop
+    signals from its ELF preinit stage on). Before that the dynamic loader
+    runs, and a signal takes its default action. A state, not a time. Every
+    thread is looked at: one in sigwait() shows the signals it waits for as
+    unblocked while it waits (ccrun-rendezvous's main thread)."""
     import time
     bit = 1 << (sig - 1)
     deadline = time.monotonic() + timeout
@@ -93,10 +106,14 @@ def wait_until_signals_held(p, sig, timeout=30):
         if p.poll() is not None:
             raise AssertionError(f"process {p.pid} ended (rc {p.returncode}) before it blocked "
                                  f"signal {sig}:\n{p.stderr.read() if p.stderr else ''}")
-        with open(f"/proc/{p.pid}/status") as f:
-            for line in f:
-                if line.startswith("SigBlk:") and int(line.split()[1], 16) & bit:
-                    return
+        for task in os.listdir(f"/proc/{p.pid}/task"):
+            try:
+                with open(f"/proc/{p.pid}/task/{task}/status") as f:
+                    for line in f:
+                        if line.startswith("SigBlk:") and int(line.split()[1], 16) & bit:
+                            return
+            except FileNotFoundError:
+                pass  # a thread that just ended
         time.sleep(0.0005)
     raise AssertionError(f"process {p.pid} did not block signal {sig} within {timeout}s")
 

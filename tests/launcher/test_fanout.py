@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from helpers import ccrun_cmd, free_port
+from helpers import ccrun_cmd, free_port, worker_pythonpath
 
 FAKE_SSH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_ssh.sh")
 
@@ -79,7 +79,9 @@ def test_three_hosts_run_with_forwarded_env_and_prefixed_lines(tmp_path):
     want = [("127.0.0.1", 0), ("127.0.0.1", 1), ("127.0.0.2", 2), ("127.0.0.3", 3)]
     assert len(lines) == 4, out
     for (host, rank), line in zip(want, lines):
-        assert line == (f"{host}: [{rank}]:rank={rank}/4 host={host} pp=/x/y nccl=INFO my=it's "
+        # PYTHONPATH forwarded, behind ccrun's start-up hook (docs/hangs.md)
+        assert line == (f"{host}: [{rank}]:rank={rank}/4 host={host} pp={worker_pythonpath('/x/y')} "
+                        "nccl=INFO my=it's "
                         f"unset= pwd={tmp_path}")
     assert "starting 3 node(s)" in err
 
@@ -202,9 +204,9 @@ def test_real_sshd_three_hosts(tmp_path, sshd):
     rc, out, err = finish(p)
     assert rc == 0, err
     assert sorted(out.splitlines()) == [
-        "127.0.0.1: [0]:rank=0 pp=/x via=" + sshd.split()[2],
-        "127.0.0.2: [1]:rank=1 pp=/x via=" + sshd.split()[2],
-        "127.0.0.3: [2]:rank=2 pp=/x via=" + sshd.split()[2]]
+        f"127.0.0.1: [0]:rank=0 pp={worker_pythonpath('/x')} via=" + sshd.split()[2],
+        f"127.0.0.2: [1]:rank=1 pp={worker_pythonpath('/x')} via=" + sshd.split()[2],
+        f"127.0.0.3: [2]:rank=2 pp={worker_pythonpath('/x')} via=" + sshd.split()[2]]
 
 
 def test_real_sshd_sigkill_of_the_launcher_stops_every_node(tmp_path, sshd):
