@@ -469,6 +469,7 @@ class Agent {
                    store_.endpoint.port, gloo_ifname_};
     bool files = logs_dir_->kept();
     hang_ = nullptr;
+    evidence_dir_ = make_evidence_dir();
     progress_.reset();
     progress_ = std::make_unique<ProgressWatch>(agent_token_, restart_count_, info_.rank_offset,
                                                 info_.node_rank, host_name(),
@@ -560,6 +561,16 @@ class Agent {
     });
   }
 
+  // Where torch's NCCL flight recorders put their FIFOs and dumps: the
+  // attempt's log folder, or a folder of this agent's in /tmp.
+  std::string make_evidence_dir() const {
+    fs::path dir = logs_dir_->kept() ? logs_dir_->root() / ("attempt_" + std::to_string(restart_count_))
+                                     : fs::temp_directory_path() / ("ccrun-" + agent_token_);
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    return dir.string();
+  }
+
   // The progress record's variables; PYTHONPATH keeps the worker's own
   // value after the start-up hook's folder.
   void add_progress_env(std::vector<std::string>& env, int local_rank) const {
@@ -574,6 +585,8 @@ class Agent {
     auto vars = progress_->environment(local_rank, pythonpath);
     if (vars.empty() && !pythonpath.empty()) env.push_back("PYTHONPATH=" + pythonpath);
     env.insert(env.end(), vars.begin(), vars.end());
+    auto recorder = flight_recorder_env(evidence_dir_, env);
+    env.insert(env.end(), recorder.begin(), recorder.end());
   }
 
   // Samples the workers' records every second while they run (the hang
@@ -702,12 +715,19 @@ class Agent {
     std::vector<StackTarget> targets;
     for (const auto& r : local) {
       targets.push_back({r.rank, r.pid, progress_->dump_signal(r.local_rank),
-                         progress_->stack_file(r.local_rank)});
+                         progress_->dump_pid(r.local_rank), progress_->stack_file(r.local_rank)});
     }
     int gen = generation_;
     tasks_->run(
-        [this, gen, targets, then, outcome] {
+        [this, gen, targets, then, outcome, dir = evidence_dir_] {
           auto stacks = collect_stacks(targets);
+          std::vector<int> ranks;
+          for (const auto& t : targets) ranks.push_back(t.rank);
+          for (const auto& [rank, path] : dump_flight_recorders(dir, ranks)) {
+            for (auto& s : stacks) {
+              if (s.rank == rank) s.nccl_trace = path;
+            }
+          }
           asio::post(io_, [this, gen, stacks, then, outcome] {
             if (gen != generation_ || outcome_) return;
             report_stacks(stacks);
@@ -721,7 +741,11 @@ class Agent {
   void report_stacks(const std::vector<RankStacks>& stacks) {
     nlohmann::json js = nlohmann::json::array();
     for (const auto& s : stacks) {
-      js.push_back({{"rank", s.rank}, {"pid", s.pid}, {"python", s.python}, {"native", s.native}});
+      js.push_back({{"rank", s.rank}, {"pid", s.pid}, {"python", s.python}, {"native", s.native},
+                    {"nccl_trace", s.nccl_trace}});
+      if (!s.nccl_trace.empty()) {
+        spdlog::error("ccrun: rank {}'s NCCL flight recorder dumped to {}", s.rank, s.nccl_trace);
+      }
       spdlog::error("ccrun: stacks of rank {} (pid {}){}:\n{}", s.rank, s.pid,
                     s.python.empty() ? "" : " (Python; native ones in the report)",
                     s.python.empty() ? s.native : s.python);
@@ -884,6 +908,10 @@ class Agent {
   void cleanup() {
     group_.reset();
     file_timer_.reset();
+    if (!logs_dir_ || !logs_dir_->kept()) {
+      std::error_code ec;  // kept only when a dump is in it
+      if (!evidence_dir_.empty() && fs::is_empty(evidence_dir_, ec)) fs::remove(evidence_dir_, ec);
+    }
     tasks_.reset();
     rdzv_.reset();
     if (store_.server) store_.server->stop();
@@ -916,6 +944,7 @@ class Agent {
   std::unique_ptr<asio::steady_timer> progress_timer_;
   std::vector<std::string> worker_cgroups_;  // by local rank, at start (OOM evidence)
   std::vector<int64_t> worker_oom_kills_;    // their OOM-kill counters then
+  std::string evidence_dir_;                 // NCCL flight recorder FIFOs and dumps
   nlohmann::json hang_;                      // the last hang verdict and its stacks
   bool reading_progress_ = false;            // node 0: the other nodes' views are being read
   std::vector<int> stragglers_;              // node 0: the stragglers last said

@@ -102,13 +102,17 @@ void python_stacks(const std::vector<StackTarget>& targets, std::vector<RankStac
                    milliseconds wait) {
   std::vector<off_t> before(targets.size()), last(targets.size());
   for (size_t i = 0; i < targets.size(); ++i) {
-    if (targets[i].dump_signal <= 0 || targets[i].stack_file.empty()) continue;
+    if (targets[i].dump_signal <= 0 || targets[i].dump_pid <= 0 || targets[i].stack_file.empty()) {
+      continue;
+    }
     before[i] = last[i] = file_size(targets[i].stack_file);
-    ::kill(targets[i].pid, targets[i].dump_signal);
+    ::kill(targets[i].dump_pid, targets[i].dump_signal);
   }
   auto deadline = steady_clock::now() + wait;
   std::vector<bool> done(targets.size());
-  for (size_t i = 0; i < targets.size(); ++i) done[i] = targets[i].dump_signal <= 0;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    done[i] = targets[i].dump_signal <= 0 || targets[i].dump_pid <= 0;
+  }
   while (steady_clock::now() < deadline &&
          !std::all_of(done.begin(), done.end(), [](bool d) { return d; })) {
     std::this_thread::sleep_for(milliseconds(100));
@@ -120,7 +124,7 @@ void python_stacks(const std::vector<StackTarget>& targets, std::vector<RankStac
     }
   }
   for (size_t i = 0; i < targets.size(); ++i) {
-    if (targets[i].dump_signal <= 0) continue;
+    if (targets[i].dump_signal <= 0 || targets[i].dump_pid <= 0) continue;
     out[i].python = read_from(targets[i].stack_file, before[i]);
     if (out[i].python.empty()) out[i].python = "(no traceback within the wait: the interpreter "
                                                "may be stuck outside Python code)";
@@ -134,7 +138,58 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+constexpr const char* kPipeStem = "nccl_pipe_rank_";
+constexpr const char* kDumpStem = "nccl_trace_rank_";
+
 }  // namespace
+
+std::vector<std::string> flight_recorder_env(const std::string& dir,
+                                             const std::vector<std::string>& env) {
+  auto set = [&](const char* name) {
+    std::string prefix = std::string(name) + "=";
+    return std::any_of(env.begin(), env.end(),
+                       [&](const std::string& e) { return e.rfind(prefix, 0) == 0; });
+  };
+  std::vector<std::string> out;
+  if (!set("TORCH_NCCL_TRACE_BUFFER_SIZE") && !set("TORCH_FR_BUFFER_SIZE")) {
+    out.push_back("TORCH_NCCL_TRACE_BUFFER_SIZE=2000");
+  }
+  if (!set("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")) {
+    out.push_back("TORCH_NCCL_DEBUG_INFO_PIPE_FILE=" + dir + "/" + kPipeStem);
+  }
+  if (!set("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") && !set("TORCH_FR_DUMP_TEMP_FILE")) {
+    out.push_back("TORCH_NCCL_DEBUG_INFO_TEMP_FILE=" + dir + "/" + kDumpStem);
+  }
+  return out;
+}
+
+std::vector<std::pair<int, std::string>> dump_flight_recorders(const std::string& dir,
+                                                               const std::vector<int>& ranks,
+                                                               milliseconds wait) {
+  std::vector<std::pair<int, std::string>> asked;
+  for (int r : ranks) {
+    std::string pipe = dir + "/" + kPipeStem + std::to_string(r) + ".pipe";
+    int fd = ::open(pipe.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) continue;  // no NCCL group in that rank, or not torch
+    if (::write(fd, "1", 1) == 1) asked.emplace_back(r, dir + "/" + kDumpStem + std::to_string(r));
+    ::close(fd);
+  }
+  // torch writes the dump from its own thread: the file is the only event.
+  std::vector<std::pair<int, std::string>> out;
+  std::vector<off_t> last(asked.size(), -1);
+  std::vector<bool> done(asked.size(), false);
+  auto deadline = steady_clock::now() + wait;
+  while (out.size() < asked.size() && steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(100));
+    for (size_t i = 0; i < asked.size(); ++i) {
+      if (done[i]) continue;
+      off_t now = file_size(asked[i].second);
+      if (now > 0 && now == last[i]) done[i] = true, out.push_back(asked[i]);
+      last[i] = now;
+    }
+  }
+  return out;
+}
 
 std::vector<RankStacks> collect_stacks(const std::vector<StackTarget>& targets,
                                        milliseconds python_wait) {

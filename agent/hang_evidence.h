@@ -26,7 +26,8 @@ namespace ccrun::agent {
 struct StackTarget {
   int rank = -1;
   pid_t pid = 0;
-  int dump_signal = 0;     // >0: the worker dumps Python tracebacks on it
+  int dump_signal = 0;     // >0: `dump_pid` dumps Python tracebacks on it
+  pid_t dump_pid = 0;      // the process that registered it (the worker or its child)
   std::string stack_file;  // where they go
 };
 
@@ -35,6 +36,7 @@ struct RankStacks {
   pid_t pid = 0;
   std::string python;  // every thread's traceback ("" when not a Python worker)
   std::string native;  // every thread's native frames, or why there are none
+  std::string nccl_trace;  // torch's NCCL flight recorder dump, when one came
 };
 
 // Python tracebacks first (all ranks signalled at once, each read once its
@@ -43,6 +45,20 @@ struct RankStacks {
 std::vector<RankStacks> collect_stacks(const std::vector<StackTarget>& targets,
                                        std::chrono::milliseconds python_wait =
                                            std::chrono::milliseconds(3000));
+
+// torch's NCCL flight recorder (ProcessGroupNCCL keeps its last collectives
+// and dumps them when its FIFO `<pipe stem><rank>.pipe` is written). The
+// variables that turn it on with dumps under `dir`, leaving out any the
+// user set in `env` ("NAME=value" entries).
+std::vector<std::string> flight_recorder_env(const std::string& dir,
+                                             const std::vector<std::string>& env);
+
+// Asks the flight recorders of `ranks` whose pipes exist under `dir` to
+// dump, and waits (at most `wait`) for the dumps: rank -> dump file, for
+// each that came.
+std::vector<std::pair<int, std::string>> dump_flight_recorders(
+    const std::string& dir, const std::vector<int>& ranks,
+    std::chrono::milliseconds wait = std::chrono::milliseconds(5000));
 
 // The memory cgroup OOM-kill counter of `pid`'s cgroup (v2 or v1), or -1
 // when unreadable. Read it while the worker runs (its cgroup is gone from

@@ -216,6 +216,11 @@ int ProgressWatch::dump_signal(int local_rank) const {
   return w.record ? w.record->dump_signal.load(std::memory_order_relaxed) : 0;
 }
 
+pid_t ProgressWatch::dump_pid(int local_rank) const {
+  const Worker& w = *workers_.at(local_rank);
+  return w.record ? w.record->pid.load(std::memory_order_relaxed) : 0;
+}
+
 const std::string& ProgressWatch::stack_file(int local_rank) const {
   return workers_.at(local_rank)->stack_path;
 }

@@ -51,6 +51,7 @@ class ProgressWatch {
   // The signal that makes worker `local_rank` dump its Python tracebacks
   // (set by the hook; 0: none), and the file they go to.
   int dump_signal(int local_rank) const;
+  pid_t dump_pid(int local_rank) const;  // the process that registered it
   const std::string& stack_file(int local_rank) const;
 
   // Worker `local_rank`'s pid and RSS at the last sample.

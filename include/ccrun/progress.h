@@ -32,12 +32,14 @@
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 
@@ -135,7 +137,12 @@ inline Record* record() {
       ::munmap(p, kRecordBytes);
       return nullptr;
     }
-    r->pid.store(int32_t(::getpid()), std::memory_order_relaxed);
+    // The first live writer owns the record (the Python hook's rule too):
+    // a process it starts later (a DataLoader worker) leaves it alone.
+    int32_t owner = r->pid.load(std::memory_order_relaxed);
+    if (owner == 0 || owner == ::getpid() || (::kill(owner, 0) != 0 && errno == ESRCH)) {
+      r->pid.store(int32_t(::getpid()), std::memory_order_relaxed);
+    }
     return r;
   }();
   return mapped;

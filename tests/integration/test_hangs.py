@@ -217,3 +217,22 @@ def test_an_expired_torch_file_timer_kills_its_worker_and_says_so():
     assert "cause     : torch FileTimer expired (SIGKILL)" in err, err
     assert re.search(r"rank      : 1 \(local_rank 1\)", err), err
     assert "warmup" not in err  # released in time
+
+
+def test_a_hang_dumps_torchs_nccl_flight_recorders(tmp_path):
+    # torch's ProcessGroupNCCL needs a GPU; its dump protocol (a FIFO per
+    # rank, a dump file per rank) is played by tests/integration/fake_flight_recorder.py.
+    fake = os.path.join(os.path.dirname(__file__), "fake_flight_recorder.py")
+    prog = (f"/usr/bin/python3 -I {fake} & exec {binary(*WORKER)} --steps 40 --sleep-rank 1 "
+            "--sleep-before 10 --sleep-s 300")
+    r = run_ccrun("--standalone", "--nproc-per-node", "2", "--hang-timeout", "2",
+                  "--stop-grace", "2", "--log-dir", str(tmp_path), "--no-python", "/bin/sh", "-c",
+                  prog, timeout=120)
+    assert r.returncode == 1, r.stderr
+    rep = report(str(tmp_path))
+    traces = {s["rank"]: s["nccl_trace"] for s in rep["hang"]["stacks"]}
+    for rank in (0, 1):
+        assert traces[rank].endswith(f"nccl_trace_rank_{rank}"), traces
+        with open(traces[rank]) as f:
+            assert f"flight recorder of rank {rank}" in f.read()
+        assert f"rank {rank}'s NCCL flight recorder dumped to {traces[rank]}" in r.stderr
