@@ -56,12 +56,14 @@ inline constexpr int kMaxGroups = 48;  // groups past this are not recorded
 enum class Op : uint32_t {
   kNone = 0, kAllReduce, kBroadcast, kReduce, kAllGather, kGather, kScatter,
   kReduceScatter, kAllToAll, kSend, kRecv, kBarrier, kOther,
+  kDdpStep,  // one DistributedDataParallel step: its gradient all-reduces run in
+             // torch's C++ reducer, out of the hook's reach (issued at forward)
 };
 
 inline const char* op_name(uint32_t op) {
   static constexpr const char* kNames[] = {
       "none", "all_reduce", "broadcast", "reduce", "all_gather", "gather", "scatter",
-      "reduce_scatter", "all_to_all", "send", "recv", "barrier", "other"};
+      "reduce_scatter", "all_to_all", "send", "recv", "barrier", "other", "DDP step"};
   return op < sizeof kNames / sizeof *kNames ? kNames[op] : "other";
 }
 
