@@ -156,7 +156,7 @@ def test_an_oom_kill_is_named_as_such():
 def test_a_torch_job_gets_the_same_verdict_with_every_ranks_python_stack(tmp_path):
     # Nothing of ccrun in the script: the start-up hook counts torch's
     # collectives and dumps every thread's traceback on the agent's signal.
-    script = os.path.join(os.path.dirname(__file__), "torch_hang.py")
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "hang_demo.py")
     r = run_ccrun("--standalone", "--nproc-per-node", "4", "--hang-timeout", "4",
                   "--stop-grace", "2", "--log-dir", str(tmp_path), script, "--steps", "200",
                   "--sleep-rank", "2", "--sleep-before", "100", "--sleep-s", "300",
@@ -170,7 +170,7 @@ def test_a_torch_job_gets_the_same_verdict_with_every_ranks_python_stack(tmp_pat
     assert sorted(by_rank) == [0, 1, 2, 3]
     for rank, s in by_rank.items():
         assert "Thread 0x" in s["python"] or "Current thread" in s["python"], s
-        assert 'torch_hang.py", line' in s["python"], s["python"]
+        assert 'hang_demo.py", line' in s["python"], s["python"]
     assert "wait_for_the_data_loader" in by_rank[2]["python"], by_rank[2]["python"]
     assert "all_reduce" in by_rank[0]["python"], by_rank[0]["python"]
     assert rep["root_cause"]["cause"] == "hang" and rep["root_cause"]["rank"] == 2

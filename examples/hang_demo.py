@@ -1,6 +1,11 @@
-"""A plain torch.distributed gloo job with nothing of ccrun in it: every rank
-all_reduces each step; the rank named by --sleep-rank sleeps before step
---sleep-before (the hang of tests/integration/test_hangs.py)."""
+"""A plain torch.distributed gloo job with nothing of ccrun in it, whose rank
+--sleep-rank stalls before step --sleep-before (a data loader that never
+returns): what ccrun's hang verdict names (docs/hangs.md).
+
+    ccrun --standalone --nproc-per-node 4 --hang-timeout 10 examples/hang_demo.py \
+          --sleep-rank 2        # stalls before step 100 for 600 s
+
+tests/integration/test_hangs.py runs it."""
 import argparse
 import time
 
@@ -14,10 +19,10 @@ def wait_for_the_data_loader(seconds):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--steps", type=int, default=200)
     p.add_argument("--sleep-rank", type=int, default=-1)
-    p.add_argument("--sleep-before", type=int, default=0)
-    p.add_argument("--sleep-s", type=float, default=0)
+    p.add_argument("--sleep-before", type=int, default=100)
+    p.add_argument("--sleep-s", type=float, default=600)
     a = p.parse_args()
     dist.init_process_group("gloo")
     t = torch.ones(256)
