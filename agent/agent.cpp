@@ -52,12 +52,10 @@
 #include "descendants.h"
 #include "failure_report.h"
 #include "file_timer.h"
-#include "hang_evidence.h"
-#include "hang_verdict.h"
+#include "hang_monitor.h"
 #include "job_store.h"
 #include "janitor.h"
 #include "log_mux.h"
-#include "progress_watch.h"
 #include "run_logs.h"
 #include "signal_stream.h"
 #include "store_tasks.h"
@@ -75,9 +73,6 @@ using std::chrono::milliseconds;
 
 // How long a signalled agent tries to tell the other nodes it stopped.
 constexpr milliseconds kCloseOnSignalTimeout{3'000};
-// How often the agent reads its workers' progress records (hang verdict,
-// RSS): a record costs no system call to read, the RSS one read per worker.
-constexpr milliseconds kProgressInterval{1'000};
 
 int64_t now_ms() {
   return std::chrono::duration_cast<milliseconds>(
@@ -469,11 +464,8 @@ class Agent {
                    store_.endpoint.port, gloo_ifname_};
     bool files = logs_dir_->kept();
     hang_ = nullptr;
-    evidence_dir_ = make_evidence_dir();
-    progress_.reset();
-    progress_ = std::make_unique<ProgressWatch>(agent_token_, restart_count_, info_.rank_offset,
-                                                info_.node_rank, host_name(),
-                                                spec_.nproc_per_node);
+    monitor_.reset();
+    monitor_ = make_monitor();
     std::vector<WorkerSpec> specs;
     for (int lr = 0; lr < spec_.nproc_per_node; ++lr) {
       WorkerSpec w;
@@ -487,7 +479,7 @@ class Agent {
       w.env = worker_environment(ctx, lr, error_file);
       w.token = agent_token_ + "." + std::to_string(restart_count_) + "." + std::to_string(lr);
       w.env.push_back(std::string(kAgentTokenVar) + "=" + w.token);
-      add_progress_env(w.env, lr);
+      monitor_->add_worker_env(w.env, lr);
       if (file_timer_) w.env.push_back("TORCHELASTIC_TIMER_FILE=" + file_timer_->path());
       auto bits = [&](const std::map<int, int>& m, int def) {
         auto it = m.find(lr);
@@ -506,7 +498,7 @@ class Agent {
     } else {
       try {
         group_->start(specs, [this](const WorkerExit& e) { on_worker_exit(e); });
-        watch_progress();
+        monitor_->start(group_->pids());
         logs_dir_->event("start", restart_count_,
                          nlohmann::json{{"first_rank", info_.rank_offset},
                                         {"workers", spec_.nproc_per_node}}
@@ -529,7 +521,7 @@ class Agent {
     });
     io_.restart();
     while (!outcome_) io_.run_one();
-    if (progress_timer_) progress_timer_->cancel();
+    monitor_->stop();
     // The watcher and the store tasks may be blocked on the store: wait for
     // them while signals are still served (a signal interrupts them).
     run_off_loop([this] {
@@ -563,121 +555,40 @@ class Agent {
 
   // Where torch's NCCL flight recorders put their FIFOs and dumps: the
   // attempt's log folder, or a folder of this agent's in /tmp.
-  std::string make_evidence_dir() const {
+  std::string make_evidence_dir() {
     fs::path dir = logs_dir_->kept() ? logs_dir_->root() / ("attempt_" + std::to_string(restart_count_))
                                      : fs::temp_directory_path() / ("ccrun-" + agent_token_);
     std::error_code ec;
     fs::create_directories(dir, ec);
-    return dir.string();
+    evidence_dir_ = dir.string();
+    return evidence_dir_;
   }
 
-  // The progress record's variables; PYTHONPATH keeps the worker's own
-  // value after the start-up hook's folder.
-  void add_progress_env(std::vector<std::string>& env, int local_rank) const {
-    std::string pythonpath;
-    for (auto it = env.begin(); it != env.end(); ++it) {
-      if (it->rfind("PYTHONPATH=", 0) == 0) {
-        pythonpath = it->substr(11);
-        env.erase(it);
-        break;
-      }
-    }
-    auto vars = progress_->environment(local_rank, pythonpath);
-    if (vars.empty() && !pythonpath.empty()) env.push_back("PYTHONPATH=" + pythonpath);
-    env.insert(env.end(), vars.begin(), vars.end());
-    auto recorder = flight_recorder_env(evidence_dir_, env);
-    env.insert(env.end(), recorder.begin(), recorder.end());
-  }
-
-  // Samples the workers' records every second while they run (the hang
-  // verdict), and keeps their cgroups' OOM counters as they start.
-  void watch_progress() {
-    auto pids = group_->pids();
-    progress_->set_pids(pids);
-    worker_cgroups_.clear();
-    worker_oom_kills_.clear();
-    for (pid_t pid : pids) {
-      worker_cgroups_.push_back(cgroup_of(pid));
-      worker_oom_kills_.push_back(cgroup_oom_kills_at(worker_cgroups_.back()));
-    }
-    progress_timer_ = std::make_unique<asio::steady_timer>(io_);
-    arm_progress_timer(generation_);
-  }
-
-  void arm_progress_timer(int gen) {
-    progress_timer_->expires_after(kProgressInterval);
-    progress_timer_->async_wait([this, gen](boost::system::error_code ec) {
-      if (ec || gen != generation_ || outcome_ || stopping_) return;
-      on_progress_sample();
-      if (!stopping_) arm_progress_timer(gen);
-    });
-  }
-
-  // Every node publishes its ranks' views with its heartbeat; node 0 judges
-  // the whole job from every node's (one reader of N keys per second: the
-  // others only write), so every node need not read every other's.
-  void on_progress_sample() {
-    std::vector<RankView> views = progress_->sample();
-    nlohmann::json mine = nlohmann::json::array();
-    for (const auto& r : views) mine.push_back(r.to_json());
-    rdzv_->set_progress(mine.dump());
-    if (info_.node_rank != 0) return;
-    if (info_.num_nodes <= 1) return judge(views, views);
-    if (reading_progress_) return;  // the last read has not come back yet
-    reading_progress_ = true;
-    int gen = generation_;
-    tasks_->run(
-        [this, gen, views] {
-          std::vector<std::string> statuses = rdzv_->node_statuses();
-          asio::post(io_, [this, gen, views, statuses] {
-            reading_progress_ = false;
-            if (gen != generation_ || outcome_ || stopping_) return;
-            judge(with_other_nodes(views, statuses), views);
-          });
-        },
-        [this](const std::string& what) {
-          reading_progress_ = false;
-          spdlog::warn("ccrun: cannot read the other nodes' progress: {}", what);
-        });
-  }
-
-  // `local` and what the other nodes published, one view per rank.
-  std::vector<RankView> with_other_nodes(std::vector<RankView> local,
-                                         const std::vector<std::string>& statuses) const {
-    for (size_t node = 0; node < statuses.size(); ++node) {
-      if (int(node) == info_.node_rank || statuses[node].empty()) continue;
-      auto status = nlohmann::json::parse(statuses[node], nullptr, false);
-      if (!status.is_object() || !status.contains("ranks") || !status["ranks"].is_array()) continue;
-      for (const auto& r : status["ranks"]) local.push_back(RankView::from_json(r));
-    }
-    return local;
-  }
-
-  void judge(const std::vector<RankView>& all, const std::vector<RankView>& local) {
-    note_stragglers(all);
-    if (spec_.hang_timeout.count() <= 0) return;
-    HangVerdict v = judge_hang(all, spec_.hang_timeout.count());
-    if (!v.hung) return;
-    RankView culprit;
-    for (const auto& r : all) {
-      if (!v.culprits.empty() && r.rank == v.culprits.front()) culprit = r;
-    }
-    on_hang(v, all, local, culprit);
-  }
-
-  // Says so once when the set of stragglers changes (`ccrun status` shows
-  // them all the time).
-  void note_stragglers(const std::vector<RankView>& all) {
-    std::vector<int> slow = find_stragglers(all);
-    if (slow == stragglers_) return;
-    stragglers_ = slow;
-    for (const auto& r : all) {
-      if (std::find(slow.begin(), slow.end(), r.rank) == slow.end()) continue;
-      spdlog::warn("ccrun: rank {} (host {}, pid {}) is a straggler: {:.0f} ms of its own work "
-                   "per step, 1.5x or more the other ranks' median", r.rank, r.host, r.pid,
-                   r.busy_ms_per_step);
-    }
-    logs_dir_->event("stragglers", restart_count_, nlohmann::json{{"ranks", slow}}.dump());
+  // What --hang-timeout watches in this attempt (hang_monitor.h); a hang
+  // comes back to on_hang.
+  std::unique_ptr<HangMonitor> make_monitor() {
+    HangMonitorOptions o;
+    o.hang_timeout = spec_.hang_timeout;
+    o.node_rank = info_.node_rank, o.num_nodes = info_.num_nodes;
+    o.first_rank = info_.rank_offset, o.nproc = spec_.nproc_per_node;
+    o.attempt = restart_count_, o.host = host_name(), o.token = agent_token_;
+    o.evidence_dir = make_evidence_dir();
+    HangMonitor::Hooks h;
+    h.publish = [this](const std::string& ranks) { rdzv_->set_progress(ranks); };
+    h.read_statuses = [rdzv = rdzv_.get()] { return rdzv->node_statuses(); };
+    h.off_loop = [this](std::function<void()> call) {
+      tasks_->run(std::move(call), [](const std::string& what) {
+        spdlog::error("ccrun: hang monitor: {}", what);
+      });
+    };
+    h.on_hang = [this](const HangVerdict& v, const std::vector<RankView>& all,
+                       const std::vector<RankView>& local, const RankView& culprit) {
+      on_hang(v, all, local, culprit);
+    };
+    h.event = [this](const std::string& name, const std::string& json) {
+      logs_dir_->event(name, restart_count_, json);
+    };
+    return std::make_unique<HangMonitor>(io_, o, h);
   }
 
   // A hang (judged here, on node 0): the verdict now, then this node's
@@ -705,54 +616,22 @@ class Agent {
     stop_with_stacks(local, [this, f] { tell_restart(f); }, Outcome::kFailedHere);
   }
 
-  // Stops this node's workers after taking their stacks (off the loop:
-  // tracing takes a while); `then` runs once the stacks are in.
+  // Stops this node's workers once their stacks are taken; `then` runs
+  // first, once the stacks are in.
   void stop_with_stacks(const std::vector<RankView>& local, std::function<void()> then,
                         Outcome outcome) {
     stopping_ = true;
     state_ = State::kStopping;
-    spdlog::error("ccrun: collecting the stacks of this node's ranks, then stopping them");
-    std::vector<StackTarget> targets;
-    for (const auto& r : local) {
-      targets.push_back({r.rank, r.pid, progress_->dump_signal(r.local_rank),
-                         progress_->dump_pid(r.local_rank), progress_->stack_file(r.local_rank)});
-    }
+    monitor_->stop();
     int gen = generation_;
-    tasks_->run(
-        [this, gen, targets, then, outcome, dir = evidence_dir_] {
-          auto stacks = collect_stacks(targets);
-          std::vector<int> ranks;
-          for (const auto& t : targets) ranks.push_back(t.rank);
-          for (const auto& [rank, path] : dump_flight_recorders(dir, ranks)) {
-            for (auto& s : stacks) {
-              if (s.rank == rank) s.nccl_trace = path;
-            }
-          }
-          asio::post(io_, [this, gen, stacks, then, outcome] {
-            if (gen != generation_ || outcome_) return;
-            report_stacks(stacks);
-            then();
-            group_->stop(spec_.stop_grace, [this, outcome] { finish(outcome); });
-          });
-        },
-        [](const std::string& what) { spdlog::error("ccrun: cannot collect stacks: {}", what); });
-  }
-
-  void report_stacks(const std::vector<RankStacks>& stacks) {
-    nlohmann::json js = nlohmann::json::array();
-    for (const auto& s : stacks) {
-      js.push_back({{"rank", s.rank}, {"pid", s.pid}, {"python", s.python}, {"native", s.native},
-                    {"nccl_trace", s.nccl_trace}});
-      if (!s.nccl_trace.empty()) {
-        spdlog::error("ccrun: rank {}'s NCCL flight recorder dumped to {}", s.rank, s.nccl_trace);
-      }
-      spdlog::error("ccrun: stacks of rank {} (pid {}){}:\n{}", s.rank, s.pid,
-                    s.python.empty() ? "" : " (Python; native ones in the report)",
-                    s.python.empty() ? s.native : s.python);
-    }
-    if (hang_.is_null()) hang_ = nlohmann::json::object();
-    hang_["stacks"] = js;
-    logs_dir_->event("hang_stacks", restart_count_, nlohmann::json{{"stacks", js}}.dump());
+    monitor_->collect_stacks(local, [this, gen, then, outcome](nlohmann::json stacks) {
+      if (gen != generation_ || outcome_) return;
+      if (hang_.is_null()) hang_ = nlohmann::json::object();
+      hang_["stacks"] = stacks;
+      logs_dir_->event("hang_stacks", restart_count_, nlohmann::json{{"stacks", stacks}}.dump());
+      then();
+      group_->stop(spec_.stop_grace, [this, outcome] { finish(outcome); });
+    });
   }
 
   Failure node_failure(const std::string& message) const {
@@ -816,16 +695,10 @@ class Agent {
 
   // A SIGKILL nobody in ccrun sent: was it the kernel's OOM killer?
   void name_oom_kill(Failure& f) const {
-    size_t lr = size_t(f.local_rank);
-    std::string why = oom_kill_evidence(
-        f.pid, lr < worker_cgroups_.size() ? worker_cgroups_[lr] : "",
-        lr < worker_oom_kills_.size() ? worker_oom_kills_[lr] : -1);
+    std::string why = monitor_->oom_evidence(f.local_rank, f.pid);
     if (why.empty()) return;
     f.cause = "oom";
-    int64_t rss = progress_ ? progress_->last_rss_kb(f.local_rank) : 0;
-    f.message = why +
-                (rss > 0 ? "; its last sampled RSS was " + std::to_string(rss / 1024) + " MiB" : "") +
-                (f.message.empty() ? "" : "\n" + f.message);
+    f.message = why + (f.message.empty() ? "" : "\n" + f.message);
   }
 
   void on_round_event(const RoundEvent& ev) {
@@ -836,11 +709,11 @@ class Agent {
       return;
     }
     if (stopping_) return;
-    if (ev.kind == RoundEvent::Kind::kRestartRequested && progress_ &&
+    if (ev.kind == RoundEvent::Kind::kRestartRequested && monitor_ &&
         Failure::from_json(ev.detail).cause == "hang") {
       // Node 0 judged the job hung: this node's ranks' stacks first.
       hang_ = nlohmann::json{{"headline", Failure::from_json(ev.detail).message}};
-      stop_with_stacks(progress_->sample(), [] {}, Outcome::kRoundEnded);
+      stop_with_stacks(monitor_->sample(), [] {}, Outcome::kRoundEnded);
       return;
     }
     stopping_ = true;
@@ -940,14 +813,9 @@ class Agent {
   std::unique_ptr<LogMux> logs_;
   std::unique_ptr<WorkerGroup> group_;
   std::unique_ptr<StoreTasks> tasks_;
-  std::unique_ptr<ProgressWatch> progress_;  // this attempt's progress records
-  std::unique_ptr<asio::steady_timer> progress_timer_;
-  std::vector<std::string> worker_cgroups_;  // by local rank, at start (OOM evidence)
-  std::vector<int64_t> worker_oom_kills_;    // their OOM-kill counters then
+  std::unique_ptr<HangMonitor> monitor_;     // this attempt's progress watch
   std::string evidence_dir_;                 // NCCL flight recorder FIFOs and dumps
   nlohmann::json hang_;                      // the last hang verdict and its stacks
-  bool reading_progress_ = false;            // node 0: the other nodes' views are being read
-  std::vector<int> stragglers_;              // node 0: the stragglers last said
   std::unique_ptr<FileTimerServer> file_timer_;  // TORCHELASTIC_ENABLE_FILE_TIMER=1
   std::map<pid_t, std::string> timer_kills_;     // pids the FileTimer killed, and why
   std::optional<Outcome> outcome_;

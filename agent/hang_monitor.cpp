@@ -1,0 +1,186 @@
+// One attempt's watch over its workers' progress (see hang_monitor.h).
+#include "hang_monitor.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "ccrun/error.h"
+#include "hang_evidence.h"
+
+namespace ccrun::agent {
+namespace {
+
+namespace asio = boost::asio;
+using json = nlohmann::json;
+
+// How often the records are read: a record costs no system call, the RSS
+// one read per worker (bench-hang.sh measures the agent's CPU).
+constexpr std::chrono::milliseconds kSampleInterval{1'000};
+
+}  // namespace
+
+HangMonitor::HangMonitor(asio::io_context& io, HangMonitorOptions options, Hooks hooks)
+    : io_(io),
+      o_(std::move(options)),
+      hooks_(std::move(hooks)),
+      watch_(o_.token, o_.attempt, o_.first_rank, o_.node_rank, o_.host, o_.nproc),
+      timer_(io) {}
+
+HangMonitor::~HangMonitor() {
+  *alive_ = false;
+  timer_.cancel();
+}
+
+void HangMonitor::add_worker_env(std::vector<std::string>& env, int local_rank) const {
+  std::string pythonpath;
+  for (auto it = env.begin(); it != env.end(); ++it) {
+    if (it->rfind("PYTHONPATH=", 0) == 0) {
+      pythonpath = it->substr(11);
+      env.erase(it);
+      break;
+    }
+  }
+  auto vars = watch_.environment(local_rank, pythonpath);
+  if (vars.empty() && !pythonpath.empty()) env.push_back("PYTHONPATH=" + pythonpath);
+  env.insert(env.end(), vars.begin(), vars.end());
+  auto recorder = flight_recorder_env(o_.evidence_dir, env);
+  env.insert(env.end(), recorder.begin(), recorder.end());
+}
+
+void HangMonitor::start(const std::vector<pid_t>& pids) {
+  watch_.set_pids(pids);
+  cgroups_.clear();
+  oom_kills_.clear();
+  for (pid_t pid : pids) {
+    cgroups_.push_back(cgroup_of(pid));
+    oom_kills_.push_back(cgroup_oom_kills_at(cgroups_.back()));
+  }
+  arm();
+}
+
+void HangMonitor::stop() {
+  stopped_ = true;
+  timer_.cancel();
+}
+
+void HangMonitor::arm() {
+  timer_.expires_after(kSampleInterval);
+  timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec || stopped_) return;  // cancelled: `this` may be gone
+    on_sample();
+    if (!stopped_) arm();
+  });
+}
+
+// Every node publishes its ranks' views with its heartbeat; node 0 judges
+// the whole job from every node's (one reader of N keys a second, the
+// others only write), so no node reads every other's.
+void HangMonitor::on_sample() {
+  std::vector<RankView> views = watch_.sample();
+  json mine = json::array();
+  for (const auto& r : views) mine.push_back(r.to_json());
+  hooks_.publish(mine.dump());
+  if (o_.node_rank != 0) return;
+  if (o_.num_nodes <= 1) return judge(views, views);
+  if (reading_) return;  // the last read has not come back yet
+  reading_ = true;
+  hooks_.off_loop([this, io = &io_, alive = alive_, views, read = hooks_.read_statuses] {
+    std::vector<std::string> statuses;
+    try {
+      statuses = read();
+    } catch (const Error& e) {
+      spdlog::warn("ccrun: cannot read the other nodes' progress: {}", e.what());
+    }
+    asio::post(*io, [this, alive, views, statuses] {
+      if (!*alive) return;
+      reading_ = false;
+      if (!stopped_ && !statuses.empty()) judge(with_other_nodes(views, statuses), views);
+    });
+  });
+}
+
+std::vector<RankView> HangMonitor::with_other_nodes(
+    std::vector<RankView> local, const std::vector<std::string>& statuses) const {
+  for (size_t node = 0; node < statuses.size(); ++node) {
+    if (int(node) == o_.node_rank || statuses[node].empty()) continue;
+    auto status = json::parse(statuses[node], nullptr, false);
+    if (!status.is_object() || !status.contains("ranks") || !status["ranks"].is_array()) continue;
+    for (const auto& r : status["ranks"]) local.push_back(RankView::from_json(r));
+  }
+  return local;
+}
+
+void HangMonitor::judge(const std::vector<RankView>& all, const std::vector<RankView>& local) {
+  note_stragglers(all);
+  if (o_.hang_timeout.count() <= 0) return;
+  HangVerdict v = judge_hang(all, o_.hang_timeout.count());
+  if (!v.hung) return;
+  stop();  // one verdict per attempt
+  RankView culprit;
+  for (const auto& r : all) {
+    if (!v.culprits.empty() && r.rank == v.culprits.front()) culprit = r;
+  }
+  hooks_.on_hang(v, all, local, culprit);
+}
+
+// Says so once when the set of stragglers changes (`ccrun status` shows
+// them all the time).
+void HangMonitor::note_stragglers(const std::vector<RankView>& all) {
+  std::vector<int> slow = find_stragglers(all);
+  if (slow == stragglers_) return;
+  stragglers_ = slow;
+  for (const auto& r : all) {
+    if (std::find(slow.begin(), slow.end(), r.rank) == slow.end()) continue;
+    spdlog::warn("ccrun: rank {} (host {}, pid {}) is a straggler: {:.0f} ms of its own work "
+                 "per step, 1.5x or more the other ranks' median", r.rank, r.host, r.pid,
+                 r.busy_ms_per_step);
+  }
+  hooks_.event("stragglers", json{{"ranks", slow}}.dump());
+}
+
+void HangMonitor::collect_stacks(const std::vector<RankView>& local,
+                                 std::function<void(json)> done) {
+  spdlog::error("ccrun: collecting the stacks of this node's ranks, then stopping them");
+  std::vector<StackTarget> targets;
+  for (const auto& r : local) {
+    targets.push_back({r.rank, r.pid, watch_.dump_signal(r.local_rank),
+                       watch_.dump_pid(r.local_rank), watch_.stack_file(r.local_rank)});
+  }
+  hooks_.off_loop([io = &io_, alive = alive_, targets, done, dir = o_.evidence_dir] {
+    auto stacks = agent::collect_stacks(targets);
+    std::vector<int> ranks;
+    for (const auto& t : targets) ranks.push_back(t.rank);
+    for (const auto& [rank, path] : dump_flight_recorders(dir, ranks)) {
+      for (auto& s : stacks) {
+        if (s.rank == rank) s.nccl_trace = path;
+      }
+    }
+    asio::post(*io, [alive, stacks, done] {
+      if (!*alive) return;
+      json js = json::array();
+      for (const auto& s : stacks) {
+        js.push_back({{"rank", s.rank}, {"pid", s.pid}, {"python", s.python},
+                      {"native", s.native}, {"nccl_trace", s.nccl_trace}});
+        if (!s.nccl_trace.empty()) {
+          spdlog::error("ccrun: rank {}'s NCCL flight recorder dumped to {}", s.rank, s.nccl_trace);
+        }
+        spdlog::error("ccrun: stacks of rank {} (pid {}){}:\n{}", s.rank, s.pid,
+                      s.python.empty() ? "" : " (Python; native ones in the report)",
+                      s.python.empty() ? s.native : s.python);
+      }
+      done(js);
+    });
+  });
+}
+
+std::string HangMonitor::oom_evidence(int local_rank, pid_t pid) const {
+  size_t lr = size_t(local_rank);
+  std::string why = oom_kill_evidence(pid, lr < cgroups_.size() ? cgroups_[lr] : "",
+                                      lr < oom_kills_.size() ? oom_kills_[lr] : -1);
+  if (why.empty()) return why;
+  int64_t rss = watch_.last_rss_kb(local_rank);
+  return why + (rss > 0 ? "; its last sampled RSS was " + std::to_string(rss / 1024) + " MiB" : "");
+}
+
+}  // namespace ccrun::agent

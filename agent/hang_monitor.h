@@ -1,0 +1,120 @@
+//===- hang_monitor.h - One attempt's watch over its workers' progress -*- C++ -*-//
+//
+// What --hang-timeout runs while the workers of one attempt run (the user's
+// side is docs/hangs.md): the workers' progress records (progress_watch.h)
+// and the folder for evidence, a sample every second on the agent's
+// io_context, this node's rank views published with its heartbeat, and on
+// node 0 the stragglers and the verdict (hang_verdict.h) from every node's
+// views. On a hang it calls the agent back; the agent decides what the hang
+// does to its workers and its report, and asks the monitor for the stacks.
+//
+//   HangMonitor monitor(io, options, hooks);
+//   monitor.add_worker_env(env, local_rank);   // for each worker, before spawning
+//   monitor.start(group.pids());
+//   ...
+//   monitor.collect_stacks(local_views, [](nlohmann::json stacks) { ... });
+//
+// Blocking work (reading the other nodes' views, tracing stacks) runs
+// through hooks.off_loop; results come back on the io_context, and never
+// after the monitor is gone.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <sys/types.h>
+
+#include <utility>  // before Asio: its awaitable.hpp uses std::exchange
+#include <boost/asio.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "hang_verdict.h"
+#include "progress_watch.h"
+
+namespace ccrun::agent {
+
+struct HangMonitorOptions {
+  std::chrono::milliseconds hang_timeout{0};  // 0: stragglers only, never a verdict
+  int node_rank = 0;
+  int num_nodes = 1;
+  int first_rank = 0;  // this node's first global rank
+  int nproc = 1;
+  int attempt = 0;
+  std::string host;
+  std::string token;         // the agent's: names the records
+  std::string evidence_dir;  // torch's NCCL flight recorder FIFOs and dumps
+};
+
+class HangMonitor {
+ public:
+  struct Hooks {
+    // This node's rank views (a JSON array), to go with its heartbeat.
+    std::function<void(const std::string&)> publish;
+    // Node 0: every node's last status (blocks: called through off_loop).
+    std::function<std::vector<std::string>()> read_statuses;
+    // Runs a blocking call on a thread of its own.
+    std::function<void(std::function<void()>)> off_loop;
+    // Node 0 judged the job hung: the verdict, every rank's view, this
+    // node's, and the first culprit's (rank -1 when unknown).
+    std::function<void(const HangVerdict&, const std::vector<RankView>& all,
+                       const std::vector<RankView>& local, const RankView& culprit)>
+        on_hang;
+    // An event for events.jsonl: its name and JSON.
+    std::function<void(const std::string&, const std::string&)> event;
+  };
+
+  HangMonitor(boost::asio::io_context& io, HangMonitorOptions options, Hooks hooks);
+  ~HangMonitor();
+  HangMonitor(const HangMonitor&) = delete;  // owns the records and its timer
+  HangMonitor& operator=(const HangMonitor&) = delete;
+
+  // Adds worker `local_rank`'s variables to its environment: its progress
+  // record, the Python start-up hook before the worker's own PYTHONPATH, and
+  // torch's NCCL flight recorder (unless the user set its variables).
+  void add_worker_env(std::vector<std::string>& env, int local_rank) const;
+
+  // The workers run: samples every second from now on, and keeps their
+  // memory cgroups' OOM-kill counters for oom_evidence().
+  void start(const std::vector<pid_t>& pids);
+
+  // No more samples or verdicts (a stop is under way).
+  void stop();
+
+  // This node's rank views now.
+  std::vector<RankView> sample() { return watch_.sample(); }
+
+  // Traces `local`'s stacks and dumps their NCCL flight recorders off the
+  // loop, logs them, then calls `done` on the loop with the stacks as JSON
+  // (per rank: python, native, nccl_trace).
+  void collect_stacks(const std::vector<RankView>& local, std::function<void(nlohmann::json)> done);
+
+  // Why worker `local_rank` (pid `pid`), killed by SIGKILL, died, if the
+  // kernel's OOM killer did it; "" when nothing says so.
+  std::string oom_evidence(int local_rank, pid_t pid) const;
+
+ private:
+  void arm();
+  void on_sample();
+  void judge(const std::vector<RankView>& all, const std::vector<RankView>& local);
+  void note_stragglers(const std::vector<RankView>& all);
+  std::vector<RankView> with_other_nodes(std::vector<RankView> local,
+                                         const std::vector<std::string>& statuses) const;
+
+  boost::asio::io_context& io_;
+  HangMonitorOptions o_;
+  Hooks hooks_;
+  ProgressWatch watch_;
+  boost::asio::steady_timer timer_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for handlers posted back
+  bool stopped_ = false;
+  bool reading_ = false;               // node 0: the other nodes' views are being read
+  std::vector<int> stragglers_;        // node 0: the stragglers last said
+  std::vector<std::string> cgroups_;   // by local rank, at start
+  std::vector<int64_t> oom_kills_;     // their OOM-kill counters then
+};
+
+}  // namespace ccrun::agent
