@@ -251,3 +251,21 @@ TEST_CASE("print-config: shortest numbers, quoted MIN:MAX", "[launcher][yaml]") 
   CHECK(again.monitor_interval == std::chrono::milliseconds(100));
   std::filesystem::remove(path);
 }
+
+TEST_CASE("--hang-timeout: flag, PET_, YAML, default and bad values", "[launcher]") {
+  CHECK(parse({"--no-python", "a"}).hang_timeout == std::chrono::milliseconds(600'000));
+  CHECK(parse({"--hang-timeout", "2.5", "--no-python", "a"}).hang_timeout ==
+        std::chrono::milliseconds(2500));
+  CHECK(parse({"--hang_timeout", "0", "--no-python", "a"}).hang_timeout.count() == 0);
+  Environment env{{{"PET_HANG_TIMEOUT", "7"}}};
+  CHECK(parse({"--no-python", "a"}, env).hang_timeout == std::chrono::milliseconds(7000));
+  CHECK(parse({"--hang-timeout", "9", "--no-python", "a"}, env).hang_timeout ==
+        std::chrono::milliseconds(9000));
+  auto path = write_yaml("hang_timeout: 42\nno_python: true\nprogram: a\n");
+  CHECK(parse({"--config", path}).hang_timeout == std::chrono::milliseconds(42'000));
+  CHECK_THAT(ccrun::launcher::to_yaml(parse({"--config", path})),
+             Catch::Contains("\nhang_timeout: 42\n"));
+  std::filesystem::remove(path);
+  CHECK_THAT(error_of({"--hang-timeout", "-1", "a"}), Catch::Contains("--hang-timeout \"-1\""));
+  CHECK_THAT(error_of({"--hang-timeout", "soon", "a"}), Catch::Contains("--hang-timeout \"soon\""));
+}
