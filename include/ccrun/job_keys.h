@@ -22,8 +22,10 @@
 //                              that lost its state can be told again)
 //   round/<R>/exited           counter: nodes that left the round
 //   round/<R>/status/<rank>    JSON {host, addr, node_rank, first_rank, nproc,
-//                              attempt, beat_ms, pid}: node <rank>'s last
-//                              heartbeat (wall clock), for `ccrun status`
+//                              attempt, beat_ms, pid, ranks}: node <rank>'s last
+//                              heartbeat (wall clock), for `ccrun status`;
+//                              `ranks` its workers' progress (agent::RankView
+//                              JSON), from which node 0 judges hangs
 //   collectives/attempt_<n>/   the workers' process groups of attempt n
 //
 //===----------------------------------------------------------------------===//
