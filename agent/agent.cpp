@@ -583,7 +583,7 @@ class Agent {
     };
     h.on_hang = [this](const HangVerdict& v, const std::vector<RankView>& all,
                        const std::vector<RankView>& local, const RankView& culprit) {
-      on_hang(v, all, local, culprit);
+      if (!stopping_ && !outcome_) on_hang(v, all, local, culprit);  // else a stop is under way
     };
     h.event = [this](const std::string& name, const std::string& json) {
       logs_dir_->event(name, restart_count_, json);

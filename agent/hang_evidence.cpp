@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <thread>
 
@@ -196,9 +197,17 @@ std::vector<RankStacks> collect_stacks(const std::vector<StackTarget>& targets,
   std::vector<RankStacks> out(targets.size());
   for (size_t i = 0; i < targets.size(); ++i) out[i].rank = targets[i].rank, out[i].pid = targets[i].pid;
   python_stacks(targets, out, python_wait);
+  // Every rank at once: a rank in the D state holds its tracer up to the
+  // timeout, and a stop waits for this.
+  std::vector<std::future<std::string>> native(targets.size());
   for (size_t i = 0; i < targets.size(); ++i) {
     if (targets[i].pid <= 0) continue;
-    out[i].native = run_capture({"eu-stack", "-p", std::to_string(targets[i].pid)}, kNativeTimeout);
+    native[i] = std::async(std::launch::async, run_capture,
+                           std::vector<std::string>{"eu-stack", "-p", std::to_string(targets[i].pid)},
+                           kNativeTimeout);
+  }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (native[i].valid()) out[i].native = native[i].get();
   }
   return out;
 }

@@ -40,8 +40,8 @@ struct RankStacks {
 };
 
 // Python tracebacks first (all ranks signalled at once, each read once its
-// file stops growing, at most `python_wait`), then native stacks one rank
-// at a time (each trace bounded to 10 s).
+// file stops growing, at most `python_wait`), then every rank's native
+// stacks at once (each trace bounded to 10 s).
 std::vector<RankStacks> collect_stacks(const std::vector<StackTarget>& targets,
                                        std::chrono::milliseconds python_wait =
                                            std::chrono::milliseconds(3000));
