@@ -82,7 +82,7 @@ DUMP_SIGNAL_VAR = "CCRUN_DUMP_SIGNAL"
 
 OPS = {"none": 0, "all_reduce": 1, "broadcast": 2, "reduce": 3, "all_gather": 4, "gather": 5,
        "scatter": 6, "reduce_scatter": 7, "all_to_all": 8, "send": 9, "recv": 10, "barrier": 11,
-       "other": 12}
+       "other": 12, "ddp_step": 13}
 
 # torch.distributed function -> (op, the parameter whose elements are counted, always async).
 COLLECTIVES = {
@@ -109,6 +109,11 @@ COLLECTIVES = {
     "all_gather_coalesced": ("all_gather", "input_tensor_list", False),
 }
 _C10D = "torch.distributed.distributed_c10d"
+_DDP = "torch.nn.parallel.distributed"  # DistributedDataParallel's module, torch 1.13 to 2.x
+# A DDP module's slot id: its process group's id (as above) XOR this ("DDPstep\0",
+# little-endian), XOR the module's ordinal among this process's DDP modules on that group.
+DDP_ID_XOR = 0x0070657473504444
+_DDP_KEY = "_ccrun_ddp_slot"  # in the DDP module's __dict__: (id(module), _Slot or False)
 
 _CLOCK = None          # time.CLOCK_MONOTONIC_COARSE
 _gettime = None        # time.clock_gettime_ns
@@ -250,12 +255,13 @@ def fnv1a64_ranks(ranks):
 
 class _Slot:
     __slots__ = ("seq", "done", "index", "i_completed", "i_completed_ns", "i_issued_ns",
-                 "i_wait_us")
+                 "i_wait_us", "count")
 
     def __init__(self, index):
         base = 64 + 64 * index
         self.seq = 0     # the last sequence number issued
         self.done = 0    # the last completed
+        self.count = 0   # a DDP slot's count, the same at every step
         self.i_completed = (base + 24) // 8
         self.i_completed_ns = (base + 56) // 8
         self.i_issued_ns = (base + 48) // 8
@@ -512,12 +518,104 @@ def _patch_torch(c10d):
                 setattr(mod, name, wrappers[id(value)][1])
 
 
+def _group_key(c10d, group):
+    """(id, size) of a process group by the id scheme above; None if it has no ranks here."""
+    default = c10d._get_default_group()
+    if group is None or group is default:
+        return 0, c10d.get_world_size()
+    if hasattr(c10d, "get_process_group_ranks"):
+        ranks = c10d.get_process_group_ranks(group)
+    else:
+        ranks = list(c10d._pg_group_ranks[group].keys())
+    return fnv1a64_ranks(ranks), len(ranks)
+
+
+_ddp_ordinals = {}  # a group's id -> DDP modules on it given a slot so far
+
+
+def _ddp_slot(module):
+    """A DDP module's own slot, made at its first step: id DDP_ID_XOR ^ its group's id ^ its
+    ordinal among this process's DDP modules on that group (the same on every rank when every
+    rank makes its DDP modules, or takes their first steps, in one order); count: the elements
+    of the parameters DDP reduces, counted once here."""
+    slot = False
+    try:
+        c10d = sys.modules[_C10D]
+        group_id, size = _group_key(c10d, getattr(module, "process_group", None))
+        ordinal = _ddp_ordinals.get(group_id, 0)
+        _ddp_ordinals[group_id] = ordinal + 1
+        ignore = set(getattr(module, "parameters_to_ignore", ()) or ())
+        count = sum(p.numel() for name, p in module.module.named_parameters()
+                    if p.requires_grad and name not in ignore)
+        slot = _new_slot(group_id ^ DDP_ID_XOR ^ ordinal, size)
+        if slot:
+            slot.count = count
+    except Exception:
+        slot = False
+    module.__dict__[_DDP_KEY] = (id(module), slot)  # a copy of the module gets its own
+    return slot
+
+
+def _patch_ddp(ddp_module):
+    """Wraps DistributedDataParallel.forward: a forward that will reduce gradients in its backward
+    (training mode, grad enabled, not inside no_sync()) is one DDP step in the module's slot. It
+    completes the module's previous step (the reducer's all-reduces of that step's backward ran in
+    C++, out of the hook's reach, and all finished before this forward could begin), then issues
+    this one, and marks a step in the record's steps. A step's time adds nothing to wait_us: it is
+    the rank's whole step, own work included, not time spent waiting for peers."""
+    cls = getattr(ddp_module, "DistributedDataParallel", None)
+    if cls is None or hasattr(cls.forward, "__ccrun_wrapped__"):
+        return
+    import functools
+    forward = cls.forward
+    grad_enabled = ddp_module.torch.is_grad_enabled
+    u32, u64, i64, gettime, clock = _u32, _u64, _i64, _gettime, _CLOCK
+    op = OPS["ddp_step"]
+    key = _DDP_KEY
+
+    @functools.wraps(forward)
+    def ddp_forward(self, *inputs, **kwargs):
+        try:
+            if self.training and self.require_backward_grad_sync and grad_enabled():
+                entry = self.__dict__.get(key)
+                slot = entry[1] if entry is not None and entry[0] == id(self) else _ddp_slot(self)
+                if slot:
+                    i_op, i_count, i_issued_ns, i_issued, i_completed_ns, i_completed = slot.index
+                    now = gettime(clock)
+                    seq = slot.seq
+                    if seq:
+                        slot.done = seq
+                        i64[i_completed_ns] = now
+                        u64[i_completed] = seq
+                    seq += 1
+                    slot.seq = seq
+                    u32[i_op] = op
+                    u64[i_count] = slot.count
+                    i64[i_issued_ns] = now
+                    u64[i_issued] = seq
+                    u64[3] += 1  # steps, step_ns
+                    i64[4] = now
+        except Exception:
+            pass
+        return forward(self, *inputs, **kwargs)
+
+    ddp_forward.__ccrun_wrapped__ = forward
+    cls.forward = ddp_forward
+
+
+_PATCHES = {_C10D: _patch_torch, _DDP: _patch_ddp}
+
+
 class _TorchFinder:
-    """On sys.meta_path until torch.distributed.distributed_c10d is imported: lets the import go
-    on as it would, then wraps the module's collectives right after it executed."""
+    """On sys.meta_path until the modules in _PATCHES (torch.distributed.distributed_c10d,
+    torch.nn.parallel.distributed) are imported: lets each import go on as it would, then patches
+    the module right after it executed."""
+
+    def __init__(self, names):
+        self.names = set(names)
 
     def find_spec(self, name, path=None, target=None):
-        if name != _C10D:
+        if name not in self.names:
             return None
         for finder in sys.meta_path:
             if finder is self:
@@ -530,17 +628,20 @@ class _TorchFinder:
                 break
         else:
             return None
-        self.remove()
+        self.names.discard(name)
+        if not self.names:
+            self.remove()
         loader = spec.loader
         exec_module = getattr(loader, "exec_module", None)
         if exec_module is None:
             return spec
+        patch = _PATCHES[name]
 
         def exec_and_hook(module):
             exec_module(module)
-            if getattr(module, "__name__", None) == _C10D:
+            if getattr(module, "__name__", None) == name:
                 try:
-                    _patch_torch(module)
+                    patch(module)
                 except Exception:
                     pass
 
@@ -569,11 +670,18 @@ def install():
             _install_dump()
         except Exception:
             pass
-        c10d = sys.modules.get(_C10D)
-        if c10d is not None:
-            _patch_torch(c10d)
-        else:
-            sys.meta_path.insert(0, _TorchFinder())
+        later = []
+        for name, patch in _PATCHES.items():
+            module = sys.modules.get(name)
+            if module is not None:
+                try:
+                    patch(module)
+                except Exception:
+                    pass
+            else:
+                later.append(name)
+        if later:
+            sys.meta_path.insert(0, _TorchFinder(later))
         return True
     except Exception:
         return False
