@@ -349,3 +349,68 @@ def test_a_python_child_of_the_worker_leaves_the_record_alone(tmp_path):
     owner, child_owner, pid = r.stdout.split()
     assert (owner, child_owner) == ("True", "False")
     assert read_record(record)["pid"] == int(pid)  # the child left it alone
+
+
+DDP_STEP = 13
+DDP_ID_XOR = 0x0070657473504444  # b"DDPstep\0", little-endian (ccrun_progress.DDP_ID_XOR)
+
+DDP_JOB = """
+    import json, sys, torch, torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    rank, world, init, n = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.ReLU(), torch.nn.Linear(5, 1))
+    net[2].bias.requires_grad_(False)  # not reduced by DDP, not counted
+    model = DDP(net)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(n):
+        model(torch.randn(4, 6)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    # Not steps: an eval-mode forward, a forward without grad, a forward inside no_sync().
+    model.eval()
+    model(torch.randn(4, 6))
+    model.train()
+    with torch.no_grad():
+        model(torch.randn(4, 6))
+    with model.no_sync():
+        model(torch.randn(4, 6)).sum().backward()
+    opt.zero_grad()
+    # A second DDP module on the same group: a slot of its own, 2 steps.
+    other = DDP(torch.nn.Linear(3, 2))
+    for _ in range(2):
+        other(torch.randn(2, 3)).sum().backward()
+    print("RESULT " + json.dumps({"count": 6 * 5 + 5 + 5, "other": 3 * 2 + 2}), flush=True)
+    dist.destroy_process_group()
+"""
+
+
+def test_ddp_steps_are_recorded_in_a_slot_per_ddp_module(tmp_path):
+    n, world = 6, 2
+    script = tmp_path / "ddp.py"
+    script.write_text(textwrap.dedent(DDP_JOB))
+    init = f"tcp://127.0.0.1:{free_port()}"
+    records = [make_record(tmp_path / f"rec{r}") for r in range(world)]
+    procs = [subprocess.Popen([PYTHON, str(script), str(r), str(world), init, str(n)],
+                              env=hook_env(records[r]), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for r in range(world)]
+    outs = [p.communicate(timeout=180) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, out + err
+    for r in range(world):
+        result = json.loads(outs[r][0].split("RESULT ", 1)[1])
+        rec = read_record(records[r])
+        # DDP's own collectives run in C++: the two DDP slots are the only ones
+        assert rec["groups_used"] == 2, rec
+        first, second = rec["slots"]
+        assert first["id"] == DDP_ID_XOR  # the world group (id 0), the first DDP module
+        assert first["size"] == world and first["source"] == 2
+        assert first["op"] == DDP_STEP and first["count"] == result["count"]
+        # step n issued at its forward; step n-1 completed when step n began
+        assert (first["issued"], first["completed"]) == (n, n - 1)
+        assert 0 < first["completed_ns"] <= first["issued_ns"]
+        assert second["id"] == DDP_ID_XOR ^ 1 and second["size"] == world
+        assert second["op"] == DDP_STEP and second["count"] == result["other"]
+        assert (second["issued"], second["completed"]) == (2, 1)
+        assert rec["steps"] == n + 2 and rec["step_ns"] == second["issued_ns"]
