@@ -556,25 +556,64 @@ def _ddp_slot(module):
     return slot
 
 
+def _grad_tensor(output, tensor_type):
+    """The first tensor of a forward's output (itself, or a list's, tuple's or dict's item) that
+    backward will reach; None if there is none."""
+    if isinstance(output, tensor_type):
+        return output if output.grad_fn is not None else None
+    if isinstance(output, dict):
+        output = output.values()
+    elif not isinstance(output, (list, tuple)):
+        return None
+    for item in output:
+        if isinstance(item, tensor_type) and item.grad_fn is not None:
+            return item
+    return None
+
+
 def _patch_ddp(ddp_module):
     """Wraps DistributedDataParallel.forward: a forward that will reduce gradients in its backward
-    (training mode, grad enabled, not inside no_sync()) is one DDP step in the module's slot. It
-    completes the module's previous step (the reducer's all-reduces of that step's backward ran in
-    C++, out of the hook's reach, and all finished before this forward could begin), then issues
-    this one, and marks a step in the record's steps. A step's time adds nothing to wait_us: it is
-    the rank's whole step, own work included, not time spent waiting for peers."""
+    (training mode, grad enabled, not inside no_sync()) is one DDP step in the module's slot, and
+    one step in the record's steps. The step is issued when the forward begins, and completed when
+    its backward ends, after the reducer's own end-of-backward callback has waited for the step's
+    gradient all-reduces (they run in C++, out of the hook's reach): a hook on the output's
+    gradient queues an autograd final callback, which queues another, which runs after the
+    reducer's. A step whose backward never comes (or never reaches the output's first tensor) is
+    completed when the module's next step begins. A step's time adds nothing to wait_us: it is
+    the rank's own forward and backward as much as waiting for its peers."""
     cls = getattr(ddp_module, "DistributedDataParallel", None)
     if cls is None or hasattr(cls.forward, "__ccrun_wrapped__"):
         return
     import functools
     forward = cls.forward
-    grad_enabled = ddp_module.torch.is_grad_enabled
+    torch = ddp_module.torch
+    grad_enabled = torch.is_grad_enabled
+    tensor_type = torch.Tensor
     u32, u64, i64, gettime, clock = _u32, _u64, _i64, _gettime, _CLOCK
     op = OPS["ddp_step"]
     key = _DDP_KEY
 
+    def queue_callback(callback):
+        torch.autograd.Variable._execution_engine.queue_callback(callback)
+
+    def complete_hook(slot, seq):
+        def completed():  # the reducer's finalize_backward has returned
+            if seq > slot.done:
+                slot.done = seq
+                i64[slot.i_completed_ns] = gettime(clock)
+                u64[slot.i_completed] = seq
+
+        def backward_begins(grad):
+            try:
+                queue_callback(lambda: queue_callback(completed))
+            except Exception:
+                pass
+
+        return backward_begins
+
     @functools.wraps(forward)
     def ddp_forward(self, *inputs, **kwargs):
+        slot = None
         try:
             if self.training and self.require_backward_grad_sync and grad_enabled():
                 entry = self.__dict__.get(key)
@@ -583,7 +622,7 @@ def _patch_ddp(ddp_module):
                     i_op, i_count, i_issued_ns, i_issued, i_completed_ns, i_completed = slot.index
                     now = gettime(clock)
                     seq = slot.seq
-                    if seq:
+                    if seq > slot.done:  # the previous step's backward did not say it ended
                         slot.done = seq
                         i64[i_completed_ns] = now
                         u64[i_completed] = seq
@@ -596,8 +635,16 @@ def _patch_ddp(ddp_module):
                     u64[3] += 1  # steps, step_ns
                     i64[4] = now
         except Exception:
-            pass
-        return forward(self, *inputs, **kwargs)
+            slot = None
+        output = forward(self, *inputs, **kwargs)
+        if slot:
+            try:
+                t = _grad_tensor(output, tensor_type)
+                if t is not None:
+                    t.register_hook(complete_hook(slot, seq))
+            except Exception:
+                pass
+        return output
 
     ddp_forward.__ccrun_wrapped__ = forward
     cls.forward = ddp_forward
