@@ -6,7 +6,8 @@ Runs a world-size-1 gloo group in a process started with the hook and a progress
 times each collective through the hook's wrapper and through the original function it wraps
 (`__ccrun_wrapped__`), alternating rounds, best round of each; then the same calls in a process
 without the hook. The DDP forward is a Linear(16, 16) on a 4x16 input, without backward (DDP
-allows that when find_unused_parameters is off). Usage: /usr/bin/python3 scripts/bench_python_hook.py [calls per round]
+allows that when find_unused_parameters is off), then with it (the hook's end-of-backward
+callbacks included). Usage: /usr/bin/python3 scripts/bench_python_hook.py [calls per round]
 """
 import json
 import os
@@ -57,6 +58,7 @@ def worker(calls, init):
         "barrier()": (dist.barrier, lambda f: f()),
         "broadcast(1 element)": (dist.broadcast, lambda f: f(t, 0)),
         "DDP forward (Linear 16x16)": (ddp_forward, lambda f: f(ddp, x)),
+        "DDP forward + backward": (ddp_forward, lambda f: f(ddp, x).sum().backward()),
     }
     if noop_forward is not None:
         cases["DDP wrapper, no-op forward"] = (noop_forward, lambda f: f(noop, x))

@@ -13,6 +13,11 @@ that file is a valid record; then, with no change to the training script:
     torch (never before: this module never imports torch), the module-level
     collectives of torch.distributed are wrapped so that each call records
     its issue and completion in its process group's slot.
+  - DistributedDataParallel's steps are counted: its gradient all-reduces
+    run in torch's C++ reducer, which no wrapper sees, so its forward is
+    wrapped instead and each training step (training mode, grad enabled,
+    outside no_sync()) is one "DDP step" call (op 13) in a slot of the DDP
+    module's own (see _patch_ddp), and one step in the record's steps.
 
 Why SIGUSR2: the dump signal must be one no training stack uses for itself
 and one whose default action the agent never relies on. SIGUSR1 is taken
@@ -58,6 +63,10 @@ What a torch group slot holds:
           broadcast, reduce, send, recv; the input of all_gather(_into_tensor),
           gather, all_to_all(_single); the output of scatter and
           reduce_scatter(_tensor); 0 for barriers.
+A DDP module's slot: id = its group's id ^ DDP_ID_XOR ^ its ordinal among
+this process's DDP modules on that group; size: the group's; issued at the
+step's forward, completed when its backward ended; count: the elements of
+the parameters DDP reduces; it adds nothing to wait_us.
 A collective called from inside another wrapped one (a deprecated alias that
 calls its successor) counts once, as the outer call. Calls on a group this
 rank is not a member of do nothing in torch and are not recorded.
