@@ -1,10 +1,13 @@
 #!/usr/bin/python3
-"""Per-call cost of the Python hook (agent/python) on torch.distributed's collectives.
+"""Per-call cost of the Python hook (agent/python) on torch.distributed's collectives and on
+DistributedDataParallel's forward (one DDP step each, training mode, grad enabled).
 
 Runs a world-size-1 gloo group in a process started with the hook and a progress record, and
 times each collective through the hook's wrapper and through the original function it wraps
 (`__ccrun_wrapped__`), alternating rounds, best round of each; then the same calls in a process
-without the hook. Usage: /usr/bin/python3 scripts/bench_python_hook.py [calls per round]
+without the hook. The DDP forward is a Linear(16, 16) on a 4x16 input, without backward (DDP
+allows that when find_unused_parameters is off), then with it (the hook's end-of-backward
+callbacks included). Usage: /usr/bin/python3 scripts/bench_python_hook.py [calls per round]
 """
 import json
 import os
@@ -23,8 +26,30 @@ def worker(calls, init):
     import torch.distributed as dist
     hooked = hasattr(dist.all_reduce, "__ccrun_wrapped__")
     dist.init_process_group("gloo", init_method=init, rank=0, world_size=1)
+    from torch.nn.parallel import DistributedDataParallel as DDP
     t = torch.ones(1)
     sub = dist.new_group([0])
+    ddp, x = DDP(torch.nn.Linear(16, 16)), torch.randn(4, 16)
+    ddp_forward = DDP.forward
+    # The wrapper alone: the hook's DDP wrapper around a forward that does nothing.
+    noop_forward = None
+    if hooked:
+        import types
+        import ccrun_progress
+
+        class NoopDDP(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.module = torch.nn.Linear(16, 16)
+                self.process_group = None
+                self.require_backward_grad_sync = True
+
+            def forward(self, x):
+                return x
+
+        ccrun_progress._patch_ddp(types.SimpleNamespace(DistributedDataParallel=NoopDDP,
+                                                        torch=torch))
+        noop, noop_forward = NoopDDP(), NoopDDP.forward
     cases = {
         "all_reduce(1 element)": (dist.all_reduce, lambda f: f(t)),
         "all_reduce(1 element, subgroup)": (dist.all_reduce, lambda f: f(t, group=sub)),
@@ -32,7 +57,11 @@ def worker(calls, init):
                                              lambda f: f(t, async_op=True).wait()),
         "barrier()": (dist.barrier, lambda f: f()),
         "broadcast(1 element)": (dist.broadcast, lambda f: f(t, 0)),
+        "DDP forward (Linear 16x16)": (ddp_forward, lambda f: f(ddp, x)),
+        "DDP forward + backward": (ddp_forward, lambda f: f(ddp, x).sum().backward()),
     }
+    if noop_forward is not None:
+        cases["DDP wrapper, no-op forward"] = (noop_forward, lambda f: f(noop, x))
     out = {}
     for name, (fn, call) in cases.items():
         original = getattr(fn, "__ccrun_wrapped__", None)
@@ -76,7 +105,7 @@ def main():
         print(f"{'call':36} {'hook wrapper':>13} {'original':>10} {'overhead':>9} "
               f"{'no-hook process':>16}")
         for name, best in hooked["results"].items():
-            base = plain["results"][name]["original"]
+            base = plain["results"].get(name, {}).get("original", float("nan"))
             print(f"{name:36} {best['hooked']:13.0f} {best['original']:10.0f} "
                   f"{best['hooked'] - best['original']:9.0f} {base:16.0f}")
         slots = struct.unpack_from("<I", open(record, "rb").read(), 40)[0]

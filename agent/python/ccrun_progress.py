@@ -13,6 +13,11 @@ that file is a valid record; then, with no change to the training script:
     torch (never before: this module never imports torch), the module-level
     collectives of torch.distributed are wrapped so that each call records
     its issue and completion in its process group's slot.
+  - DistributedDataParallel's steps are counted: its gradient all-reduces
+    run in torch's C++ reducer, which no wrapper sees, so its forward is
+    wrapped instead and each training step (training mode, grad enabled,
+    outside no_sync()) is one "DDP step" call (op 13) in a slot of the DDP
+    module's own (see _patch_ddp), and one step in the record's steps.
 
 Why SIGUSR2: the dump signal must be one no training stack uses for itself
 and one whose default action the agent never relies on. SIGUSR1 is taken
@@ -58,6 +63,10 @@ What a torch group slot holds:
           broadcast, reduce, send, recv; the input of all_gather(_into_tensor),
           gather, all_to_all(_single); the output of scatter and
           reduce_scatter(_tensor); 0 for barriers.
+A DDP module's slot: id = its group's id ^ DDP_ID_XOR ^ its ordinal among
+this process's DDP modules on that group; size: the group's; issued at the
+step's forward, completed when its backward ended; count: the elements of
+the parameters DDP reduces; it adds nothing to wait_us.
 A collective called from inside another wrapped one (a deprecated alias that
 calls its successor) counts once, as the outer call. Calls on a group this
 rank is not a member of do nothing in torch and are not recorded.
@@ -82,7 +91,7 @@ DUMP_SIGNAL_VAR = "CCRUN_DUMP_SIGNAL"
 
 OPS = {"none": 0, "all_reduce": 1, "broadcast": 2, "reduce": 3, "all_gather": 4, "gather": 5,
        "scatter": 6, "reduce_scatter": 7, "all_to_all": 8, "send": 9, "recv": 10, "barrier": 11,
-       "other": 12}
+       "other": 12, "ddp_step": 13}
 
 # torch.distributed function -> (op, the parameter whose elements are counted, always async).
 COLLECTIVES = {
@@ -109,6 +118,11 @@ COLLECTIVES = {
     "all_gather_coalesced": ("all_gather", "input_tensor_list", False),
 }
 _C10D = "torch.distributed.distributed_c10d"
+_DDP = "torch.nn.parallel.distributed"  # DistributedDataParallel's module, torch 1.13 to 2.x
+# A DDP module's slot id: its process group's id (as above) XOR this ("DDPstep\0",
+# little-endian), XOR the module's ordinal among this process's DDP modules on that group.
+DDP_ID_XOR = 0x0070657473504444
+_DDP_KEY = "_ccrun_ddp_slot"  # in the DDP module's __dict__: (id(module), _Slot or False)
 
 _CLOCK = None          # time.CLOCK_MONOTONIC_COARSE
 _gettime = None        # time.clock_gettime_ns
@@ -250,12 +264,13 @@ def fnv1a64_ranks(ranks):
 
 class _Slot:
     __slots__ = ("seq", "done", "index", "i_completed", "i_completed_ns", "i_issued_ns",
-                 "i_wait_us")
+                 "i_wait_us", "count")
 
     def __init__(self, index):
         base = 64 + 64 * index
         self.seq = 0     # the last sequence number issued
         self.done = 0    # the last completed
+        self.count = 0   # a DDP slot's count, the same at every step
         self.i_completed = (base + 24) // 8
         self.i_completed_ns = (base + 56) // 8
         self.i_issued_ns = (base + 48) // 8
@@ -512,12 +527,151 @@ def _patch_torch(c10d):
                 setattr(mod, name, wrappers[id(value)][1])
 
 
+def _group_key(c10d, group):
+    """(id, size) of a process group by the id scheme above; None if it has no ranks here."""
+    default = c10d._get_default_group()
+    if group is None or group is default:
+        return 0, c10d.get_world_size()
+    if hasattr(c10d, "get_process_group_ranks"):
+        ranks = c10d.get_process_group_ranks(group)
+    else:
+        ranks = list(c10d._pg_group_ranks[group].keys())
+    return fnv1a64_ranks(ranks), len(ranks)
+
+
+_ddp_ordinals = {}  # a group's id -> DDP modules on it given a slot so far
+
+
+def _ddp_slot(module):
+    """A DDP module's own slot, made at its first step: id DDP_ID_XOR ^ its group's id ^ its
+    ordinal among this process's DDP modules on that group (the same on every rank when every
+    rank makes its DDP modules, or takes their first steps, in one order); count: the elements
+    of the parameters DDP reduces, counted once here."""
+    slot = False
+    try:
+        c10d = sys.modules[_C10D]
+        group_id, size = _group_key(c10d, getattr(module, "process_group", None))
+        ordinal = _ddp_ordinals.get(group_id, 0)
+        _ddp_ordinals[group_id] = ordinal + 1
+        ignore = set(getattr(module, "parameters_to_ignore", ()) or ())
+        count = sum(p.numel() for name, p in module.module.named_parameters()
+                    if p.requires_grad and name not in ignore)
+        slot = _new_slot(group_id ^ DDP_ID_XOR ^ ordinal, size)
+        if slot:
+            slot.count = count
+    except Exception:
+        slot = False
+    module.__dict__[_DDP_KEY] = (id(module), slot)  # a copy of the module gets its own
+    return slot
+
+
+def _grad_tensor(output, tensor_type):
+    """The first tensor of a forward's output (itself, or a list's, tuple's or dict's item) that
+    backward will reach; None if there is none."""
+    if isinstance(output, tensor_type):
+        return output if output.grad_fn is not None else None
+    if isinstance(output, dict):
+        output = output.values()
+    elif not isinstance(output, (list, tuple)):
+        return None
+    for item in output:
+        if isinstance(item, tensor_type) and item.grad_fn is not None:
+            return item
+    return None
+
+
+def _patch_ddp(ddp_module):
+    """Wraps DistributedDataParallel.forward: a forward that will reduce gradients in its backward
+    (training mode, grad enabled, not inside no_sync()) is one DDP step in the module's slot, and
+    one step in the record's steps. The step is issued when the forward begins, and completed when
+    its backward ends, after the reducer's own end-of-backward callback has waited for the step's
+    gradient all-reduces (they run in C++, out of the hook's reach): a hook on the output's
+    gradient queues an autograd final callback, which queues another, which runs after the
+    reducer's. A step whose backward never comes (or never reaches the output's first tensor) is
+    completed when the module's next step begins. A step's time adds nothing to wait_us: it is
+    the rank's own forward and backward as much as waiting for its peers."""
+    cls = getattr(ddp_module, "DistributedDataParallel", None)
+    if cls is None or hasattr(cls.forward, "__ccrun_wrapped__"):
+        return
+    import functools
+    forward = cls.forward
+    torch = ddp_module.torch
+    grad_enabled = torch.is_grad_enabled
+    tensor_type = torch.Tensor
+    u32, u64, i64, gettime, clock = _u32, _u64, _i64, _gettime, _CLOCK
+    op = OPS["ddp_step"]
+    key = _DDP_KEY
+
+    def queue_callback(callback):
+        torch.autograd.Variable._execution_engine.queue_callback(callback)
+
+    def complete_hook(slot, seq):
+        def completed():  # the reducer's finalize_backward has returned
+            if seq > slot.done:
+                slot.done = seq
+                i64[slot.i_completed_ns] = gettime(clock)
+                u64[slot.i_completed] = seq
+
+        def backward_begins(grad):
+            try:
+                queue_callback(lambda: queue_callback(completed))
+            except Exception:
+                pass
+
+        return backward_begins
+
+    @functools.wraps(forward)
+    def ddp_forward(self, *inputs, **kwargs):
+        slot = None
+        try:
+            if self.training and self.require_backward_grad_sync and grad_enabled():
+                entry = self.__dict__.get(key)
+                slot = entry[1] if entry is not None and entry[0] == id(self) else _ddp_slot(self)
+                if slot:
+                    i_op, i_count, i_issued_ns, i_issued, i_completed_ns, i_completed = slot.index
+                    now = gettime(clock)
+                    seq = slot.seq
+                    if seq > slot.done:  # the previous step's backward did not say it ended
+                        slot.done = seq
+                        i64[i_completed_ns] = now
+                        u64[i_completed] = seq
+                    seq += 1
+                    slot.seq = seq
+                    u32[i_op] = op
+                    u64[i_count] = slot.count
+                    i64[i_issued_ns] = now
+                    u64[i_issued] = seq
+                    u64[3] += 1  # steps, step_ns
+                    i64[4] = now
+        except Exception:
+            slot = None
+        output = forward(self, *inputs, **kwargs)
+        if slot:
+            try:
+                t = _grad_tensor(output, tensor_type)
+                if t is not None:
+                    t.register_hook(complete_hook(slot, seq))
+            except Exception:
+                pass
+        return output
+
+    ddp_forward.__ccrun_wrapped__ = forward
+    cls.forward = ddp_forward
+
+
+_PATCHES = {_C10D: _patch_torch, _DDP: _patch_ddp}
+
+
 class _TorchFinder:
-    """On sys.meta_path until torch.distributed.distributed_c10d is imported: lets the import go
-    on as it would, then wraps the module's collectives right after it executed."""
+    """On sys.meta_path until the modules in _PATCHES (torch.distributed.distributed_c10d,
+    torch.nn.parallel.distributed) are imported: lets each import go on as it would, then patches
+    the module right after it executed."""
+
+    def __init__(self, names):
+        self.names = set(names)
 
     def find_spec(self, name, path=None, target=None):
-        if name != _C10D:
+        if name not in self.names:
             return None
         for finder in sys.meta_path:
             if finder is self:
@@ -530,17 +684,20 @@ class _TorchFinder:
                 break
         else:
             return None
-        self.remove()
+        self.names.discard(name)
+        if not self.names:
+            self.remove()
         loader = spec.loader
         exec_module = getattr(loader, "exec_module", None)
         if exec_module is None:
             return spec
+        patch = _PATCHES[name]
 
         def exec_and_hook(module):
             exec_module(module)
-            if getattr(module, "__name__", None) == _C10D:
+            if getattr(module, "__name__", None) == name:
                 try:
-                    _patch_torch(module)
+                    patch(module)
                 except Exception:
                     pass
 
@@ -569,11 +726,18 @@ def install():
             _install_dump()
         except Exception:
             pass
-        c10d = sys.modules.get(_C10D)
-        if c10d is not None:
-            _patch_torch(c10d)
-        else:
-            sys.meta_path.insert(0, _TorchFinder())
+        later = []
+        for name, patch in _PATCHES.items():
+            module = sys.modules.get(name)
+            if module is not None:
+                try:
+                    patch(module)
+                except Exception:
+                    pass
+            else:
+                later.append(name)
+        if later:
+            sys.meta_path.insert(0, _TorchFinder(later))
         return True
     except Exception:
         return False

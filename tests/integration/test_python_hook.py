@@ -349,3 +349,145 @@ def test_a_python_child_of_the_worker_leaves_the_record_alone(tmp_path):
     owner, child_owner, pid = r.stdout.split()
     assert (owner, child_owner) == ("True", "False")
     assert read_record(record)["pid"] == int(pid)  # the child left it alone
+
+
+DDP_STEP = 13
+DDP_ID_XOR = 0x0070657473504444  # b"DDPstep\0", little-endian (ccrun_progress.DDP_ID_XOR)
+
+DDP_JOB = """
+    import json, sys, torch, torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    import ccrun_progress as cp
+    rank, world, init, n = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+
+    def issued_completed(slot):
+        base = (64 + 64 * slot) // 8
+        return cp._u64[base + 2], cp._u64[base + 3]
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.ReLU(), torch.nn.Linear(5, 1))
+    net[2].bias.requires_grad_(False)  # not reduced by DDP, not counted
+    model = DDP(net)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    states = []
+    for _ in range(n):
+        loss = model(torch.randn(4, 6)).sum()
+        states.append(issued_completed(0))  # issued at the forward
+        loss.backward()
+        states.append(issued_completed(0))  # completed at the end of the backward
+        opt.step()
+        opt.zero_grad()
+    # Not steps: an eval-mode forward, a forward without grad, a forward inside no_sync().
+    model.eval()
+    model(torch.randn(4, 6))
+    model.train()
+    with torch.no_grad():
+        model(torch.randn(4, 6))
+    with model.no_sync():
+        model(torch.randn(4, 6)).sum().backward()
+    opt.zero_grad()
+    # A second DDP module on the same group: a slot of its own. A step without a backward is
+    # completed when the next one begins.
+    other = DDP(torch.nn.Linear(3, 2))
+    other(torch.randn(2, 3))
+    states.append(issued_completed(1))
+    out = other(torch.randn(2, 3))
+    states.append(issued_completed(1))
+    out.sum().backward()
+    states.append(issued_completed(1))
+    print("RESULT " + json.dumps({"count": 6 * 5 + 5 + 5, "other": 3 * 2 + 2,
+                                  "states": states}), flush=True)
+    dist.destroy_process_group()
+"""
+
+
+def test_ddp_steps_are_recorded_in_a_slot_per_ddp_module(tmp_path):
+    n, world = 6, 2
+    script = tmp_path / "ddp.py"
+    script.write_text(textwrap.dedent(DDP_JOB))
+    init = f"tcp://127.0.0.1:{free_port()}"
+    records = [make_record(tmp_path / f"rec{r}") for r in range(world)]
+    procs = [subprocess.Popen([PYTHON, str(script), str(r), str(world), init, str(n)],
+                              env=hook_env(records[r]), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for r in range(world)]
+    outs = [p.communicate(timeout=180) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, out + err
+    for r in range(world):
+        result = json.loads(outs[r][0].split("RESULT ", 1)[1])
+        expected = [pair for k in range(1, n + 1) for pair in ([k, k - 1], [k, k])]
+        expected += [[1, 0], [2, 1], [2, 2]]
+        assert result["states"] == expected
+        rec = read_record(records[r])
+        # DDP's own collectives run in C++: the two DDP slots are the only ones
+        assert rec["groups_used"] == 2, rec
+        first, second = rec["slots"]
+        assert first["id"] == DDP_ID_XOR  # the world group (id 0), the first DDP module
+        assert first["size"] == world and first["source"] == 2
+        assert first["op"] == DDP_STEP and first["count"] == result["count"]
+        assert (first["issued"], first["completed"]) == (n, n)
+        assert 0 < first["issued_ns"] <= first["completed_ns"]
+        assert second["id"] == DDP_ID_XOR ^ 1 and second["size"] == world
+        assert second["op"] == DDP_STEP and second["count"] == result["other"]
+        assert (second["issued"], second["completed"]) == (2, 2)
+        assert rec["steps"] == n + 2 and rec["step_ns"] == second["issued_ns"]
+
+
+DDP_HANG_JOB = """
+    import os, sys, time, torch, torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    rank, world, init, n, late, go = (int(sys.argv[1]), int(sys.argv[2]), sys.argv[3],
+                                      int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    model = DDP(torch.nn.Linear(8, 4))
+    for step in range(1, n + 1):
+        if step == late and rank == world - 1:
+            print("late", flush=True)
+            while not os.path.exists(go):
+                time.sleep(0.01)
+        model(torch.randn(2, 8)).sum().backward()
+    print("done", flush=True)
+    dist.destroy_process_group()
+"""
+
+
+def test_a_rank_late_for_a_ddp_step_is_behind_in_the_ddp_slot(tmp_path):
+    # The last rank stops before the forward of step `late`: the others issue it and wait in its
+    # backward's all-reduces (torch's C++ reducer) with the step not completed; the late rank has
+    # issued and completed only the step before. That is what names it in a hang verdict.
+    n, late, world = 4, 3, 3
+    script = tmp_path / "ddp_hang.py"
+    script.write_text(textwrap.dedent(DDP_HANG_JOB))
+    go = tmp_path / "go"
+    init = f"tcp://127.0.0.1:{free_port()}"
+    records = [make_record(tmp_path / f"rec{r}") for r in range(world)]
+    procs = [subprocess.Popen([PYTHON, str(script), str(r), str(world), init, str(n), str(late),
+                               str(go)], env=hook_env(records[r]), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for r in range(world)]
+    try:
+        assert procs[-1].stdout.readline().strip() == "late"
+        deadline = time.monotonic() + 60
+        while not all(read_record(records[r])["slots"][0]["issued"] == late
+                      for r in range(world - 1)):
+            assert time.monotonic() < deadline, [read_record(x) for x in records]
+            time.sleep(0.01)
+        for r in range(world - 1):
+            slot = read_record(records[r])["slots"][0]
+            assert (slot["issued"], slot["completed"], slot["op"]) == (late, late - 1, DDP_STEP)
+        slot = read_record(records[-1])["slots"][0]
+        assert (slot["issued"], slot["completed"]) == (late - 1, late - 1)
+        assert all(p.poll() is None for p in procs)
+        go.write_text("")
+        outs = [p.communicate(timeout=120) for p in procs]
+        for p, (out, err) in zip(procs, outs):
+            assert p.returncode == 0, out + err
+        for r in range(world):
+            rec = read_record(records[r])
+            assert (rec["slots"][0]["issued"], rec["slots"][0]["completed"]) == (n, n)
+            assert rec["steps"] == n
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
