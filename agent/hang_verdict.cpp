@@ -13,7 +13,10 @@ namespace {
 
 using json = nlohmann::json;
 
+bool is_ddp(const GroupView& g) { return g.op == uint32_t(progress::Op::kDdpStep); }
+
 std::string group_name(const GroupView& g) {
+  if (is_ddp(g)) return "a DistributedDataParallel module (" + std::to_string(g.size) + " ranks)";
   if (g.id == 0) return "the world group";
   char buf[64];
   std::snprintf(buf, sizeof buf, "group %016llx (%u ranks)",
@@ -50,13 +53,19 @@ struct Member {
 
 // The members of the group whose unfinished call has waited longest, or
 // empty when no rank waits in a call. World-group members that never made
-// the group's slot (no collective yet) count, with nothing issued.
+// the group's slot (no collective yet) count, with nothing issued. A DDP
+// step is "in flight" through its whole forward and backward: a collective
+// waiting inside it is the better lead, so DDP slots come last.
 std::vector<Member> stuck_group(const std::vector<const RankView*>& ranks) {
   const GroupView* oldest = nullptr;
-  for (const auto* r : ranks) {
-    for (const auto& g : r->groups) {
-      if (g.waiting_ms >= 0 && (!oldest || g.waiting_ms > oldest->waiting_ms)) oldest = &g;
+  for (bool ddp : {false, true}) {
+    for (const auto* r : ranks) {
+      for (const auto& g : r->groups) {
+        if (is_ddp(g) != ddp || g.waiting_ms < 0) continue;
+        if (!oldest || g.waiting_ms > oldest->waiting_ms) oldest = &g;
+      }
     }
+    if (oldest) break;
   }
   if (!oldest) return {};
   std::vector<Member> members;

@@ -23,13 +23,20 @@ def main():
     p.add_argument("--sleep-rank", type=int, default=-1)
     p.add_argument("--sleep-before", type=int, default=100)
     p.add_argument("--sleep-s", type=float, default=600)
+    p.add_argument("--ddp", action="store_true",
+                   help="train a DistributedDataParallel model (its all-reduces run in torch's "
+                        "C++ reducer) instead of calling all_reduce")
     a = p.parse_args()
     dist.init_process_group("gloo")
     t = torch.ones(256)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 1)) if a.ddp else None
     for step in range(1, a.steps + 1):
         if dist.get_rank() == a.sleep_rank and step == a.sleep_before:
             wait_for_the_data_loader(a.sleep_s)
-        dist.all_reduce(t)
+        if model:
+            model(torch.randn(8, 16)).sum().backward()
+        else:
+            dist.all_reduce(t)
     dist.barrier()
     dist.destroy_process_group()
 

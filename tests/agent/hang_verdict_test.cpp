@@ -122,3 +122,22 @@ TEST_CASE("find_stragglers: 1.5x the others' median time outside collectives per
   CHECK(find_stragglers(ranks).empty());
   CHECK(find_stragglers({ranks[0]}).empty());
 }
+
+TEST_CASE("judge_hang: a DDP step is named as such, and a collective inside it comes first") {
+  constexpr uint32_t kDdp = uint32_t(ccrun::progress::Op::kDdpStep);
+  // Ranks 0 and 1 in the backward of DDP step 10; rank 2 never began it.
+  std::vector<RankView> ranks = {rank(0, 0, 0, 40'000, -1, 3), rank(1, 0, 0, 40'000, -1, 3),
+                                 rank(2, 0, 0, 40'000, -1, 3)};
+  for (auto& r : ranks) r.groups[0] = {0x77, 3, 10, 9, kDdp, 4096, 40'000};
+  ranks[2].groups[0] = {0x77, 3, 9, 9, kDdp, 4096, -1};
+  HangVerdict v = judge_hang(ranks, 30'000);
+  REQUIRE(v.hung);
+  CHECK(v.culprits == std::vector<int>{2});
+  CHECK_THAT(v.headline, Catch::Contains("DDP step #10 of a DistributedDataParallel module (3 ranks)"));
+  // A SyncBatchNorm all_gather waiting inside the step is the lead, not the step.
+  for (auto& r : ranks) r.groups.push_back({0, 3, 5, 4, kAllReduce, 8, 35'000});
+  ranks[2].groups[1] = {0, 3, 4, 4, kAllReduce, 8, -1};
+  v = judge_hang(ranks, 30'000);
+  REQUIRE(v.hung);
+  CHECK_THAT(v.headline, Catch::Contains("all_reduce #5 of the world group"));
+}

@@ -236,3 +236,15 @@ def test_a_hang_dumps_torchs_nccl_flight_recorders(tmp_path):
         with open(traces[rank]) as f:
             assert f"flight recorder of rank {rank}" in f.read()
         assert f"rank {rank}'s NCCL flight recorder dumped to {traces[rank]}" in r.stderr
+
+
+def test_a_ddp_job_names_the_rank_that_never_began_its_step():
+    # DDP's gradient all-reduces run in torch's C++ reducer, out of the hook's
+    # reach: the hook records each DDP step instead.
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "hang_demo.py")
+    r = run_ccrun("--standalone", "--nproc-per-node", "3", "--hang-timeout", "4",
+                  "--stop-grace", "2", script, "--ddp", "--steps", "100", "--sleep-rank", "1",
+                  "--sleep-before", "10", env={"PYTHON_EXEC": "/usr/bin/python3"}, timeout=180)
+    assert r.returncode == 1, r.stderr[-4000:]
+    assert re.search(r"rank 1 has not issued DDP step #10 of a DistributedDataParallel module "
+                     r"\(3 ranks\)[^,]*, which ranks 0,2 have waited in for", r.stderr), r.stderr[-4000:]
