@@ -112,10 +112,11 @@ TORCH_JOB = """
 """
 
 
-def test_two_rank_gloo_job_counts_every_collective(tmp_path):
-    n, world = 5, 2
-    script = tmp_path / "job.py"
-    script.write_text(textwrap.dedent(TORCH_JOB))
+def run_ranks(tmp_path, name, source, world, n):
+    """Runs `source` as `world` ranks (args: rank, world, init method, n), each
+    under the hook with a record of its own; returns (records, stdouts, pids)."""
+    script = tmp_path / name
+    script.write_text(textwrap.dedent(source))
     init = f"tcp://127.0.0.1:{free_port()}"
     records = [make_record(tmp_path / f"rec{r}") for r in range(world)]
     procs = [subprocess.Popen([PYTHON, str(script), str(r), str(world), init, str(n)],
@@ -124,13 +125,19 @@ def test_two_rank_gloo_job_counts_every_collective(tmp_path):
     outs = [p.communicate(timeout=180) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, out + err
+    return records, [out for out, _ in outs], [p.pid for p in procs]
+
+
+def test_two_rank_gloo_job_counts_every_collective(tmp_path):
+    n, world = 5, 2
+    records, outs, pids = run_ranks(tmp_path, "job.py", TORCH_JOB, world, n)
     sub_ids = []
     for r in range(world):
-        result = json.loads(outs[r][0].split("RESULT ", 1)[1])
+        result = json.loads(outs[r].split("RESULT ", 1)[1])
         assert result["before"] == [n, n - 1]  # the async call: issued, not yet completed
         assert result["after"] == [n, n]
         rec = read_record(records[r])
-        assert rec["pid"] == procs[r].pid
+        assert rec["pid"] == pids[r]
         assert rec["dump_signal"] == signal.SIGUSR2
         assert rec["groups_used"] == 2, rec
         world_slot = next(s for s in rec["slots"] if s["id"] == 0)
@@ -404,18 +411,9 @@ DDP_JOB = """
 
 def test_ddp_steps_are_recorded_in_a_slot_per_ddp_module(tmp_path):
     n, world = 6, 2
-    script = tmp_path / "ddp.py"
-    script.write_text(textwrap.dedent(DDP_JOB))
-    init = f"tcp://127.0.0.1:{free_port()}"
-    records = [make_record(tmp_path / f"rec{r}") for r in range(world)]
-    procs = [subprocess.Popen([PYTHON, str(script), str(r), str(world), init, str(n)],
-                              env=hook_env(records[r]), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for r in range(world)]
-    outs = [p.communicate(timeout=180) for p in procs]
-    for p, (out, err) in zip(procs, outs):
-        assert p.returncode == 0, out + err
+    records, outs, pids = run_ranks(tmp_path, "ddp.py", DDP_JOB, world, n)
     for r in range(world):
-        result = json.loads(outs[r][0].split("RESULT ", 1)[1])
+        result = json.loads(outs[r].split("RESULT ", 1)[1])
         expected = [pair for k in range(1, n + 1) for pair in ([k, k - 1], [k, k])]
         expected += [[1, 0], [2, 1], [2, 2]]
         assert result["states"] == expected
