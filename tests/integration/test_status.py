@@ -22,12 +22,15 @@ def status_json(daemon, run_id):
     return r.returncode, json.loads(r.stdout)
 
 
-def wait_state(daemon, run_id, state, timeout=30):
+def wait_state(daemon, run_id, state, timeout=30, until=lambda st: True):
+    """Polls `ccrun status` until the job is in `state` and `until(st)` holds
+    (a job is "running" once its round closed; its nodes' first heartbeats,
+    which fill the node table, come a moment later)."""
     deadline = time.time() + timeout
     st = {}
     while time.time() < deadline:
         rc, st = status_json(daemon, run_id)
-        if st.get("state") == state:
+        if st.get("state") == state and until(st):
             return rc, st
         time.sleep(0.1)
     raise AssertionError(f"never {state}: last {st}")
@@ -70,7 +73,7 @@ def test_forming_running_restarting_failed():
         rc, st = wait_state(d, "st1", "forming")
         assert rc == 0 and st["joined"] == 1
         second = agent(d, "st1", 'trap "" TERM; sleep 30', restarts=1)
-        rc, st = wait_state(d, "st1", "running")
+        rc, st = wait_state(d, "st1", "running", until=lambda st: st.get("world_size") == 4)
         assert rc == 0
         assert st["num_nodes"] == 2 and st["world_size"] == 4 and st["attempt"] == 0
         nodes = sorted(st["nodes"], key=lambda n: n["node_rank"])
@@ -82,7 +85,7 @@ def test_forming_running_restarting_failed():
         rc, st = wait_state(d, "st1", "restarting")
         assert rc == 0 and st["last_failure"]["exit_code"] == 3
         # The second attempt fails for good when the first node is stopped.
-        rc, st = wait_state(d, "st1", "running")
+        rc, st = wait_state(d, "st1", "running", until=lambda st: st.get("attempt") == 1)
         assert st["attempt"] == 1
         first.terminate()
         rc, st = wait_state(d, "st1", "stopped")
