@@ -554,14 +554,13 @@ class Agent {
   }
 
   // Where torch's NCCL flight recorders put their FIFOs and dumps: the
-  // attempt's log folder, or a folder of this agent's in /tmp.
-  std::string make_evidence_dir() {
-    fs::path dir = logs_dir_->kept() ? logs_dir_->root() / ("attempt_" + std::to_string(restart_count_))
-                                     : fs::temp_directory_path() / ("ccrun-" + agent_token_);
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    evidence_dir_ = dir.string();
-    return evidence_dir_;
+  // attempt's log folder, else /tmp/ccrun-<token>-nccl_... (no folder to
+  // make or remove: torch removes its FIFOs, and dumps are kept evidence).
+  std::string evidence_prefix() const {
+    if (logs_dir_->kept()) {
+      return (logs_dir_->root() / ("attempt_" + std::to_string(restart_count_))).string() + "/";
+    }
+    return (fs::temp_directory_path() / ("ccrun-" + agent_token_ + "-")).string();
   }
 
   // What --hang-timeout watches in this attempt (hang_monitor.h); a hang
@@ -572,7 +571,7 @@ class Agent {
     o.node_rank = info_.node_rank, o.num_nodes = info_.num_nodes;
     o.first_rank = info_.rank_offset, o.nproc = spec_.nproc_per_node;
     o.attempt = restart_count_, o.host = host_name(), o.token = agent_token_;
-    o.evidence_dir = make_evidence_dir();
+    o.evidence_prefix = evidence_prefix();
     HangMonitor::Hooks h;
     h.publish = [this](const std::string& ranks) { rdzv_->set_progress(ranks); };
     h.read_statuses = [rdzv = rdzv_.get()] { return rdzv->node_statuses(); };
@@ -781,10 +780,6 @@ class Agent {
   void cleanup() {
     group_.reset();
     file_timer_.reset();
-    if (!logs_dir_ || !logs_dir_->kept()) {
-      std::error_code ec;  // kept only when a dump is in it
-      if (!evidence_dir_.empty() && fs::is_empty(evidence_dir_, ec)) fs::remove(evidence_dir_, ec);
-    }
     tasks_.reset();
     rdzv_.reset();
     if (store_.server) store_.server->stop();
@@ -814,7 +809,6 @@ class Agent {
   std::unique_ptr<WorkerGroup> group_;
   std::unique_ptr<StoreTasks> tasks_;
   std::unique_ptr<HangMonitor> monitor_;     // this attempt's progress watch
-  std::string evidence_dir_;                 // NCCL flight recorder FIFOs and dumps
   nlohmann::json hang_;                      // the last hang verdict and its stacks
   std::unique_ptr<FileTimerServer> file_timer_;  // TORCHELASTIC_ENABLE_FILE_TIMER=1
   std::map<pid_t, std::string> timer_kills_;     // pids the FileTimer killed, and why

@@ -144,7 +144,7 @@ constexpr const char* kDumpStem = "nccl_trace_rank_";
 
 }  // namespace
 
-std::vector<std::string> flight_recorder_env(const std::string& dir,
+std::vector<std::string> flight_recorder_env(const std::string& prefix,
                                              const std::vector<std::string>& env) {
   auto set = [&](const char* name) {
     std::string prefix = std::string(name) + "=";
@@ -156,23 +156,23 @@ std::vector<std::string> flight_recorder_env(const std::string& dir,
     out.push_back("TORCH_NCCL_TRACE_BUFFER_SIZE=2000");
   }
   if (!set("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")) {
-    out.push_back("TORCH_NCCL_DEBUG_INFO_PIPE_FILE=" + dir + "/" + kPipeStem);
+    out.push_back("TORCH_NCCL_DEBUG_INFO_PIPE_FILE=" + prefix + kPipeStem);
   }
   if (!set("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") && !set("TORCH_FR_DUMP_TEMP_FILE")) {
-    out.push_back("TORCH_NCCL_DEBUG_INFO_TEMP_FILE=" + dir + "/" + kDumpStem);
+    out.push_back("TORCH_NCCL_DEBUG_INFO_TEMP_FILE=" + prefix + kDumpStem);
   }
   return out;
 }
 
-std::vector<std::pair<int, std::string>> dump_flight_recorders(const std::string& dir,
+std::vector<std::pair<int, std::string>> dump_flight_recorders(const std::string& prefix,
                                                                const std::vector<int>& ranks,
                                                                milliseconds wait) {
   std::vector<std::pair<int, std::string>> asked;
   for (int r : ranks) {
-    std::string pipe = dir + "/" + kPipeStem + std::to_string(r) + ".pipe";
+    std::string pipe = prefix + kPipeStem + std::to_string(r) + ".pipe";
     int fd = ::open(pipe.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) continue;  // no NCCL group in that rank, or not torch
-    if (::write(fd, "1", 1) == 1) asked.emplace_back(r, dir + "/" + kDumpStem + std::to_string(r));
+    if (::write(fd, "1", 1) == 1) asked.emplace_back(r, prefix + kDumpStem + std::to_string(r));
     ::close(fd);
   }
   // torch writes the dump from its own thread: the file is the only event.

@@ -48,16 +48,17 @@ std::vector<RankStacks> collect_stacks(const std::vector<StackTarget>& targets,
 
 // torch's NCCL flight recorder (ProcessGroupNCCL keeps its last collectives
 // and dumps them when its FIFO `<pipe stem><rank>.pipe` is written). The
-// variables that turn it on with dumps under `dir`, leaving out any the
+// variables that turn it on, its FIFOs and dumps named `<prefix>nccl_...`
+// (a folder and "/", or a path and a file-name prefix), leaving out any the
 // user set in `env` ("NAME=value" entries).
-std::vector<std::string> flight_recorder_env(const std::string& dir,
+std::vector<std::string> flight_recorder_env(const std::string& prefix,
                                              const std::vector<std::string>& env);
 
-// Asks the flight recorders of `ranks` whose pipes exist under `dir` to
+// Asks the flight recorders of `ranks` whose pipes exist under `prefix` to
 // dump, and waits (at most `wait`) for the dumps: rank -> dump file, for
 // each that came.
 std::vector<std::pair<int, std::string>> dump_flight_recorders(
-    const std::string& dir, const std::vector<int>& ranks,
+    const std::string& prefix, const std::vector<int>& ranks,
     std::chrono::milliseconds wait = std::chrono::milliseconds(5000));
 
 // The memory cgroup OOM-kill counter of `pid`'s cgroup (v2 or v1), or -1

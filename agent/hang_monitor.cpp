@@ -2,6 +2,7 @@
 #include "hang_monitor.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -44,18 +45,15 @@ void HangMonitor::add_worker_env(std::vector<std::string>& env, int local_rank) 
   auto vars = watch_.environment(local_rank, pythonpath);
   if (vars.empty() && !pythonpath.empty()) env.push_back("PYTHONPATH=" + pythonpath);
   env.insert(env.end(), vars.begin(), vars.end());
-  auto recorder = flight_recorder_env(o_.evidence_dir, env);
+  auto recorder = flight_recorder_env(o_.evidence_prefix, env);
   env.insert(env.end(), recorder.begin(), recorder.end());
 }
 
 void HangMonitor::start(const std::vector<pid_t>& pids) {
   watch_.set_pids(pids);
-  cgroups_.clear();
-  oom_kills_.clear();
-  for (pid_t pid : pids) {
-    cgroups_.push_back(cgroup_of(pid));
-    oom_kills_.push_back(cgroup_oom_kills_at(cgroups_.back()));
-  }
+  // Workers start in the agent's own memory cgroup: one read for them all.
+  cgroup_ = cgroup_of(::getpid());
+  oom_kills_ = cgroup_oom_kills_at(cgroup_);
   arm();
 }
 
@@ -147,11 +145,11 @@ void HangMonitor::collect_stacks(const std::vector<RankView>& local,
     targets.push_back({r.rank, r.pid, watch_.dump_signal(r.local_rank),
                        watch_.dump_pid(r.local_rank), watch_.stack_file(r.local_rank)});
   }
-  hooks_.off_loop([io = &io_, alive = alive_, targets, done, dir = o_.evidence_dir] {
+  hooks_.off_loop([io = &io_, alive = alive_, targets, done, prefix = o_.evidence_prefix] {
     auto stacks = agent::collect_stacks(targets);
     std::vector<int> ranks;
     for (const auto& t : targets) ranks.push_back(t.rank);
-    for (const auto& [rank, path] : dump_flight_recorders(dir, ranks)) {
+    for (const auto& [rank, path] : dump_flight_recorders(prefix, ranks)) {
       for (auto& s : stacks) {
         if (s.rank == rank) s.nccl_trace = path;
       }
@@ -175,9 +173,7 @@ void HangMonitor::collect_stacks(const std::vector<RankView>& local,
 }
 
 std::string HangMonitor::oom_evidence(int local_rank, pid_t pid) const {
-  size_t lr = size_t(local_rank);
-  std::string why = oom_kill_evidence(pid, lr < cgroups_.size() ? cgroups_[lr] : "",
-                                      lr < oom_kills_.size() ? oom_kills_[lr] : -1);
+  std::string why = oom_kill_evidence(pid, cgroup_, oom_kills_);
   if (why.empty()) return why;
   int64_t rss = watch_.last_rss_kb(local_rank);
   return why + (rss > 0 ? "; its last sampled RSS was " + std::to_string(rss / 1024) + " MiB" : "");

@@ -46,7 +46,7 @@ struct HangMonitorOptions {
   int attempt = 0;
   std::string host;
   std::string token;         // the agent's: names the records
-  std::string evidence_dir;  // torch's NCCL flight recorder FIFOs and dumps
+  std::string evidence_prefix;  // torch's NCCL flight recorder FIFOs and dumps: <prefix>nccl_...
 };
 
 class HangMonitor {
@@ -78,7 +78,7 @@ class HangMonitor {
   void add_worker_env(std::vector<std::string>& env, int local_rank) const;
 
   // The workers run: samples every second from now on, and keeps their
-  // memory cgroups' OOM-kill counters for oom_evidence().
+  // memory cgroup's OOM-kill counter for oom_evidence().
   void start(const std::vector<pid_t>& pids);
 
   // No more samples or verdicts (a stop is under way).
@@ -113,8 +113,8 @@ class HangMonitor {
   bool stopped_ = false;
   bool reading_ = false;               // node 0: the other nodes' views are being read
   std::vector<int> stragglers_;        // node 0: the stragglers last said
-  std::vector<std::string> cgroups_;   // by local rank, at start
-  std::vector<int64_t> oom_kills_;     // their OOM-kill counters then
+  std::string cgroup_;                 // the workers' memory cgroup (the agent's)
+  int64_t oom_kills_ = -1;             // its OOM-kill counter as they started
 };
 
 }  // namespace ccrun::agent

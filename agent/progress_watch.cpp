@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -69,28 +70,38 @@ struct ProgressWatch::Worker {
     if (!stack_path.empty()) ::unlink(stack_path.c_str());
   }
 
+  // The record, mapped at the first call; null when it cannot be.
+  Record* map() {
+    if (!record && fd >= 0) {
+      void* m = ::mmap(nullptr, progress::kRecordBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (m != MAP_FAILED) record = static_cast<Record*>(m);
+    }
+    return record;
+  }
+
   int64_t mtime_ns() const {
     struct stat st;
     if (fd < 0 || ::fstat(fd, &st) != 0) return 0;
     return int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
   }
 
-  // Creates and maps the record; false (and nothing left behind) on failure.
+  // Creates the record with its header; false (and nothing left behind) on
+  // failure. It is mapped at the first sample (map()): a worker that ends
+  // within a second costs no mmap/munmap (the unmap of a threaded agent
+  // interrupts every CPU it ran on), and launch stays as fast as before.
   bool create(const std::string& p) {
     fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return false;
     path = p;
     if (::ftruncate(fd, progress::kRecordBytes) != 0) return false;
-    void* m = ::mmap(nullptr, progress::kRecordBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED) return false;
-    record = static_cast<Record*>(m);
-    record->version = progress::kVersion;
-    record->record_bytes = progress::kRecordBytes;
-    record->magic = progress::kMagic;
+    struct Header {
+      uint64_t magic;
+      uint32_t version, record_bytes;
+    } header{progress::kMagic, progress::kVersion, uint32_t(progress::kRecordBytes)};
+    static_assert(sizeof(Header) == offsetof(Record, pid));
+    if (::pwrite(fd, &header, sizeof header, 0) != ssize_t(sizeof header)) return false;
     created_mtime_ns = last_mtime_ns = mtime_ns();
-    stack_path = p + ".stacks";
-    int s = ::open(stack_path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (s >= 0) ::close(s);
+    stack_path = p + ".stacks";  // made by the Python hook (append) when it registers
     return true;
   }
 };
@@ -131,7 +142,7 @@ std::string ProgressWatch::python_hook_dir() {
 std::vector<std::string> ProgressWatch::environment(int local_rank,
                                                     const std::string& pythonpath) const {
   const Worker& w = *workers_.at(local_rank);
-  if (!w.record) return {};
+  if (w.fd < 0) return {};
   std::vector<std::string> env = {std::string(progress::kFileVar) + "=" + w.path,
                                   "CCRUN_STACK_FILE=" + w.stack_path};
   static const std::string hook = python_hook_dir();
@@ -159,7 +170,7 @@ std::vector<RankView> ProgressWatch::sample() {
     v.pid = w.pid;
     if (w.pid > 0) w.rss_kb = rss_kb(w.pid);
     v.rss_kb = w.rss_kb;
-    if (Record* r = w.record) {
+    if (Record* r = w.map()) {
       int64_t last = r->step_ns.load(std::memory_order_relaxed);
       uint64_t most_calls = 0;
       uint32_t wait_us = 0;
@@ -212,13 +223,13 @@ std::vector<RankView> ProgressWatch::sample() {
 }
 
 int ProgressWatch::dump_signal(int local_rank) const {
-  const Worker& w = *workers_.at(local_rank);
-  return w.record ? w.record->dump_signal.load(std::memory_order_relaxed) : 0;
+  Record* r = workers_.at(local_rank)->map();
+  return r ? r->dump_signal.load(std::memory_order_relaxed) : 0;
 }
 
 pid_t ProgressWatch::dump_pid(int local_rank) const {
-  const Worker& w = *workers_.at(local_rank);
-  return w.record ? w.record->pid.load(std::memory_order_relaxed) : 0;
+  Record* r = workers_.at(local_rank)->map();
+  return r ? r->pid.load(std::memory_order_relaxed) : 0;
 }
 
 const std::string& ProgressWatch::stack_file(int local_rank) const {

@@ -1,7 +1,7 @@
 //===- progress_watch.h - The agent's view of its workers' progress -*- C++ -*-//
 //
 // One ProgressWatch per attempt: it creates each worker's progress record
-// (ccrun/progress.h) under /dev/shm, maps it, and names it in the worker's
+// (ccrun/progress.h) under /dev/shm, maps it at the first sample, and names it in the worker's
 // environment, with the Python start-up hook (agent/python) on PYTHONPATH so
 // torch workers report without a code change. sample() reads every record
 // straight from the shared page, plus one /proc/<pid>/statm read (RSS) and
