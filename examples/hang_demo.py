@@ -37,6 +37,8 @@ def main():
             model(torch.randn(8, 16)).sum().backward()
         else:
             dist.all_reduce(t)
+        if dist.get_rank() == 0 and step % 100 == 0:
+            print(f"step {step}", flush=True)
     dist.barrier()
     dist.destroy_process_group()
 

@@ -9,5 +9,5 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${BUILD_DIR:-$here/build}
-cmake --build "$build" --target ccrun collectives_progress_worker collectives_dispatch_bench >/dev/null
+cmake --build "$build" --target ccrun collectives_dispatch_bench >/dev/null
 exec "${CCRUN_TEST_PYTHON:-/usr/bin/python3}" "$here/scripts/bench_hang.py" "$build" "$@"

@@ -3,10 +3,11 @@
 (torch 1.13 from Debian, patched at run time by scripts/torchrun_patched.py)
 in one run; see scripts/bench-hang.sh, which calls this, and docs/hangs.md.
 
-Rows:
-  - the agent's own CPU while a healthy 4-rank job runs (ccrun's collectives
-    worker, ~20 steps/s): ccrun's agent samples every record each second,
-    torchrun's polls its workers every monitor interval (0.1 s);
+Rows (the jobs are examples/hang_demo.py: torch 1.13 on gloo, nothing of
+ccrun in the script; under ccrun its start-up hook records every all_reduce):
+  - the launcher's own CPU while a healthy 4-rank job runs: ccrun's agent
+    samples every record each second, torchrun's polls its workers every
+    monitor interval (0.1 s);
   - a rank that stops: seconds from the hang timeout to ccrun's verdict, and
     what torchrun says in the same time;
   - the per-call cost of recording progress: ccrun's collectives (the NCCL
@@ -60,8 +61,8 @@ def agent_cpu_percent(cmd, seconds):
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                          start_new_session=True)
     try:
-        if not wait_for_line(p.stdout, "step 20", 120):
-            raise RuntimeError(f"the job did not reach step 20: {cmd}")
+        if not wait_for_line(p.stdout, "step 100", 120):
+            raise RuntimeError(f"the job did not reach step 100: {cmd}")
         t0, c0 = time.monotonic(), cpu_ticks(p.pid)
         time.sleep(seconds)
         t1, c1 = time.monotonic(), cpu_ticks(p.pid)
@@ -71,32 +72,37 @@ def agent_cpu_percent(cmd, seconds):
         p.wait()
 
 
-def verdict_latency(ccrun, worker, timeout_s):
+HANG = ["--steps", "100000", "--sleep-rank", "2", "--sleep-before", "200", "--sleep-s", "600"]
+
+
+def verdict_latency(ccrun, demo, timeout_s):
     """Seconds from the hang timeout to ccrun's verdict (its "waited ... for X s")."""
     r = subprocess.run([ccrun, "--standalone", "--nproc-per-node", "4", "--hang-timeout",
-                        str(timeout_s), "--stop-grace", "1", "--no-python", worker, "--steps",
-                        "1000", "--step-ms", "10", "--sleep-rank", "2", "--sleep-before", "20",
-                        "--sleep-s", "600"], capture_output=True, text=True, timeout=120)
+                        str(timeout_s), "--stop-grace", "1", demo, *HANG], capture_output=True,
+                       text=True, timeout=180)
     m = re.search(r"the job is hung .* waited in for ([\d.]+)s", r.stderr)
     if not m:
         raise RuntimeError("no verdict:\n" + r.stderr[-2000:])
     return float(m.group(1)) - timeout_s
 
 
-def torchrun_says(torchrun, worker, seconds):
+def torchrun_says(torchrun, demo, seconds):
     """What torchrun prints within `seconds` of the same hang (read before it is killed)."""
     with tempfile.TemporaryFile("w+") as log:
-        p = subprocess.Popen([*torchrun, "--nproc_per_node", "4", "--master_port",
-                              str(free_port()), "--no_python", worker, "--steps", "1000",
-                              "--step-ms", "10", "--sleep-rank", "2", "--sleep-before", "20",
-                              "--sleep-s", "600"], stdout=log, stderr=log, text=True,
-                             start_new_session=True)
+        p = subprocess.Popen([*torchrun, "--standalone", "--nproc_per_node", "4", demo, *HANG],
+                             stdout=log, stderr=log, text=True, start_new_session=True)
+        started = time.time()
+        while time.time() - started < 120:  # from rank 2's stop on (step 200)
+            log.seek(0)
+            if "step 100" in log.read():
+                break
+            time.sleep(0.1)
         time.sleep(seconds)
         log.seek(0)
         text = log.read()
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
-    # Its start-up banner (the OMP_NUM_THREADS notice) and the workers' steps are no report.
+    # Its start-up banner (the OMP_NUM_THREADS notice) and the job's steps are no report.
     said = [l for l in text.splitlines() if l.strip() and not l.startswith("step") and
             "OMP_NUM_THREADS" not in l and "*****" not in l and l != "WARNING:torch.distributed.run:"]
     return "nothing" if not said else f"{len(said)} line(s), no culprit"
@@ -141,25 +147,25 @@ def python_hook_rows(calls):
 def main():
     build = sys.argv[1]
     smoke = "--smoke" in sys.argv
+    os.environ["PYTHON_EXEC"] = PY  # Debian's torch is in /usr/bin/python3
     ccrun = os.path.join(build, "launcher", "ccrun")
-    worker = os.path.join(build, "tests", "collectives_progress_worker")
     bench = os.path.join(build, "tests", "collectives_dispatch_bench")
     torchrun = [PY, os.path.join(HERE, "torchrun_patched.py")]
     seconds = 2 if smoke else 20
     rows = ["| measurement | ccrun | torchrun (torch 1.13) | ratio |", "|---|---|---|---|"]
 
-    work = [worker, "--steps", "100000", "--step-ms", "50"]
-    c = agent_cpu_percent([ccrun, "--standalone", "--nproc-per-node", "4", "--no-python", *work],
-                          seconds)
-    t = agent_cpu_percent([*torchrun, "--standalone", "--nproc_per_node", "4", "--no_python",
-                           *work], seconds)
+    demo = os.path.join(REPO, "examples", "hang_demo.py")
+    c = agent_cpu_percent([ccrun, "--standalone", "--nproc-per-node", "4", demo, "--steps",
+                           "10000000"], seconds)
+    t = agent_cpu_percent([*torchrun, "--standalone", "--nproc_per_node", "4", demo, "--steps",
+                           "10000000"], seconds)
     rows.append(f"| launcher's own CPU while a healthy 4-rank job runs, % of one core ({seconds} s; "
                 f"ccrun samples every progress record each second) | {c:.2f} | {t:.2f} | " +
                 (f"{t / c:.1f}x less |" if c > 0 else "n/a (below one clock tick) |"))
 
     timeout_s = 2 if smoke else 5
-    lat = verdict_latency(ccrun, worker, timeout_s)
-    said = torchrun_says(torchrun, worker, timeout_s + (3 if smoke else 10))
+    lat = verdict_latency(ccrun, demo, timeout_s)
+    said = torchrun_says(torchrun, demo, timeout_s + (3 if smoke else 10))
     rows.append(f"| a rank stops: from the hang timeout ({timeout_s} s) to the verdict naming it, s | "
                 f"{lat:.1f} | {said} within {timeout_s + (3 if smoke else 10)} s (gloo's own "
                 f"timeout: 1800 s) | |")
@@ -169,7 +175,7 @@ def main():
     for path in sorted(plain):
         rows.append(f"| ccrun collectives, {path}: ns per all_reduce + wait (no-op device seams, "
                     f"best of {runs}), without / with a progress record | {plain[path]:.1f} / "
-                    f"{rec.get(path, float('nan')):.1f} (+{rec.get(path, 0) - plain[path]:.1f}) | "
+                    f"{rec.get(path, float('nan')):.1f} ({rec.get(path, 0) - plain[path]:+.1f}) | "
                     f"| |")
     if not smoke:
         i0 = dispatch_instructions(bench, 20000, False)
@@ -177,11 +183,11 @@ def main():
         if i0 is not None:
             rows.append(f"| ccrun collectives: instructions per call (callgrind, both paths), "
                         f"without / with a progress record | {i0:.0f} / {i1:.0f} "
-                        f"(+{i1 - i0:.0f}) | | |")
+                        f"({i1 - i0:+.0f}) | | |")
 
     for call, (hooked, original) in python_hook_rows(1000 if smoke else 10000).items():
         rows.append(f"| torch {call}, world size 1 (gloo), ns per call: through the start-up hook | "
-                    f"{hooked} | {original} (torch's own) | +{hooked - original} ns |")
+                    f"{hooked} | {original} (torch's own) | {hooked - original:+d} ns |")
 
     table = "\n".join(rows)
     print(table)
@@ -189,8 +195,8 @@ def main():
         load = open("/proc/loadavg").read().split()[0]
         section = (f"Measured by `scripts/bench-hang.sh` on {time.strftime('%Y-%m-%d', time.gmtime())}, "
                    f"{os.cpu_count()} cores, load average {load} at the start. The launcher's CPU is "
-                   "its own process (every thread), not its workers'. torchrun runs the same "
-                   "worker binary (ccrun's collectives bootstrap from torchrun's env:// too).\n\n"
+                   "its own process (every thread), not its workers'. Both launchers run the same "
+                   "torch job (examples/hang_demo.py).\n\n"
                    + table)
         subprocess.run([sys.executable, os.path.join(HERE, "write_bench_section.py"),
                         os.path.join(REPO, "docs", "benchmarks.md"), "bench-hang",
