@@ -252,7 +252,7 @@ TEST_CASE("print-config: shortest numbers, quoted MIN:MAX", "[launcher][yaml]") 
   std::filesystem::remove(path);
 }
 
-TEST_CASE("--hang-timeout: flag, PET_, YAML, default and bad values", "[launcher]") {
+TEST_CASE("hang_timeout: the flag, PET_, YAML, default and bad values", "[launcher]") {
   CHECK(parse({"--no-python", "a"}).hang_timeout == std::chrono::milliseconds(600'000));
   CHECK(parse({"--hang-timeout", "2.5", "--no-python", "a"}).hang_timeout ==
         std::chrono::milliseconds(2500));
