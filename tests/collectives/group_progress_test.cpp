@@ -14,6 +14,7 @@
 #include "ccrun/collectives.h"
 #include "ccrun/hash_store.h"
 #include "collectives/fake_nccl.h"
+#include "collectives/rank_threads.h"
 #include "dispatch_group.h"
 #include "gloo_group.h"
 #include "progress_writer.h"
@@ -44,22 +45,7 @@ Records new_records(int n) {
 void run_ranks(int size, Records& records,
                const std::function<std::shared_ptr<ProcessGroup>(int, progress::Record*)>& make,
                const std::function<void(int, ProcessGroup&)>& fn) {
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto pg = make(r, records[size_t(r)].get());
-        fn(r, *pg);
-      } catch (...) {
-        errors[size_t(r)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  test::on_rank_threads(size, [&](int r) { fn(r, *make(r, records[size_t(r)].get())); });
 }
 
 // A Gloo world group of `size` ranks over `store`, recording into `record`.

@@ -15,6 +15,7 @@
 #include "ccrun/hash_store.h"
 #include "ccrun/prefix_store.h"
 #include "collectives/fake_nccl.h"
+#include "collectives/rank_threads.h"
 #include "dispatch_group.h"
 #include "nccl_group.h"
 
@@ -44,22 +45,9 @@ void run_nccl_ranks(std::shared_ptr<FakeCuda> cuda, int size,
                     std::chrono::milliseconds timeout = 20s) {
   NoLocalRank env;
   auto store = std::make_shared<store::HashStore>();
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto pg = collectives::create_nccl_group(store, r, size, timeout, cuda->devices_for_rank());
-        fn(r, *pg);
-      } catch (...) {
-        errors[size_t(r)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  test::on_rank_threads(size, [&](int r) {
+    fn(r, *collectives::create_nccl_group(store, r, size, timeout, cuda->devices_for_rank()));
+  });
 }
 
 Buffer cuda_buf(void* p, size_t n, DataType t = DataType::Float32) {
