@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -20,7 +21,7 @@ namespace ccrun::agent {
 namespace asio = boost::asio;
 
 struct WorkerGroup::Worker {
-  Worker(asio::io_context& io, int pidfd) : pidfd(io, pidfd) {}
+  Worker(asio::io_context& io, int pidfd) : pidfd(io, pidfd), rescan(io) {}
   WorkerSpec spec;
   pid_t pid = 0;
   asio::posix::stream_descriptor pidfd;
@@ -29,6 +30,7 @@ struct WorkerGroup::Worker {
   bool reaped = false;
   bool reported = false;
   WorkerExit exit;
+  asio::steady_timer rescan;  // reaped, pipes still open: scan for escaped holders again
 };
 
 namespace {
@@ -82,6 +84,7 @@ WorkerGroup::~WorkerGroup() {
   if (kill_timer_) kill_timer_->cancel();
   for (auto& w : workers_) {
     boost::system::error_code ec;
+    w->rescan.cancel();
     w->pidfd.close(ec);  // its pending wait completes as aborted
     if (!w->reaped) {
       ::kill(-w->pid, SIGKILL);
@@ -170,7 +173,22 @@ void WorkerGroup::on_pidfd(const std::shared_ptr<Worker>& w) {
   // So may its descendants that left the group (setsid): found by token.
   if (!w->spec.token.empty()) kill_token_holders(w->spec.token.c_str(), false);
   Janitor::instance().untrack(w->pid);
+  if (w->open_pipes > 0) rescan_holders(w, std::chrono::milliseconds(100));
   maybe_finish(w);
+}
+
+// A descendant caught in the middle of an exec has no readable environ, so
+// the scan at the worker's exit can miss it; if it holds the worker's pipes,
+// they never close and the group never finishes. Scan again while they stay
+// open (100 ms, then doubling up to 2 s): a cost only when something escaped.
+void WorkerGroup::rescan_holders(const std::shared_ptr<Worker>& w, std::chrono::milliseconds after) {
+  if (w->spec.token.empty()) return;
+  w->rescan.expires_after(after);
+  w->rescan.async_wait([this, w, after](boost::system::error_code ec) {
+    if (ec || w->open_pipes == 0) return;
+    kill_token_holders(w->spec.token.c_str(), false);
+    rescan_holders(w, std::min(after * 2, std::chrono::milliseconds(2000)));
+  });
 }
 
 void WorkerGroup::maybe_finish(const std::shared_ptr<Worker>& w) {

@@ -95,6 +95,7 @@ class WorkerGroup {
   struct Worker;
   void on_pidfd(const std::shared_ptr<Worker>& w);
   void maybe_finish(const std::shared_ptr<Worker>& w);
+  void rescan_holders(const std::shared_ptr<Worker>& w, std::chrono::milliseconds after);
 
   boost::asio::io_context& io_;
   LogMux& logs_;
