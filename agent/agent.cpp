@@ -289,7 +289,6 @@ class Agent {
     ro.master_port = master_port;
     ro.join_timeout = r.join_timeout;
     ro.last_call_timeout = r.last_call_timeout;
-    ro.close_timeout = r.close_timeout;
     ro.keep_alive_interval = r.keep_alive_interval;
     ro.keep_alive_max_attempt = r.keep_alive_max_attempt;
     return ro;
@@ -397,7 +396,7 @@ class Agent {
         report(fatal);
         state_ = State::kLeaving;
         run_off_loop([&] {
-          rdzv_->set_closed(fatal);
+          rdzv_->set_closed({fatal, 0});
           rdzv_->leave(store_.server != nullptr, milliseconds(10'000));
         });
         return 1;
@@ -443,7 +442,7 @@ class Agent {
     end_reason_ = reason;
     if (rdzv_) {
       state_ = State::kLeaving;
-      run_bounded([&] { rdzv_->set_closed(reason); }, kCloseOnSignalTimeout);
+      run_bounded([&] { rdzv_->set_closed({reason, signalled_}); }, kCloseOnSignalTimeout);
     }
     return 128 + signalled_;
   }

@@ -13,7 +13,7 @@
 
 #include "ccrun/endpoint.h"
 #include "ccrun/error.h"
-#include "ccrun/job_keys.h"
+#include "ccrun/job_state.h"
 #include "ccrun/store_address.h"
 #include "hang_verdict.h"
 
@@ -27,9 +27,6 @@ constexpr int kExitHealthy = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitUnknown = 3;
-// A job has at most this many rounds of history worth reading back for
-// the last failure.
-constexpr int kFailureLookback = 8;
 
 int64_t wall_ms() {
   return std::chrono::duration_cast<milliseconds>(
@@ -51,8 +48,6 @@ json parse_or_null(const std::string& text) {
   return j.is_discarded() ? json() : j;
 }
 
-// Reads the job's state. Every read is a check or a single get of a key
-// known to exist: nothing waits.
 // Every rank's progress as its node published it with its heartbeat, with
 // where it is in words and the straggler mark (docs/hangs.md).
 void add_rank_progress(json& out) {
@@ -74,42 +69,32 @@ void add_rank_progress(json& out) {
   for (auto& n : out["nodes"]) n.erase("ranks");  // once, in out["ranks"]
 }
 
-json read_status(store::Store& s, const std::string& run_id) {
-  JobKeys k(run_id);
-  json out{{"run_id", run_id}, {"nodes", json::array()}};
-  bool closed = s.check({k.closed()});
-  if (!s.check({k.current_round()})) {
-    // A job still forming its first round has round 0's join counter.
-    if (!s.check({k.round(0, "joined")}) && !s.check({k.node(0, 0)})) {
-      out["state"] = closed ? "failed" : "unknown";
-      if (closed) out["reason"] = parse_or_null(s.get(k.closed())).value("reason", "");
-      return out;
-    }
-    out["state"] = "forming";
+// The job's state as `ccrun status --json` prints it.
+json status_json(const JobState& st) {
+  json out{{"run_id", st.run_id}, {"state", to_string(st.phase)}, {"nodes", json::array()}};
+  if (!st.reason.empty() || st.phase == JobPhase::kFailed || st.phase == JobPhase::kStopped) {
+    out["reason"] = st.reason;
+  }
+  if (st.stop_signal) out["stop_signal"] = st.stop_signal;
+  if (st.phase == JobPhase::kForming) {
     out["round"] = 0;
-    out["joined"] = s.check({k.round(0, "joined")}) ? s.add(k.round(0, "joined"), 0) : 0;
+    out["joined"] = st.joined;
     return out;
   }
-  int r = std::stoi(s.get(k.current_round()));
-  out["round"] = r;
-  // Newer rounds being formed (a restart under way, a node waiting).
-  int64_t joining = s.check({k.round(r + 1, "joined")}) ? s.add(k.round(r + 1, "joined"), 0) : 0;
-  int size = 0;
-  if (s.check({k.round(r, "size")})) {
-    size = std::stoi(s.get(k.round(r, "size")));
-  } else {
-    while (size < 100000 && s.check({k.node(r, size)})) ++size;  // static rounds
+  if (st.round < 0) return out;
+  out["round"] = st.round;
+  out["num_nodes"] = st.num_nodes;
+  if (st.phase == JobPhase::kRunning && st.nodes_waiting > 0) {
+    out["nodes_waiting"] = st.nodes_waiting;
   }
-  out["num_nodes"] = size;
   int64_t now = wall_ms();
-  int attempt = 0;
-  int world = 0;
-  for (int i = 0; i < size; ++i) {
-    if (!s.check({k.status(r, i)})) {
+  int attempt = 0, world = 0;
+  for (int i = 0; i < int(st.node_statuses.size()); ++i) {
+    if (st.node_statuses[i].empty()) {
       out["nodes"].push_back({{"node_rank", i}, {"state", "no heartbeat yet"}});
       continue;
     }
-    json n = parse_or_null(s.get(k.status(r, i)));
+    json n = parse_or_null(st.node_statuses[i]);
     if (!n.is_object()) continue;
     n["heartbeat_age_s"] = double(now - n.value("beat_ms", int64_t{0})) / 1000.0;
     attempt = std::max(attempt, n.value("attempt", 0));
@@ -118,36 +103,10 @@ json read_status(store::Store& s, const std::string& run_id) {
   }
   out["attempt"] = attempt;
   out["world_size"] = world;
-  std::string state = "running";
-  if (closed) {
-    std::string reason = parse_or_null(s.get(k.closed())).value("reason", "");
-    out["reason"] = reason;
-    state = reason.rfind("ccrun received", 0) == 0 ? "stopped" : "failed";
-  } else if (s.check({k.round(r, "end")})) {
-    json end = parse_or_null(s.get(k.round(r, "end")));
-    std::string kind = end.value("kind", "");
-    if (kind == "all_done") {
-      state = "finished";
-    } else {
-      state = "restarting";
-      out["reason"] = kind == "restart" ? "a worker failed" : end.value("detail", kind);
-    }
-  } else if (joining > 0) {
-    out["nodes_waiting"] = joining;
-  }
-  out["state"] = state;
   add_rank_progress(out);
-  // The newest failure of the last few rounds.
-  for (int back = r; back >= 0 && back > r - kFailureLookback; --back) {
-    if (!s.check({k.round(back, "failures")})) continue;
-    int64_t n = s.add(k.round(back, "failures"), 0);
-    if (n <= 0 || !s.check({k.failure(back, int(n - 1))})) continue;
-    json f = parse_or_null(s.get(k.failure(back, int(n - 1))));
-    if (f.is_object()) {
-      f["round"] = back;
-      out["last_failure"] = f;
-      break;
-    }
+  if (!st.last_failure.empty()) {
+    out["last_failure"] = parse_or_null(st.last_failure);
+    out["last_failure"]["round"] = st.last_failure_round;
   }
   return out;
 }
@@ -288,7 +247,7 @@ int run_status_command(const std::vector<std::string>& args) {
     opts.connect_timeout = opts.timeout;
     auto opened = store::open_store(address, opts);
     store::Store& store = *opened;
-    json st = read_status(store, run_id);
+    json st = status_json(read_job_state(store, run_id));
     if (as_json) {
       std::printf("%s\n", st.dump(2).c_str());
     } else {

@@ -81,22 +81,7 @@ int pick_free_port(const std::string& addr) {
   return port;
 }
 
-RoundEvent parse_end(const std::string& payload) {
-  RoundEvent e;
-  try {
-    json j = json::parse(payload);
-    std::string kind = j.value("kind", "closed");
-    if (kind == "restart") e.kind = RoundEvent::Kind::kRestartRequested;
-    else if (kind == "dead") e.kind = RoundEvent::Kind::kNodeDead;
-    else if (kind == "waiting") e.kind = RoundEvent::Kind::kNodeWaiting;
-    else if (kind == "all_done") e.kind = RoundEvent::Kind::kAllDone;
-    e.node_rank = j.value("node", -1);
-    e.detail = j.value("detail", "");
-  } catch (const json::exception&) {
-    e.detail = "unreadable round end record";
-  }
-  return e;
-}
+RoundEvent to_event(const RoundEnd& end) { return {end.kind, end.node, end.detail}; }
 
 class Handler : public RendezvousHandler {
  public:
@@ -153,10 +138,9 @@ class Handler : public RendezvousHandler {
 
   void request_restart(const std::string& failure_json) override {
     int r = round_;
-    int64_t i = store_->add(keys_.round(r, "failures"), 1);
+    int64_t i = store_->add(keys_.failures(r), 1);
     store_->set(keys_.failure(r, int(i - 1)), failure_json);
-    end_round(r, {{"kind", "restart"}, {"node", info_.node_rank}, {"detail", failure_json},
-                  {"next_expected", info_.num_nodes}});
+    end_round(r, {RoundEndKind::kRestartRequested, info_.node_rank, failure_json, info_.num_nodes});
   }
 
   void mark_done() override {
@@ -165,22 +149,17 @@ class Handler : public RendezvousHandler {
     check_all_done(*store_, round_);
   }
 
-  void set_closed(const std::string& reason) override {
-    store_->compare_set(keys_.closed(), "", json{{"reason", reason}}.dump());
-    if (round_ >= 0) end_round(round_, {{"kind", "closed"}, {"detail", reason}});
+  void set_closed(const ClosedRecord& record) override {
+    store_->compare_set(keys_.closed(), "", record.to_json());
+    if (round_ >= 0) end_round(round_, {RoundEndKind::kClosed, -1, record.reason});
   }
 
   std::vector<std::string> failures() override {
     int r = round_;
-    int64_t n = store_->add(keys_.round(r, "failures"), 0);
+    int64_t n = store_->add(keys_.failures(r), 0);
     std::vector<std::string> ks;
     for (int i = 0; i < n; ++i) ks.push_back(keys_.failure(r, i));
     return ks.empty() ? std::vector<std::string>{} : store_->multi_get(ks);
-  }
-
-  int num_nodes_waiting() override {
-    if (round_ < 0) return 0;
-    return static_cast<int>(store_->add(keys_.round(round_ + 1, "joined"), 0));
   }
 
   // Counts this node out of the round and, on the node that hosts the
@@ -189,13 +168,13 @@ class Handler : public RendezvousHandler {
   void leave(bool wait_for_all, milliseconds timeout) override {
     stop_watcher();
     if (round_ < 0) return;
-    int64_t n = store_->add(keys_.round(round_, "exited"), 1);
+    int64_t n = store_->add(keys_.exited(round_), 1);
     if (!wait_for_all || n >= info_.num_nodes) {
-      if (n >= info_.num_nodes) store_->set(keys_.round(round_, "all_exited"), "1");
+      if (n >= info_.num_nodes) store_->set(keys_.all_exited(round_), "1");
       return;
     }
     try {
-      store_->wait({keys_.round(round_, "all_exited")}, timeout);
+      store_->wait({keys_.all_exited(round_)}, timeout);
     } catch (const Error& e) {
       spdlog::warn("rendezvous: not every node left round {} in time: {}", round_, e.what());
     }
@@ -224,16 +203,12 @@ class Handler : public RendezvousHandler {
 
  private:
   RendezvousClosedError closed_error() {
-    std::string reason = "closed";
-    try {
-      reason = json::parse(store_->get(keys_.closed())).value("reason", reason);
-    } catch (...) {
-    }
+    std::string reason = ClosedRecord::from_json(store_->get(keys_.closed())).reason;
     return RendezvousClosedError("rendezvous '" + o_.run_id + "' is closed: " + reason);
   }
 
-  void end_round(int r, const json& record) {
-    store_->compare_set(keys_.round(r, "end"), "", record.dump());
+  void end_round(int r, const RoundEnd& end) {
+    store_->compare_set(keys_.end(r), "", end.to_json());
   }
 
   // Ends round r as a success once every node marked it done.
@@ -241,8 +216,8 @@ class Handler : public RendezvousHandler {
     std::vector<std::string> done;
     for (int i = 0; i < info_.num_nodes; ++i) done.push_back(keys_.done(r, i));
     if (s.check(done)) {
-      s.compare_set(keys_.round(r, "end"), "",
-                    json{{"kind", "all_done"}, {"next_expected", info_.num_nodes}}.dump());
+      s.compare_set(keys_.end(r), "",
+                    RoundEnd{RoundEndKind::kAllDone, -1, "", info_.num_nodes}.to_json());
     }
   }
 
@@ -402,7 +377,7 @@ class Handler : public RendezvousHandler {
     int joined = 0;
     int r = forming_round_;
     if (dynamic_) {
-      joined = static_cast<int>(store_->add(keys_.round(r, "joined"), 0));
+      joined = static_cast<int>(store_->add(keys_.joined(r), 0));
     } else {
       for (int i = 0; i < o_.max_nodes; ++i) joined += store_->check({keys_.node(r, i)}) ? 1 : 0;
     }
@@ -430,8 +405,8 @@ class Handler : public RendezvousHandler {
   // One attempt at joining round r; nullopt with late_ set when this node
   // came after the round closed, nullopt alone when the store lost the join.
   std::optional<RendezvousInfo> try_join_dynamic(int r, Clock::time_point deadline) {
-    std::string size_key = keys_.round(r, "size");
-    std::string joined_key = keys_.round(r, "joined");
+    std::string size_key = keys_.size(r);
+    std::string joined_key = keys_.joined(r);
     int rank = static_cast<int>(store_->add(joined_key, 1)) - 1;
     int joined = rank + 1;
     // Who holds this rank: after a store restart another node may take it,
@@ -440,7 +415,7 @@ class Handler : public RendezvousHandler {
     // the NodeInfos of the nodes that joined before it are there already,
     // and one read finds them instead of a wait woken by every node's set.
     // (A node that turns out late leaves an unread NodeInfo behind.)
-    std::string member_key = keys_.round(r, "member/" + std::to_string(rank));
+    std::string member_key = keys_.member(r, rank);
     publish(r, rank, pick_free_port(self_info().addr), member_key, token_);
     auto still_joined = [&] {
       return store_->check({member_key}) && store_->get(member_key) == token_;
@@ -453,8 +428,8 @@ class Handler : public RendezvousHandler {
                           " nodes joined; start the others or lower --nnodes");
     };
     int expected = 0;  // round 0 has none: only a round's end sets the next one's
-    if (r > 0 && store_->check({keys_.round(r, "expected")})) {
-      expected = std::stoi(store_->get(keys_.round(r, "expected")));
+    if (r > 0 && store_->check({keys_.expected(r)})) {
+      expected = std::stoi(store_->get(keys_.expected(r)));
     }
     // The node that closes the round also makes it current (one write, not
     // one per node at the moment every node reads the round).
@@ -483,10 +458,9 @@ class Handler : public RendezvousHandler {
     if (rank >= size) {
       // Late: make room in the next round, and tell R's participants.
       if (size < o_.max_nodes) {
-        end_round(r, {{"kind", "waiting"}, {"detail", "a new node waits to join"},
-                      {"next_expected", size + 1}});
+        end_round(r, {RoundEndKind::kNodeWaiting, -1, "a new node waits to join", size + 1});
       }
-      store_->compare_set(keys_.round(r + 1, "expected"), "", std::to_string(size + 1));
+      store_->compare_set(keys_.expected(r + 1), "", std::to_string(size + 1));
       late_ = true;
       return std::nullopt;
     }
@@ -569,23 +543,24 @@ class Handler : public RendezvousHandler {
           stalls[i] = (v == last[i] || (beat == 1 && v == 0)) ? stalls[i] + 1 : 0;
           last[i] = v;
           if (stalls[i] >= o_.keep_alive_max_attempt) {
-            json rec{{"kind", "dead"}, {"node", i}, {"next_expected", n - 1},
-                     {"detail", "node " + std::to_string(i) + " (" + info_.nodes[i].addr +
-                                    ") sent no heartbeat for " + format_duration(window)}};
-            conn->compare_set(keys_.round(r, "end"), "", rec.dump());
+            RoundEnd dead{RoundEndKind::kNodeDead, i,
+                          "node " + std::to_string(i) + " (" + info_.nodes[i].addr +
+                              ") sent no heartbeat for " + format_duration(window),
+                          n - 1};
+            conn->compare_set(keys_.end(r), "", dead.to_json());
           }
         }
         store_lost_since = {};
         ++beat;
         try {
-          conn->wait({keys_.round(r, "end")}, o_.keep_alive_interval);
+          conn->wait({keys_.end(r)}, o_.keep_alive_interval);
         } catch (const TimeoutError&) {
           continue;
         }
-        RoundEvent e = parse_end(conn->get(keys_.round(r, "end")));
+        RoundEvent e = to_event(RoundEnd::from_json(conn->get(keys_.end(r))));
         if (e.kind == RoundEvent::Kind::kNodeDead) {
           // The survivors of this round are the next round's expected nodes.
-          store_->compare_set(keys_.round(r + 1, "expected"), "", std::to_string(n - 1));
+          store_->compare_set(keys_.expected(r + 1), "", std::to_string(n - 1));
         }
         if (!stop_) on_event(e);
         return;

@@ -27,7 +27,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "job_janitor.h"
+#include "finished_jobs.h"
 #include "key_table.h"
 #include "log_limiter.h"
 #include "wire_protocol.h"
@@ -37,18 +37,18 @@ namespace ccrun::store {
 // What every session of one server shares. Owned by the server; used from
 // its one thread only.
 struct ServerContext {
-  // finished_job_ttl: see JobJanitor (0 = finished jobs' keys stay).
+  // finished_job_ttl: see FinishedJobExpiry (0 = finished jobs' keys stay).
   ServerContext(boost::asio::io_context& io, std::chrono::milliseconds finished_job_ttl)
-      : janitor(io, table, finished_job_ttl), bad_input_log(io) {
+      : finished_jobs(io, table, finished_job_ttl), bad_input_log(io) {
     if (finished_job_ttl.count() > 0) {
-      table.on_write = [this](const std::string& key) { janitor.on_write(key); };
+      table.on_write = [this](const std::string& key) { finished_jobs.on_write(key); };
     }
   }
   ServerContext(const ServerContext&) = delete;  // the table's hook points here
   ServerContext& operator=(const ServerContext&) = delete;
 
   KeyTable table;
-  JobJanitor janitor;  // expires finished jobs' keys
+  FinishedJobExpiry finished_jobs;  // expires finished jobs' keys
   wire::Limits limits;
   std::string token;              // empty = no authentication
   size_t max_pending_output = 0;  // bytes of unsent replies before pausing

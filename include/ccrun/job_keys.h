@@ -5,22 +5,28 @@
 // in every worker's environment for ccrun's own library, and where a job's
 // state lives in its store.
 //
-// Every key of one job is under "ccrun/<run_id>/". Payloads are JSON.
+// Every key of one job is under "ccrun/<run_id>/"; each has one function of
+// JobKeys below, so renaming a key is a one-line change. Payloads are JSON
+// (the records' formats are in ccrun/job_state.h) or decimal text.
 //   current_round              decimal: the newest round agents should join
-//   closed                     JSON {"reason"}: the job is over; joins fail
+//   closed                     ClosedRecord: the job is over; joins fail
+//                              (a done marker: see JobKeys::split)
 //   round/<R>/joined           counter: agents that joined round R (dynamic)
+//   round/<R>/member/<slot>    the token of the agent that holds join slot
+//                              <slot> (dynamic: a restarted store may give a
+//                              slot to another agent; the token tells)
 //   round/<R>/size             decimal: the participants of R once it closed
 //   round/<R>/expected         decimal: nodes that will surely rejoin R
 //   round/<R>/node/<slot>      JSON NodeInfo {addr, hostname, nproc, master_port,
 //                              prev_rank}, by join slot (static: node rank)
 //   round/<R>/hb/<rank>        decimal: heartbeats of node <rank> (set by it alone)
-//   round/<R>/end              JSON {"kind", "node", "detail", "next_expected"}:
-//                              why R ended; the first writer wins
+//   round/<R>/end              RoundEnd: why R ended; the first writer wins
 //   round/<R>/failures         counter, and round/<R>/failure/<i> JSON reports
 //   round/<R>/done/<rank>      "1": node <rank>'s workers all exited 0 (the
 //                              exit barrier; one key per node, so a store
 //                              that lost its state can be told again)
 //   round/<R>/exited           counter: nodes that left the round
+//   round/<R>/all_exited       "1": every node left round R (a done marker)
 //   round/<R>/status/<rank>    JSON {host, addr, node_rank, first_rank, nproc,
 //                              attempt, beat_ms, pid, ranks}: node <rank>'s last
 //                              heartbeat (wall clock), for `ccrun status`;
@@ -28,10 +34,15 @@
 //                              JSON), from which node 0 judges hangs
 //   collectives/attempt_<n>/   the workers' process groups of attempt n
 //
+// A standalone store deletes a finished job's keys some time after one of
+// its done markers was written (store/finished_jobs.h).
+//
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace ccrun {
 
@@ -46,26 +57,49 @@ inline constexpr const char* kRunId = "CCRUN_RUN_ID";
 
 class JobKeys {
  public:
-  explicit JobKeys(const std::string& run_id) : base_("ccrun/" + run_id + "/") {}
+  explicit JobKeys(const std::string& run_id) : base_(std::string(kRoot) + run_id + "/") {}
   const std::string& base() const { return base_; }
+
   std::string current_round() const { return base_ + "current_round"; }
   std::string closed() const { return base_ + "closed"; }
-  std::string round(int r, const std::string& leaf) const {
-    return base_ + "round/" + std::to_string(r) + "/" + leaf;
-  }
-  std::string node(int r, int rank) const { return round(r, "node/" + std::to_string(rank)); }
-  std::string heartbeat(int r, int rank) const { return round(r, "hb/" + std::to_string(rank)); }
-  std::string failure(int r, int i) const { return round(r, "failure/" + std::to_string(i)); }
-  std::string done(int r, int rank) const { return round(r, "done/" + std::to_string(rank)); }
-  std::string status(int r, int rank) const {
-    return round(r, "status/" + std::to_string(rank));
-  }
+  std::string joined(int r) const { return round(r, "joined"); }
+  std::string member(int r, int slot) const { return round(r, "member/", slot); }
+  std::string size(int r) const { return round(r, "size"); }
+  std::string expected(int r) const { return round(r, "expected"); }
+  std::string node(int r, int slot) const { return round(r, "node/", slot); }
+  std::string heartbeat(int r, int rank) const { return round(r, "hb/", rank); }
+  std::string end(int r) const { return round(r, "end"); }
+  std::string failures(int r) const { return round(r, "failures"); }
+  std::string failure(int r, int i) const { return round(r, "failure/", i); }
+  std::string done(int r, int rank) const { return round(r, "done/", rank); }
+  std::string exited(int r) const { return round(r, "exited"); }
+  std::string all_exited(int r) const { return round(r, kAllExited); }
+  std::string status(int r, int rank) const { return round(r, "status/", rank); }
   // The prefix of the workers' process groups in attempt n.
   std::string collectives(int attempt) const {
     return base_ + "collectives/attempt_" + std::to_string(attempt);
   }
 
+  // A key of some job, taken apart: `job` is its "ccrun/<run_id>/" prefix,
+  // `done_marker` whether it is that job's closed or round/<R>/all_exited.
+  struct Split {
+    std::string_view job;
+    bool done_marker = false;
+  };
+  // nullopt for a key outside ccrun's layout (a torch worker's own keys).
+  static std::optional<Split> split(std::string_view key);
+
  private:
+  static constexpr std::string_view kRoot = "ccrun/";
+  static constexpr const char* kAllExited = "all_exited";
+
+  std::string round(int r, const char* leaf) const {
+    return base_ + "round/" + std::to_string(r) + "/" + leaf;
+  }
+  std::string round(int r, const char* dir, int index) const {
+    return round(r, dir) + std::to_string(index);
+  }
+
   std::string base_;
 };
 

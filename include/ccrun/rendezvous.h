@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "ccrun/job_spec.h"
+#include "ccrun/job_state.h"
 #include "ccrun/store.h"
 
 namespace ccrun::rendezvous {
@@ -53,15 +54,7 @@ struct RendezvousInfo {
 
 // Why the current round ends. Only the first event of a round is delivered.
 struct RoundEvent {
-  enum class Kind {
-    kRestartRequested,  // a node's workers failed; `detail` is its report
-    kNodeDead,          // `node_rank` missed its heartbeats
-    kNodeWaiting,       // a new node waits to join (scale up)
-    kAllDone,           // every node called mark_done(): the job succeeded
-    kClosed,            // the rendezvous was closed; `detail` says why
-    kStoreLost,         // the store did not answer for the keep-alive
-                        // window; `detail` names it and the error
-  };
+  using Kind = RoundEndKind;  // ccrun/job_state.h: one line per kind
   Kind kind = Kind::kClosed;
   int node_rank = -1;  // the node concerned, -1 when none
   std::string detail;
@@ -84,7 +77,6 @@ struct RendezvousOptions {
   int master_port = 0;              // static: the store's port
   std::chrono::milliseconds join_timeout{600'000};
   std::chrono::milliseconds last_call_timeout{30'000};
-  std::chrono::milliseconds close_timeout{30'000};
   std::chrono::milliseconds keep_alive_interval{5'000};
   int keep_alive_max_attempt = 3;
 };
@@ -113,15 +105,13 @@ class RendezvousHandler {
   // ccrun-rendezvous), so the barrier cannot hang on a lost count.
   virtual void mark_done() = 0;
 
-  // Closes the rendezvous for good: later joins throw RendezvousClosedError.
-  virtual void set_closed(const std::string& reason) = 0;
+  // Closes the rendezvous for good: later joins throw RendezvousClosedError,
+  // and watchers of the current round receive kClosed with the reason.
+  virtual void set_closed(const ClosedRecord& record) = 0;
 
   // Failure reports recorded in the current round by every node, oldest
   // first (JSON strings as given to request_restart).
   [[nodiscard]] virtual std::vector<std::string> failures() = 0;
-
-  // Nodes waiting to join a later round.
-  [[nodiscard]] virtual int num_nodes_waiting() = 0;
 
   // Leaves the current round for good (the job is over on this node). On
   // the node hosting the store, `wait_for_all` holds it until every node has

@@ -10,65 +10,12 @@
 #include "ccrun/error.h"
 #include "ccrun/hash_store.h"
 #include "ccrun/rendezvous.h"
+#include "rendezvous/rendezvous_nodes.h"
 
 using namespace ccrun::rendezvous;
 using namespace ccrun::store;
+using namespace ccrun::rendezvous::testing;
 using namespace std::chrono_literals;
-
-namespace {
-
-RendezvousOptions options(const std::string& backend, int min, int max) {
-  RendezvousOptions o;
-  o.run_id = "test";
-  o.backend = backend;
-  o.min_nodes = min;
-  o.max_nodes = max;
-  o.join_timeout = 10s;
-  o.last_call_timeout = 200ms;
-  o.keep_alive_interval = 50ms;
-  o.keep_alive_max_attempt = 3;
-  o.master_addr = "10.0.0.1";
-  o.master_port = 29500;
-  return o;
-}
-
-struct Node {
-  std::unique_ptr<RendezvousHandler> handler;
-  RendezvousInfo info;
-  std::promise<RoundEvent> event;
-};
-
-// Starts n handlers on one store, joins them all concurrently.
-std::vector<std::unique_ptr<Node>> join_all(std::shared_ptr<Store> store,
-                                            std::vector<RendezvousOptions> opts) {
-  std::vector<std::unique_ptr<Node>> nodes;
-  for (auto& o : opts) {
-    auto n = std::make_unique<Node>();
-    n->handler = create_rendezvous_handler(o, [store] { return store; });
-    nodes.push_back(std::move(n));
-  }
-  std::vector<std::thread> threads;
-  for (auto& n : nodes) {
-    threads.emplace_back([&n] { n->info = n->handler->next_rendezvous(); });
-  }
-  for (auto& t : threads) t.join();
-  return nodes;
-}
-
-void watch_all(std::vector<std::unique_ptr<Node>>& nodes) {
-  for (auto& n : nodes) {
-    n->event = std::promise<RoundEvent>();
-    n->handler->watch([p = &n->event](const RoundEvent& e) { p->set_value(e); });
-  }
-}
-
-RoundEvent event_of(Node& n) {
-  auto f = n.event.get_future();
-  REQUIRE(f.wait_for(10s) == std::future_status::ready);
-  return f.get();
-}
-
-}  // namespace
 
 TEST_CASE("static: ranks follow node ranks, heterogeneous nproc", "[rendezvous]") {
   auto store = std::make_shared<HashStore>();
@@ -174,7 +121,7 @@ TEST_CASE("a closed rendezvous refuses new rounds", "[rendezvous]") {
   auto store = std::make_shared<HashStore>();
   auto nodes = join_all(store, std::vector<RendezvousOptions>(2, options("c10d", 2, 2)));
   watch_all(nodes);
-  nodes[0]->handler->set_closed("job failed on node 0");
+  nodes[0]->handler->set_closed({"job failed on node 0", 0});
   for (auto& n : nodes) CHECK(event_of(*n).kind == RoundEvent::Kind::kClosed);
   CHECK_THROWS_AS(nodes[1]->handler->next_rendezvous(), ccrun::RendezvousClosedError);
 }

@@ -1,9 +1,9 @@
-//===- job_janitor.h - Expiry of finished jobs' keys in the store -*- C++ -*-//
+//===- finished_jobs.h - Expiry of finished jobs' keys in the store -*- C++ -*-//
 //
 // A standalone store (ccrun-rendezvous) serves job after job; without this
-// their keys stay until it stops. The janitor watches the writes of ccrun's
-// key layout (rendezvous_keys.h: every key of a job under
-// "ccrun/<run_id>/") for a job's done markers:
+// their keys stay until it stops. FinishedJobExpiry watches the writes of
+// ccrun's key layout (include/ccrun/job_keys.h: every key of a job under
+// "ccrun/<run_id>/") for a job's done markers (JobKeys::split):
 //
 //   ccrun/<run_id>/closed                  the job failed for good
 //   ccrun/<run_id>/round/<R>/all_exited    every node left round R (success)
@@ -30,13 +30,13 @@
 
 namespace ccrun::store {
 
-class JobJanitor {
+class FinishedJobExpiry {
  public:
-  // ttl 0: the janitor does nothing.
-  JobJanitor(boost::asio::io_context& io, KeyTable& table, std::chrono::milliseconds ttl)
+  // ttl 0: nothing expires.
+  FinishedJobExpiry(boost::asio::io_context& io, KeyTable& table, std::chrono::milliseconds ttl)
       : timer_(io), table_(table), ttl_(ttl) {}
-  JobJanitor(const JobJanitor&) = delete;  // owns a timer
-  JobJanitor& operator=(const JobJanitor&) = delete;
+  FinishedJobExpiry(const FinishedJobExpiry&) = delete;  // owns a timer
+  FinishedJobExpiry& operator=(const FinishedJobExpiry&) = delete;
 
   // Called after every write of `key` (set, add, append, queue push).
   void on_write(const std::string& key);

@@ -1,0 +1,71 @@
+// Rendezvous tests' agents: handlers as threads over one in-process store,
+// joined together, and the first event each one's watcher delivers.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ccrun/rendezvous.h"
+#include "ccrun/store.h"
+
+namespace ccrun::rendezvous::testing {
+
+using namespace std::chrono_literals;
+
+inline RendezvousOptions options(const std::string& backend, int min, int max) {
+  RendezvousOptions o;
+  o.run_id = "test";
+  o.backend = backend;
+  o.min_nodes = min;
+  o.max_nodes = max;
+  o.join_timeout = 10s;
+  o.last_call_timeout = 200ms;
+  o.keep_alive_interval = 50ms;
+  o.keep_alive_max_attempt = 3;
+  o.master_addr = "10.0.0.1";
+  o.master_port = 29500;
+  return o;
+}
+
+struct Node {
+  std::unique_ptr<RendezvousHandler> handler;
+  RendezvousInfo info;
+  std::promise<RoundEvent> event;
+};
+
+// Starts n handlers on one store, joins them all concurrently.
+inline std::vector<std::unique_ptr<Node>> join_all(std::shared_ptr<store::Store> store,
+                                            std::vector<RendezvousOptions> opts) {
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (auto& o : opts) {
+    auto n = std::make_unique<Node>();
+    n->handler = create_rendezvous_handler(o, [store] { return store; });
+    nodes.push_back(std::move(n));
+  }
+  std::vector<std::thread> threads;
+  for (auto& n : nodes) {
+    threads.emplace_back([&n] { n->info = n->handler->next_rendezvous(); });
+  }
+  for (auto& t : threads) t.join();
+  return nodes;
+}
+
+inline void watch_all(std::vector<std::unique_ptr<Node>>& nodes) {
+  for (auto& n : nodes) {
+    n->event = std::promise<RoundEvent>();
+    n->handler->watch([p = &n->event](const RoundEvent& e) { p->set_value(e); });
+  }
+}
+
+inline RoundEvent event_of(Node& n) {
+  auto f = n.event.get_future();
+  REQUIRE(f.wait_for(10s) == std::future_status::ready);
+  return f.get();
+}
+
+}  // namespace ccrun::rendezvous::testing
