@@ -46,6 +46,7 @@
 #include <thread>
 #include <utility>
 
+#include "ccrun/endpoint.h"
 #include "ccrun/error.h"
 #include "ccrun/rendezvous.h"
 #include "ccrun/store_interrupt.h"
@@ -58,6 +59,7 @@
 #include "log_mux.h"
 #include "run_logs.h"
 #include "signal_stream.h"
+#include "round_decision.h"
 #include "store_tasks.h"
 #include "worker_env.h"
 #include "worker_group.h"
@@ -145,8 +147,8 @@ class Agent {
     const char* how = status == 0 ? "succeeded" : status > 128 ? "was stopped" : "failed";
     spdlog::info("ccrun: job '{}' {} (exit {}) after {:.1f}s: {} attempt(s), {} node(s), {} rank(s)",
                  run_id_, how, status, wall, attempts_, info_.num_nodes, info_.world_size);
-    if (logs_dir_) {
-      logs_dir_->event("stop", restart_count_,
+    if (run_logs_) {
+      run_logs_->event("stop", restart_count_,
                        nlohmann::json{{"exit_code", status}, {"wall_s", wall},
                                       {"reason", status == 0 ? "all workers exited 0" : end_reason_},
                                       {"attempts", attempts_}}
@@ -309,110 +311,120 @@ class Agent {
   }
 
   int loop() {
+    start_job();
+    RestartBudget budget{spec_.max_restarts, spec_.max_restarts,
+                         spec_.rdzv.backend == "static", 1, spec_.min_nodes};
+    for (;;) {
+      join_round();
+      AttemptEnd end = end_of(run_attempt());
+      if (end.how == AttemptEnd::How::kRoundEnded) say_why_the_group_stops(end);
+      budget.num_nodes = info_.num_nodes;
+      Decision d = decide(end, budget);
+      switch (d.action) {
+        case Decision::Action::kStop:
+          return exit_signalled();
+        case Decision::Action::kLeave:
+          state_ = State::kLeaving;
+          run_off_loop([this] { rdzv_->leave(store_.server != nullptr, milliseconds(60'000)); });
+          return 0;
+        case Decision::Action::kStoreLost:
+          return store_lost(d.reason);
+        case Decision::Action::kFail:
+          collect_failures();
+          return fail_job(d.reason);
+        case Decision::Action::kRestart:
+        case Decision::Action::kRejoin:
+          collect_failures();
+          note_restart(d.action == Decision::Action::kRestart, end.detail, budget);
+          break;
+      }
+    }
+  }
+
+  // Hosts or joins the store (said once when it does not answer at once:
+  // another node's agent starts later, a host name does not resolve yet),
+  // then opens the run's log directory and the FileTimer.
+  void start_job() {
     state_ = State::kForming;
-    // A store that does not answer at once (another node's agent starts
-    // later, a host name that does not resolve yet) is said, once.
     asio::steady_timer slow(io_, std::chrono::seconds(5));
     slow.async_wait([this](boost::system::error_code ec) {
       if (ec) return;
       spdlog::warn("ccrun: no answer yet from the store at {}; retrying for up to {}s "
                    "(--rdzv-conf join_timeout)",
-                   store_address_hint(spec_),
-                   spec_.rdzv.join_timeout.count() / 1000);
+                   store_address_hint(spec_), spec_.rdzv.join_timeout.count() / 1000);
     });
     run_off_loop([this] { setup_store(); });
     slow.cancel();
-    logs_dir_ = std::make_unique<RunLogs>(spec_.logs.log_dir, run_id_);
+    run_logs_ = std::make_unique<RunLogs>(spec_.logs.log_dir, run_id_);
     serve_file_timer();
-    if (logs_dir_->kept()) spdlog::info("ccrun: logs in {}", logs_dir_->root().string());
-    int restarts_left = spec_.max_restarts;
-    for (;;) {
-      state_ = State::kForming;
-      run_off_loop([this] { info_ = rdzv_->next_rendezvous(); });
-      ++attempts_;
-      logs_dir_->event("join", restart_count_,
-                       nlohmann::json{{"round", info_.round}, {"node_rank", info_.node_rank},
-                                      {"nodes", info_.num_nodes}, {"world_size", info_.world_size},
-                                      {"master", info_.master_addr + ":" +
-                                                     std::to_string(info_.master_port)}}
-                           .dump());
-      spdlog::info("ccrun: attempt {} (round {}): node {} of {}, ranks {}..{} of {}, master {}:{}",
-                   restart_count_, info_.round, info_.node_rank, info_.num_nodes,
-                   info_.rank_offset, info_.rank_offset + spec_.nproc_per_node - 1,
-                   info_.world_size, info_.master_addr, info_.master_port);
-      Outcome outcome = run_attempt();
-      if (outcome == Outcome::kSignalled || signalled_) return exit_signalled();
-      if (outcome == Outcome::kSucceeded) {
-        state_ = State::kLeaving;
-        run_off_loop([this] { rdzv_->leave(store_.server != nullptr, milliseconds(60'000)); });
-        return 0;
-      }
+    if (run_logs_->kept()) spdlog::info("ccrun: logs in {}", run_logs_->root().string());
+  }
 
-      RoundEvent ev;
-      ev.kind = RoundEvent::Kind::kRestartRequested;  // a failure here
-      if (event_) {
-        ev = *event_;
-      } else if (!local_failures_.empty()) {
-        ev.detail = local_failures_.front().to_json();
-      }
-      if (ev.kind == RoundEvent::Kind::kRestartRequested && !ev.detail.empty()) {
-        Failure f = Failure::from_json(ev.detail);
-        std::string how = f.cause == "hang" ? "hung"
-                          : f.signal        ? signal_name(f.signal)
-                                            : "exit code " + std::to_string(f.exit_code);
-        if (f.cause == "oom") how += ", the kernel's OOM killer";
-        spdlog::warn("ccrun: the group stops: node {} rank {} failed ({}, pid {})", f.node_rank,
-                     f.rank, how, f.pid);
-      } else if (ev.kind == RoundEvent::Kind::kNodeDead) {
-        spdlog::warn("ccrun: the group stops: {}", ev.detail);
-      }
-      bool counts = true;
-      std::string fatal;
-      switch (ev.kind) {
-        case RoundEvent::Kind::kNodeWaiting:
-          counts = false;
-          break;
-        case RoundEvent::Kind::kNodeDead:
-          dead_node_ = ev;
-          if (spec_.rdzv.backend == "static" || info_.num_nodes - 1 < spec_.min_nodes) {
-            fatal = ev.detail + "; the job needs " + std::to_string(spec_.min_nodes) +
-                    " nodes";
-          }
-          break;
-        case RoundEvent::Kind::kClosed:
-          fatal = ev.detail.empty() ? "the job was stopped on another node" : ev.detail;
-          break;
-        case RoundEvent::Kind::kStoreLost:
-          return store_lost(ev.detail);
-        default:
-          break;
-      }
-      if (fatal.empty() && counts && restarts_left == 0) {
-        fatal = "no restarts left (--max-restarts " + std::to_string(spec_.max_restarts) + ")";
-      }
-      collect_failures();
-      if (!fatal.empty()) {
-        end_reason_ = fatal;
-        report(fatal);
-        state_ = State::kLeaving;
-        run_off_loop([&] {
-          rdzv_->set_closed({fatal, 0});
-          rdzv_->leave(store_.server != nullptr, milliseconds(10'000));
-        });
-        return 1;
-      }
-      if (counts) {
-        --restarts_left;
-        ++restart_count_;
-        spdlog::warn("ccrun: restarting the workers ({} restart(s) left)", restarts_left);
-      } else {
-        spdlog::info("ccrun: membership changed; restarting the workers in a new round");
-      }
-      logs_dir_->event("restart", restart_count_,
-                       nlohmann::json{{"restarts_left", restarts_left}, {"counts", counts},
-                                      {"why", ev.detail.substr(0, 2000)}}
-                           .dump());
+  void join_round() {
+    state_ = State::kForming;
+    run_off_loop([this] { info_ = rdzv_->next_rendezvous(); });
+    ++attempts_;
+    std::string master = store::Endpoint{info_.master_addr, uint16_t(info_.master_port)}.to_string();
+    run_logs_->event("join", restart_count_,
+                     nlohmann::json{{"round", info_.round}, {"node_rank", info_.node_rank},
+                                    {"nodes", info_.num_nodes}, {"world_size", info_.world_size},
+                                    {"master", master}}
+                         .dump());
+    spdlog::info("ccrun: attempt {} (round {}): node {} of {}, ranks {}..{} of {}, master {}",
+                 restart_count_, info_.round, info_.node_rank, info_.num_nodes,
+                 info_.rank_offset, info_.rank_offset + spec_.nproc_per_node - 1,
+                 info_.world_size, master);
+  }
+
+  // The attempt's outcome as the decision takes it: a round event, or a
+  // failure of this node's own workers (a restart request with its report).
+  AttemptEnd end_of(Outcome outcome) const {
+    if (outcome == Outcome::kSignalled || signalled_) return AttemptEnd::signalled();
+    if (outcome == Outcome::kSucceeded) return AttemptEnd::succeeded();
+    if (event_) return AttemptEnd::round_ended(event_->kind, event_->detail);
+    return AttemptEnd::round_ended(RoundEndKind::kRestartRequested,  // a failure here
+                                   local_failures_.empty() ? "" : local_failures_.front().to_json());
+  }
+
+  void say_why_the_group_stops(const AttemptEnd& end) {
+    if (end.kind == RoundEndKind::kNodeDead) {
+      dead_node_ = event_;
+      spdlog::warn("ccrun: the group stops: {}", end.detail);
     }
+    if (end.kind != RoundEndKind::kRestartRequested || end.detail.empty()) return;
+    Failure f = Failure::from_json(end.detail);
+    std::string how = f.cause == "hang" ? "hung"
+                      : f.signal        ? signal_name(f.signal)
+                                        : "exit code " + std::to_string(f.exit_code);
+    if (f.cause == "oom") how += ", the kernel's OOM killer";
+    spdlog::warn("ccrun: the group stops: node {} rank {} failed ({}, pid {})", f.node_rank,
+                 f.rank, how, f.pid);
+  }
+
+  // The job ends here for good: the report, then the other nodes are told.
+  int fail_job(const std::string& reason) {
+    end_reason_ = reason;
+    report(reason);
+    state_ = State::kLeaving;
+    run_off_loop([&] {
+      rdzv_->set_closed({reason, 0});
+      rdzv_->leave(store_.server != nullptr, milliseconds(10'000));
+    });
+    return 1;
+  }
+
+  void note_restart(bool counts, const std::string& why, RestartBudget& budget) {
+    if (counts) {
+      --budget.restarts_left;
+      ++restart_count_;
+      spdlog::warn("ccrun: restarting the workers ({} restart(s) left)", budget.restarts_left);
+    } else {
+      spdlog::info("ccrun: membership changed; restarting the workers in a new round");
+    }
+    run_logs_->event("restart", restart_count_,
+                     nlohmann::json{{"restarts_left", budget.restarts_left}, {"counts", counts},
+                                    {"why", why.substr(0, 2000)}}
+                         .dump());
   }
 
   // The store stopped answering for the keep-alive window: nothing can be
@@ -447,6 +459,7 @@ class Agent {
     return 128 + signalled_;
   }
 
+  // One attempt: this node's workers run until the round ends for them.
   Outcome run_attempt() {
     event_.reset();
     local_failures_.clear();
@@ -456,60 +469,18 @@ class Agent {
     exited_ok_ = 0;
     ++generation_;
     state_ = State::kRunning;
-    logs_ = std::make_unique<LogMux>(io_);
-    group_ = std::make_unique<WorkerGroup>(io_, *logs_, agent_token_);
+    output_ = std::make_unique<LogMux>(io_);
+    group_ = std::make_unique<WorkerGroup>(io_, *output_, agent_token_);
     tasks_ = std::make_unique<StoreTasks>(io_);
-    EnvContext ctx{&spec_, &info_, run_id_, restart_count_, store_.etcd ? "" : store_.endpoint.host,
-                   store_.endpoint.port, gloo_ifname_};
-    bool files = logs_dir_->kept();
     hang_ = nullptr;
     monitor_.reset();
     monitor_ = make_monitor();
     std::vector<WorkerSpec> specs;
-    for (int lr = 0; lr < spec_.nproc_per_node; ++lr) {
-      WorkerSpec w;
-      w.local_rank = lr;
-      w.rank = info_.rank_offset + lr;
-      fs::path dir = logs_dir_->rank_dir(restart_count_, w.rank);
-      std::string error_file = (dir / "error.json").string();
-      std::error_code ec;
-      fs::remove(error_file, ec);
-      w.argv = spec_.entrypoint;
-      w.env = worker_environment(ctx, lr, error_file);
-      w.token = agent_token_ + "." + std::to_string(restart_count_) + "." + std::to_string(lr);
-      w.env.push_back(std::string(kAgentTokenVar) + "=" + w.token);
-      monitor_->add_worker_env(w.env, lr);
-      if (file_timer_) w.env.push_back("TORCHELASTIC_TIMER_FILE=" + file_timer_->path());
-      auto bits = [&](const std::map<int, int>& m, int def) {
-        auto it = m.find(lr);
-        return it == m.end() ? def : it->second;
-      };
-      int redirect = bits(spec_.logs.redirects, spec_.logs.default_redirects);
-      bool shown = spec_.logs.local_ranks_filter.empty() ||
-                   spec_.logs.local_ranks_filter.count(lr);
-      std::string prefix = spec_.logs.prefix_lines ? "[" + std::to_string(w.rank) + "]:" : "";
-      w.out = {prefix, shown && !(redirect & 1), 1, files ? (dir / "stdout.log").string() : "", {}};
-      w.err = {prefix, shown && !(redirect & 2), 2, files ? (dir / "stderr.log").string() : "", {}};
-      specs.push_back(std::move(w));
-    }
+    for (int lr = 0; lr < spec_.nproc_per_node; ++lr) specs.push_back(worker_spec(lr));
     if (signalled_) {
       outcome_ = Outcome::kSignalled;
     } else {
-      try {
-        group_->start(specs, [this](const WorkerExit& e) { on_worker_exit(e); });
-        monitor_->start(group_->pids());
-        logs_dir_->event("start", restart_count_,
-                         nlohmann::json{{"first_rank", info_.rank_offset},
-                                        {"workers", spec_.nproc_per_node}}
-                             .dump());
-      } catch (const Error& e) {
-        std::fprintf(stderr, "ccrun: %s\n", e.what());
-        Failure f = node_failure(e.what());
-        local_failures_.push_back(f);
-        tell_restart(f);
-        stopping_ = true;
-        group_->stop(spec_.stop_grace, [this] { finish(Outcome::kFailedHere); });
-      }
+      start_workers(specs);
     }
     int gen = generation_;
     rdzv_->set_attempt(restart_count_);
@@ -531,6 +502,57 @@ class Agent {
     Outcome o = *outcome_;
     group_.reset();
     return o;
+  }
+
+  // Local rank `lr`'s program, environment and output in this attempt.
+  WorkerSpec worker_spec(int lr) {
+    WorkerSpec w;
+    w.local_rank = lr;
+    w.rank = info_.rank_offset + lr;
+    fs::path dir = run_logs_->rank_dir(restart_count_, w.rank);
+    std::string error_file = (dir / "error.json").string();
+    std::error_code ec;
+    fs::remove(error_file, ec);
+    EnvContext ctx{&spec_, &info_, run_id_, restart_count_, store_.etcd ? "" : store_.endpoint.host,
+                   store_.endpoint.port, gloo_ifname_};
+    w.argv = spec_.entrypoint;
+    w.env = worker_environment(ctx, lr, error_file);
+    w.token = agent_token_ + "." + std::to_string(restart_count_) + "." + std::to_string(lr);
+    w.env.push_back(std::string(kAgentTokenVar) + "=" + w.token);
+    monitor_->add_worker_env(w.env, lr);
+    if (file_timer_) w.env.push_back("TORCHELASTIC_TIMER_FILE=" + file_timer_->path());
+    auto it = spec_.logs.redirects.find(lr);
+    int redirect = it == spec_.logs.redirects.end() ? spec_.logs.default_redirects : it->second;
+    bool shown = spec_.logs.local_ranks_filter.empty() || spec_.logs.local_ranks_filter.count(lr);
+    bool files = run_logs_->kept();
+    for (int fd : {1, 2}) {
+      StreamOptions& o = fd == 1 ? w.out : w.err;
+      o.prefix = spec_.logs.prefix_lines ? "[" + std::to_string(w.rank) + "]:" : "";
+      o.to_console = shown && !(redirect & fd);  // bit 1: stdout, bit 2: stderr
+      o.console_fd = fd;
+      o.file = files ? (dir / (fd == 1 ? "stdout.log" : "stderr.log")).string() : "";
+    }
+    return w;
+  }
+
+  // A worker that cannot start fails the attempt here, like a worker that
+  // exits: the other nodes are told, the started ones stopped.
+  void start_workers(const std::vector<WorkerSpec>& specs) {
+    try {
+      group_->start(specs, [this](const WorkerExit& e) { on_worker_exit(e); });
+      monitor_->start(group_->pids());
+      run_logs_->event("start", restart_count_,
+                       nlohmann::json{{"first_rank", info_.rank_offset},
+                                      {"workers", spec_.nproc_per_node}}
+                           .dump());
+    } catch (const Error& e) {
+      std::fprintf(stderr, "ccrun: %s\n", e.what());
+      Failure f = node_failure(e.what());
+      local_failures_.push_back(f);
+      tell_restart(f);
+      stopping_ = true;
+      group_->stop(spec_.stop_grace, [this] { finish(Outcome::kFailedHere); });
+    }
   }
 
   // torch's watchdog protocol, as its LocalElasticAgent serves it: with
@@ -556,8 +578,8 @@ class Agent {
   // attempt's log folder, else /tmp/ccrun-<token>-nccl_... (no folder to
   // make or remove: torch removes its FIFOs, and dumps are kept evidence).
   std::string evidence_prefix() const {
-    if (logs_dir_->kept()) {
-      return (logs_dir_->root() / ("attempt_" + std::to_string(restart_count_))).string() + "/";
+    if (run_logs_->kept()) {
+      return (run_logs_->root() / ("attempt_" + std::to_string(restart_count_))).string() + "/";
     }
     return (fs::temp_directory_path() / ("ccrun-" + agent_token_ + "-")).string();
   }
@@ -584,7 +606,7 @@ class Agent {
       if (!stopping_ && !outcome_) on_hang(v, all, local, culprit);  // else a stop is under way
     };
     h.event = [this](const std::string& name, const std::string& json) {
-      logs_dir_->event(name, restart_count_, json);
+      run_logs_->event(name, restart_count_, json);
     };
     return std::make_unique<HangMonitor>(io_, o, h);
   }
@@ -602,7 +624,7 @@ class Agent {
     nlohmann::json ranks = nlohmann::json::array();
     for (const auto& r : all) ranks.push_back(r.to_json());
     hang_["progress"] = ranks;
-    logs_dir_->event("hang", restart_count_, hang_.dump());
+    run_logs_->event("hang", restart_count_, hang_.dump());
     Failure f = node_failure("hang: " + v.headline);
     f.cause = "hang";
     if (culprit.rank >= 0) {
@@ -610,7 +632,7 @@ class Agent {
       f.node_rank = culprit.node_rank, f.hostname = culprit.host;
     }
     local_failures_.push_back(f);
-    logs_dir_->event("failure", restart_count_, f.to_json());
+    run_logs_->event("failure", restart_count_, f.to_json());
     stop_with_stacks(local, [this, f] { tell_restart(f); }, Outcome::kFailedHere);
   }
 
@@ -626,7 +648,7 @@ class Agent {
       if (gen != generation_ || outcome_) return;
       if (hang_.is_null()) hang_ = nlohmann::json::object();
       hang_["stacks"] = stacks;
-      logs_dir_->event("hang_stacks", restart_count_, nlohmann::json{{"stacks", stacks}}.dump());
+      run_logs_->event("hang_stacks", restart_count_, nlohmann::json{{"stacks", stacks}}.dump());
       then();
       group_->stop(spec_.stop_grace, [this, outcome] { finish(outcome); });
     });
@@ -666,7 +688,7 @@ class Agent {
     }
     if (stopping_) return;  // stopped by us: not a root cause
     Failure f = node_failure(read_error_file(
-        (logs_dir_->rank_dir(restart_count_, e.rank) / "error.json").string()));
+        (run_logs_->rank_dir(restart_count_, e.rank) / "error.json").string()));
     f.rank = e.rank;
     f.local_rank = e.local_rank;
     f.pid = e.pid;
@@ -681,7 +703,7 @@ class Agent {
       name_oom_kill(f);
     }
     local_failures_.push_back(f);
-    logs_dir_->event("failure", restart_count_, f.to_json());
+    run_logs_->event("failure", restart_count_, f.to_json());
     spdlog::error("ccrun: worker rank {} (pid {}) failed: {}{}", e.rank, e.pid,
                   e.signal ? signal_name(e.signal) : "exit code " + std::to_string(e.exit_code),
                   f.cause == "oom" ? " (the kernel's OOM killer)" : "");
@@ -769,10 +791,10 @@ class Agent {
       text = marked;
     }
     std::fputs(text.c_str(), stderr);
-    if (logs_dir_ && logs_dir_->kept()) {
+    if (run_logs_ && run_logs_->kept()) {
       auto j = nlohmann::json::parse(report_json(run_id_, final, all_failures_, reason));
       if (!hang_.is_null()) j["hang"] = hang_;
-      logs_dir_->write_file("failure_report.json", j.dump(2) + "\n");
+      run_logs_->write_file("failure_report.json", j.dump(2) + "\n");
     }
   }
 
@@ -782,7 +804,7 @@ class Agent {
     tasks_.reset();
     rdzv_.reset();
     if (store_.server) store_.server->stop();
-    logs_dir_.reset();
+    run_logs_.reset();
   }
 
   const JobSpec& spec_;
@@ -799,12 +821,12 @@ class Agent {
   JobStore store_;  // hosted here or joined
   std::unique_ptr<rendezvous::RendezvousHandler> rdzv_;
   std::string run_id_ = "none", local_addr_, gloo_ifname_;
-  std::unique_ptr<RunLogs> logs_dir_;
+  std::unique_ptr<RunLogs> run_logs_;  // the run's log directory (--log-dir)
 
   RendezvousInfo info_;
   int restart_count_ = 0;
   int generation_ = 0;  // attempts started; stale round events are dropped
-  std::unique_ptr<LogMux> logs_;
+  std::unique_ptr<LogMux> output_;  // the workers' output, to console and files
   std::unique_ptr<WorkerGroup> group_;
   std::unique_ptr<StoreTasks> tasks_;
   std::unique_ptr<HangMonitor> monitor_;     // this attempt's progress watch

@@ -247,4 +247,4 @@ def test_an_ipv6_store_endpoint_is_hosted_and_serves_the_workers():
                   binary("tests", "collectives_check"), timeout=180)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.count("all operations correct") == 2
-    assert "master ::1:" in r.stderr
+    assert "master [::1]:" in r.stderr

@@ -1,0 +1,61 @@
+// The agent's decision when an attempt ends, case by case (round_decision.h;
+// the table in docs/agent.md).
+#include <catch2/catch.hpp>
+
+#include "round_decision.h"
+
+using namespace ccrun;
+using namespace ccrun::agent;
+using Action = Decision::Action;
+
+namespace {
+
+RestartBudget budget(int left, int num_nodes = 2, int min_nodes = 1, bool fixed = false) {
+  return {left, 3, fixed, num_nodes, min_nodes};
+}
+
+AttemptEnd ended(RoundEndKind kind, const std::string& detail = "") {
+  return AttemptEnd::round_ended(kind, detail);
+}
+
+}  // namespace
+
+TEST_CASE("decision: success leaves and a signal stops, whatever the budget", "[decision]") {
+  for (int left : {0, 3}) {
+    CHECK(decide(AttemptEnd::succeeded(), budget(left)).action == Action::kLeave);
+    CHECK(decide(AttemptEnd::signalled(), budget(left)).action == Action::kStop);
+    CHECK(decide(ended(RoundEndKind::kAllDone), budget(left)).action == Action::kLeave);
+  }
+}
+
+TEST_CASE("decision: a failure restarts while the budget lasts", "[decision]") {
+  CHECK(decide(ended(RoundEndKind::kRestartRequested), budget(1)).action == Action::kRestart);
+  Decision d = decide(ended(RoundEndKind::kRestartRequested), budget(0));
+  CHECK(d.action == Action::kFail);
+  CHECK(d.reason == "no restarts left (--max-restarts 3)");
+}
+
+TEST_CASE("decision: a node waiting to join costs no restart", "[decision]") {
+  CHECK(decide(ended(RoundEndKind::kNodeWaiting), budget(0)).action == Action::kRejoin);
+  CHECK(decide(ended(RoundEndKind::kNodeWaiting), budget(2)).action == Action::kRejoin);
+}
+
+TEST_CASE("decision: a dead node restarts elastic jobs that keep enough nodes", "[decision]") {
+  auto dead = ended(RoundEndKind::kNodeDead, "node 1 sent no heartbeat for 15s");
+  CHECK(decide(dead, budget(1, 3, 2)).action == Action::kRestart);
+  Decision too_few = decide(dead, budget(1, 2, 2));
+  CHECK(too_few.action == Action::kFail);
+  CHECK(too_few.reason == "node 1 sent no heartbeat for 15s; the job needs 2 nodes");
+  CHECK(decide(dead, budget(1, 3, 1, true)).action == Action::kFail);  // static
+  CHECK(decide(dead, budget(0, 3, 2)).action == Action::kFail);        // no budget
+}
+
+TEST_CASE("decision: a close fails the job, a lost store ends this node", "[decision]") {
+  CHECK(decide(ended(RoundEndKind::kClosed, "stopped on node 2"), budget(3)).reason ==
+        "stopped on node 2");
+  CHECK(decide(ended(RoundEndKind::kClosed), budget(3)).reason ==
+        "the job was stopped on another node");
+  Decision lost = decide(ended(RoundEndKind::kStoreLost, "connection refused"), budget(3));
+  CHECK(lost.action == Action::kStoreLost);
+  CHECK(lost.reason == "connection refused");
+}
