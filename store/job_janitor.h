@@ -2,7 +2,7 @@
 //
 // A standalone store (ccrun-rendezvous) serves job after job; without this
 // their keys stay until it stops. The janitor watches the writes of ccrun's
-// key layout (rendezvous_keys.h: every key of a job under
+// key layout (include/ccrun/job_keys.h: every key of a job under
 // "ccrun/<run_id>/") for a job's done markers:
 //
 //   ccrun/<run_id>/closed                  the job failed for good
