@@ -48,7 +48,9 @@
 
 #include "ccrun/endpoint.h"
 #include "ccrun/error.h"
+#include "ccrun/host_name.h"
 #include "ccrun/rendezvous.h"
+#include "ccrun/signal_names.h"
 #include "ccrun/store_interrupt.h"
 #include "descendants.h"
 #include "failure_report.h"
@@ -80,20 +82,6 @@ int64_t now_ms() {
   return std::chrono::duration_cast<milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
-int signal_number(const std::string& name) {
-  for (int s = 1; s < NSIG; ++s) {
-    const char* abbrev = sigabbrev_np(s);
-    if (abbrev && name == std::string("SIG") + abbrev) return s;
-  }
-  return 0;
 }
 
 std::string random_hex(int words) {

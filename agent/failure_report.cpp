@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "ccrun/signal_names.h"
+
 namespace ccrun::agent {
 using json = nlohmann::json;
 
@@ -41,11 +43,6 @@ Failure Failure::from_json(const std::string& text) {
     f.message = "unreadable failure record: " + text.substr(0, 200);
   }
   return f;
-}
-
-std::string signal_name(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
 std::string read_error_file(const std::string& path) {

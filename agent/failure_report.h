@@ -38,9 +38,6 @@ struct Failure {
 // one node only: every node prints the same one.
 inline constexpr const char* kReportMarker = "ccrun-report| ";
 
-// "SIGSEGV" for 11; "signal 77" for unknown numbers.
-std::string signal_name(int sig);
-
 // Reads torch's error file (written by @record): the message and its
 // traceback, or "" when absent/unreadable.
 std::string read_error_file(const std::string& path);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "ccrun/endpoint.h"
 #include "ccrun/error.h"
 #include "worker_env.h"
 
@@ -93,8 +94,8 @@ JobStore open_job_store(const JobSpec& spec, std::shared_ptr<store::StoreInterru
         // With c10d, another agent of this machine may host it already:
         // that is normal, not an error.
         if (r.backend == "static" || spec.standalone || r.is_host.value_or(false)) throw;
-        spdlog::debug("ccrun: another process serves {}:{} ({}); joining it as a client", p.host,
-                      p.port, e.what());
+        spdlog::debug("ccrun: another process serves {} ({}); joining it as a client",
+                      store::format_host_port(p.host, p.port), e.what());
       }
     }
     js.endpoint = store::Endpoint{p.host, p.port};
@@ -115,7 +116,7 @@ JobStore open_job_store(const JobSpec& spec, std::shared_ptr<store::StoreInterru
 std::string store_address_hint(const JobSpec& spec) {
   if (spec.standalone) return "127.0.0.1";
   if (spec.rdzv.backend == "static") {
-    return spec.master_addr + ":" + std::to_string(spec.master_port);
+    return store::format_host_port(spec.master_addr, spec.master_port);
   }
   return spec.rdzv.endpoint;
 }

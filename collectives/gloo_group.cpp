@@ -26,6 +26,7 @@
 
 #include "ccrun/collectives.h"
 #include "ccrun/prefix_store.h"
+#include "argument_rules.h"
 #include "direct_exchange.h"
 #include "durations.h"
 #include "gloo_group.h"
@@ -150,6 +151,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
     names_ = "[";
     for (size_t i = 0; i < global_.size(); ++i) names_ += (i ? "," : "") + std::to_string(global_[i]);
     names_ += "]";
+    locus_ = "on group " + names_ + " rank " + std::to_string(global_[rank_]);
     gloo::transport::tcp::attr attr;
     if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
       attr.iface = ifname;
@@ -238,7 +240,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
 
   std::shared_ptr<Work> broadcast(Buffer buf, int root) override {
     check_host("broadcast", buf);
-    check_rank("broadcast", root);
+    rules::check_peer(call("broadcast"), "root", root);
     return submit("broadcast", Op::kBroadcast, buf.count, [this, buf, root] {
       if (buf.count == 0) return;
       const size_t bytes = buf.count * element_size(buf.dtype);
@@ -257,7 +259,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
 
   std::shared_ptr<Work> reduce(Buffer buf, int root, ReduceOp op) override {
     check_host("reduce", buf);
-    check_rank("reduce", root);
+    rules::check_peer(call("reduce"), "root", root);
     return submit("reduce", Op::kReduce, buf.count, [this, buf, root, op] {
       if (buf.count == 0) return;
       const size_t elem = element_size(buf.dtype);
@@ -305,7 +307,9 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
   }
 
   std::shared_ptr<Work> all_gather(Buffer send, Buffer recv) override {
-    check_pair("all_gather", send, recv, send.count * size_, recv.count, true);
+    check_host("all_gather", send);
+    check_host("all_gather", recv);
+    rules::check_all_gather(call("all_gather"), send, recv);
     return submit("all_gather", Op::kAllGather, send.count, [this, send, recv] {
       if (send.count == 0) return;
       const size_t bytes = send.count * element_size(send.dtype);
@@ -323,8 +327,9 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
   }
 
   std::shared_ptr<Work> gather(Buffer send, Buffer recv, int root) override {
-    check_rank("gather", root);
-    check_pair("gather", send, recv, send.count * size_, recv.count, rank_ == root);
+    check_host("gather", send);
+    if (rank_ == root) check_host("gather", recv);
+    rules::check_gather(call("gather"), send, recv, root);
     return submit("gather", Op::kGather, send.count, [this, send, recv, root] {
       if (send.count == 0) return;
       const size_t bytes = send.count * element_size(send.dtype);
@@ -342,8 +347,9 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
   }
 
   std::shared_ptr<Work> scatter(Buffer send, Buffer recv, int root) override {
-    check_rank("scatter", root);
-    check_pair("scatter", recv, send, recv.count * size_, send.count, rank_ == root);
+    check_host("scatter", recv);
+    if (rank_ == root) check_host("scatter", send);
+    rules::check_scatter(call("scatter"), send, recv, root);
     return submit("scatter", Op::kScatter, recv.count, [this, send, recv, root] {
       if (recv.count == 0) return;
       const size_t bytes = recv.count * element_size(recv.dtype);
@@ -365,7 +371,9 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
   }
 
   std::shared_ptr<Work> reduce_scatter(Buffer send, Buffer recv, ReduceOp op) override {
-    check_pair("reduce_scatter", recv, send, recv.count * size_, send.count, true);
+    check_host("reduce_scatter", send);
+    check_host("reduce_scatter", recv);
+    rules::check_reduce_scatter(call("reduce_scatter"), send, recv);
     return submit("reduce_scatter", Op::kReduceScatter, send.count, [this, send, recv, op] {
       if (recv.count == 0) return;
       if (use_direct(recv.count * element_size(send.dtype))) {
@@ -385,12 +393,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
   }
 
   std::shared_ptr<Work> all_to_all(Buffer send, Buffer recv) override {
-    if (send.count % size_ != 0) {
-      throw Error(where("all_to_all") + ": send.count " + std::to_string(send.count) +
-                  " is not a multiple of the group size " + std::to_string(size_) +
-                  "; use the all_to_all with counts for uneven splits");
-    }
-    std::vector<size_t> counts(size_, send.count / size_);
+    std::vector<size_t> counts = rules::equal_split(call("all_to_all"), send, recv);
     return all_to_all(send, counts, recv, counts);
   }
 
@@ -398,17 +401,8 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
                                    std::vector<size_t> recv_counts) override {
     check_host("all_to_all", send);
     check_host("all_to_all", recv);
-    if (send_counts.size() != size_t(size_) || recv_counts.size() != size_t(size_)) {
-      throw Error(where("all_to_all") + ": give one count per rank (" + std::to_string(size_) + ")");
-    }
-    size_t st = 0, rt = 0;
-    for (size_t c : send_counts) st += c;
-    for (size_t c : recv_counts) rt += c;
-    if (st > send.count || rt > recv.count || send.dtype != recv.dtype) {
-      throw Error(where("all_to_all") + ": the counts need " + std::to_string(st) + " elements to send and " +
-                  std::to_string(rt) + " to receive, the buffers hold " + std::to_string(send.count) +
-                  " and " + std::to_string(recv.count) + " (of one data type)");
-    }
+    rules::check_all_to_all(call("all_to_all"), send, send_counts, recv, recv_counts);
+    const size_t st = send.count, rt = recv.count;  // the sums of the counts
     return submit("all_to_all", Op::kAllToAll, send.count,
                   [this, send, recv, send_counts, recv_counts, st, rt] {
       if (st == 0 && rt == 0) {
@@ -432,11 +426,11 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
 
   std::shared_ptr<Work> send(Buffer buf, int dst, int tag) override {
     check_host("send", buf);
-    check_rank("send", dst);
+    rules::check_peer(call("send"), "dst", dst);
+    rules::check_tag(call("send"), tag);
     // Posted now from the caller's thread (as torch does), waited for in
     // order on the group thread: a large send whose peer first sends too
     // cannot deadlock, since the peer's recv is posted when it is called.
-    if (tag < 0) throw Error(where("send") + ": tag " + std::to_string(tag) + " is negative");
     std::shared_ptr<gloo::transport::UnboundBuffer> ub;
     try {
       ub = context_->createUnboundBuffer(buf.data, buf.count * element_size(buf.dtype));
@@ -451,8 +445,8 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
 
   std::shared_ptr<Work> recv(Buffer buf, int src, int tag) override {
     check_host("recv", buf);
-    check_rank("recv", src);
-    if (tag < 0) throw Error(where("recv") + ": tag " + std::to_string(tag) + " is negative");
+    rules::check_peer(call("recv"), "src", src);
+    rules::check_tag(call("recv"), tag);
     std::shared_ptr<gloo::transport::UnboundBuffer> ub;
     try {
       ub = context_->createUnboundBuffer(buf.data, buf.count * element_size(buf.dtype));
@@ -476,15 +470,12 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
   // new_group, the subgroup recording into `progress`; null: into a slot
   // of its own, from this group's record.
   std::shared_ptr<ProcessGroup> split(std::vector<int> ranks, std::shared_ptr<GroupProgress> progress) {
+    rules::check_group_ranks(call("new_group"), ranks);
     // Every rank counts the call, members or not, so prefixes agree.
     int id = ++groups_made_;
     int mine = -1;
     std::vector<int> global;
     for (size_t i = 0; i < ranks.size(); ++i) {
-      if (ranks[i] < 0 || ranks[i] >= size_) {
-        throw Error(where("new_group") + ": rank " + std::to_string(ranks[i]) +
-                    " is not in this group of " + std::to_string(size_));
-      }
       if (ranks[i] == rank_) mine = int(i);
       global.push_back(global_[ranks[i]]);
     }
@@ -499,35 +490,11 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
   }
 
  private:
-  std::string where(const std::string& op) const {
-    return op + " on group " + names_ + " rank " + std::to_string(global_[rank_]);
-  }
+  std::string where(const std::string& op) const { return op + " " + locus_; }
+  rules::Call call(const char* op) const { return {op, locus_, rank_, size_}; }
 
-  void check_host(const std::string& op, const Buffer& b) const {
-    if (b.device == DeviceType::Cuda) {
-      throw NotSupportedError(where(op) + ": a gloo group takes host buffers; pass CUDA "
-                              "buffers to an auto (the default) or nccl group");
-    }
-    if (!b.data && b.count > 0) throw Error(where(op) + ": null buffer of " + std::to_string(b.count) + " elements");
-  }
-  void check_rank(const std::string& op, int r) const {
-    if (r < 0 || r >= size_) {
-      throw Error(where(op) + ": rank " + std::to_string(r) + " is outside the group (size " +
-                  std::to_string(size_) + ")");
-    }
-  }
-  // `big` must hold `need` elements (when `check_big`), of small's type.
-  void check_pair(const std::string& op, const Buffer& small, const Buffer& big, size_t need,
-                  size_t have, bool check_big) const {
-    check_host(op, small);
-    if (check_big) {
-      check_host(op, big);
-      if (have != need) {
-        throw Error(where(op) + ": the larger buffer holds " + std::to_string(have) +
-                    " elements; it must hold group size x count = " + std::to_string(need));
-      }
-      if (big.dtype != small.dtype) throw Error(where(op) + ": both buffers must have one data type");
-    }
+  void check_host(const char* op, const Buffer& b) const {
+    rules::check_buffer(call(op), b, DeviceType::Host);
   }
 
   uint32_t next_tag() { return tag_++; }
@@ -611,6 +578,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
   std::string host_;
   std::vector<int> global_;  // global rank of each group rank
   std::string names_;        // "[0,1,2]"
+  std::string locus_;        // "on group [0,1,2] rank 1", for errors
   size_t direct_max_;        // see kDirectMaxBytes
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;

@@ -119,7 +119,8 @@ std::shared_ptr<ProcessGroup> init_process_group_with(InitOptions o, Devices dev
         }
         prefix = JobKeys(env_or(worker_env::kRunId, "none"))
                      .collectives(std::getenv(worker_env::kAttempt) ? env_int(worker_env::kAttempt, -1) : 0);
-        spdlog::debug("init_process_group: using the agent's store {}:{}", addr, port);
+        spdlog::debug("init_process_group: using the agent's store {}",
+                      store::format_host_port(addr, port));
       } else {
         addr = env_or("MASTER_ADDR", "");
         std::string p = env_or("MASTER_PORT", "");

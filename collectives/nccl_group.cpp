@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "ccrun/prefix_store.h"
+#include "argument_rules.h"
 #include "durations.h"
 #include "nccl_work.h"
 #include "progress_writer.h"
@@ -56,6 +57,7 @@ class NcclGroup : public ProcessGroup {
     core_->names += "]";
     global_ = std::move(global);
     core_->device = device;
+    locus_ = core_->locus();
     NcclCore& c = *core_;
     c.check(c.dev.runtime->set_device(device), "init");
     if (comm) {
@@ -111,7 +113,7 @@ class NcclGroup : public ProcessGroup {
   }
   std::shared_ptr<Work> broadcast(Buffer b, int root) override {
     static constexpr const char* kOp = "broadcast";
-    check_rank(kOp, "root", root);
+    rules::check_peer(call(kOp), "root", root);
     check_buffer(kOp, b);
     return run(kOp, Op::kBroadcast, b.count, [&](NcclApi& n, Comm c, Stream s) {
       return n.broadcast(b.data, b.data, b.count, b.dtype, root, c, s);
@@ -119,7 +121,7 @@ class NcclGroup : public ProcessGroup {
   }
   std::shared_ptr<Work> reduce(Buffer b, int root, ReduceOp op) override {
     static constexpr const char* kOp = "reduce";
-    check_rank(kOp, "root", root);
+    rules::check_peer(call(kOp), "root", root);
     check_buffer(kOp, b);
     ReduceOp o = nccl_reduce_op(op, size_);
     return run(kOp, Op::kReduce, b.count, [&](NcclApi& n, Comm c, Stream s) {
@@ -129,7 +131,7 @@ class NcclGroup : public ProcessGroup {
   std::shared_ptr<Work> all_gather(Buffer send, Buffer recv) override {
     static constexpr const char* kOp = "all_gather";
     check_pair(kOp, send, recv);
-    size_check(kOp, "recv", recv.count, send.count * size_);
+    rules::check_all_gather(call(kOp), send, recv);
     return run(kOp, Op::kAllGather, send.count, [&](NcclApi& n, Comm c, Stream s) {
       return n.all_gather(send.data, recv.data, send.count, send.dtype, c, s);
     });
@@ -137,7 +139,7 @@ class NcclGroup : public ProcessGroup {
   std::shared_ptr<Work> reduce_scatter(Buffer send, Buffer recv, ReduceOp op) override {
     static constexpr const char* kOp = "reduce_scatter";
     check_pair(kOp, send, recv);
-    size_check(kOp, "send", send.count, recv.count * size_);
+    rules::check_reduce_scatter(call(kOp), send, recv);
     ReduceOp o = nccl_reduce_op(op, size_);
     return run(kOp, Op::kReduceScatter, send.count, [&](NcclApi& n, Comm c, Stream s) {
       return n.reduce_scatter(send.data, recv.data, recv.count, send.dtype, o, c, s);
@@ -147,13 +149,9 @@ class NcclGroup : public ProcessGroup {
   // collectives).
   std::shared_ptr<Work> gather(Buffer send, Buffer recv, int root) override {
     static constexpr const char* kOp = "gather";
-    check_rank(kOp, "root", root);
-    if (rank_ == root) {
-      check_pair(kOp, send, recv);
-      size_check(kOp, "recv", recv.count, send.count * size_);
-    } else {
-      check_buffer(kOp, send);
-    }
+    check_buffer(kOp, send);
+    if (rank_ == root) check_buffer(kOp, recv);
+    rules::check_gather(call(kOp), send, recv, root);
     return run(kOp, Op::kGather, send.count, [&](NcclApi& n, Comm c, Stream s) {
       const size_t es = element_size(send.dtype);
       return grouped(n, [&] {
@@ -170,13 +168,9 @@ class NcclGroup : public ProcessGroup {
   }
   std::shared_ptr<Work> scatter(Buffer send, Buffer recv, int root) override {
     static constexpr const char* kOp = "scatter";
-    check_rank(kOp, "root", root);
-    if (rank_ == root) {
-      check_pair(kOp, send, recv);
-      size_check(kOp, "send", send.count, recv.count * size_);
-    } else {
-      check_buffer(kOp, recv);
-    }
+    check_buffer(kOp, recv);
+    if (rank_ == root) check_buffer(kOp, send);
+    rules::check_scatter(call(kOp), send, recv, root);
     return run(kOp, Op::kScatter, recv.count, [&](NcclApi& n, Comm c, Stream s) {
       const size_t es = element_size(recv.dtype);
       return grouped(n, [&] {
@@ -192,27 +186,14 @@ class NcclGroup : public ProcessGroup {
     });
   }
   std::shared_ptr<Work> all_to_all(Buffer send, Buffer recv) override {
-    if (send.count % size_ != 0 || recv.count != send.count) {
-      throw Error(core_->where("all_to_all") + ": send.count (" + std::to_string(send.count) +
-                  ") and recv.count (" + std::to_string(recv.count) +
-                  ") must be equal and a multiple of the group size " + std::to_string(size_));
-    }
-    std::vector<size_t> counts(size_, send.count / size_);
+    std::vector<size_t> counts = rules::equal_split(call("all_to_all"), send, recv);
     return all_to_all(send, counts, recv, counts);
   }
   std::shared_ptr<Work> all_to_all(Buffer send, std::vector<size_t> sc, Buffer recv,
                                    std::vector<size_t> rc) override {
     static constexpr const char* kOp = "all_to_all";
-    if (sc.size() != size_t(size_) || rc.size() != size_t(size_)) {
-      throw Error(core_->where(kOp) + ": give one count per rank (" + std::to_string(size_) +
-                  "); got " + std::to_string(sc.size()) + " send and " +
-                  std::to_string(rc.size()) + " recv counts");
-    }
-    size_t st = 0, rt = 0;
-    for (int i = 0; i < size_; ++i) st += sc[i], rt += rc[i];
     check_pair(kOp, send, recv);
-    size_check(kOp, "send", send.count, st);
-    size_check(kOp, "recv", recv.count, rt);
+    rules::check_all_to_all(call(kOp), send, sc, recv, rc);
     return run(kOp, Op::kAllToAll, send.count, [&](NcclApi& n, Comm c, Stream s) {
       const size_t es = element_size(send.dtype);
       return grouped(n, [&] {
@@ -230,17 +211,21 @@ class NcclGroup : public ProcessGroup {
       });
     });
   }
-  std::shared_ptr<Work> send(Buffer b, int dst, int) override {
+  // The tag is checked, then ignored (collectives.h): NCCL matches a pair's
+  // sends and recvs in issue order.
+  std::shared_ptr<Work> send(Buffer b, int dst, int tag) override {
     static constexpr const char* kOp = "send";
-    check_rank(kOp, "dst", dst);
+    rules::check_peer(call(kOp), "dst", dst);
+    rules::check_tag(call(kOp), tag);
     check_buffer(kOp, b);
     return run(kOp, Op::kSend, b.count, [&](NcclApi& n, Comm c, Stream s) {
       return n.send(b.data, b.count, b.dtype, dst, c, s);
     });
   }
-  std::shared_ptr<Work> recv(Buffer b, int src, int) override {
+  std::shared_ptr<Work> recv(Buffer b, int src, int tag) override {
     static constexpr const char* kOp = "recv";
-    check_rank(kOp, "src", src);
+    rules::check_peer(call(kOp), "src", src);
+    rules::check_tag(call(kOp), tag);
     check_buffer(kOp, b);
     return run(kOp, Op::kRecv, b.count, [&](NcclApi& n, Comm c, Stream s) {
       return n.recv(b.data, b.count, b.dtype, src, c, s);
@@ -265,12 +250,8 @@ class NcclGroup : public ProcessGroup {
   std::shared_ptr<ProcessGroup> split(std::vector<int> ranks, std::shared_ptr<GroupProgress> progress) {
     static constexpr const char* kOp = "new_group";
     NcclCore& c = *core_;
-    std::pair<int, int> ck;
-    try {
-      ck = nccl_split_colour(ranks, rank_, size_);
-    } catch (const Error& e) {
-      throw Error(c.where(kOp) + ": " + e.what());
-    }
+    rules::check_group_ranks(call(kOp), ranks);
+    const std::pair<int, int> ck = nccl_split_colour(ranks, rank_);
     const int id = ++groups_made_;  // every rank counts, members or not
     if (c.aborted) throw Error(c.where(kOp) + ": the group failed earlier (" + c.failure() + ")");
     c.check(c.dev.runtime->set_device(c.device), kOp);
@@ -335,23 +316,11 @@ class NcclGroup : public ProcessGroup {
     return comm;
   }
 
-  void check_rank(const char* op, const char* what, int r) const {
-    if (r < 0 || r >= size_) {
-      throw Error(core_->where(op) + ": " + what + " " + std::to_string(r) +
-                  " is outside the group (size " + std::to_string(size_) + ")");
-    }
-  }
+  rules::Call call(const char* op) const { return {op, locus_, rank_, size_}; }
   // Declared CUDA, and really memory of this group's device.
   void check_buffer(const char* op, const Buffer& b) const {
-    if (b.device != DeviceType::Cuda) {
-      throw NotSupportedError(core_->where(op) +
-                              ": the NCCL backend takes CUDA buffers (Buffer::device = Cuda); "
-                              "pass host buffers to a gloo or auto group");
-    }
+    rules::check_buffer(call(op), b, DeviceType::Cuda);
     if (b.count == 0) return;
-    if (!b.data) {
-      throw Error(core_->where(op) + ": null buffer of " + std::to_string(b.count) + " elements");
-    }
     PointerInfo info;
     core_->check(core_->dev.runtime->pointer_info(b.data, &info), op);
     if (info.kind != DeviceType::Cuda) {
@@ -366,17 +335,8 @@ class NcclGroup : public ProcessGroup {
     }
   }
   void check_pair(const char* op, const Buffer& send, const Buffer& recv) const {
-    if (send.dtype != recv.dtype) {
-      throw Error(core_->where(op) + ": send and recv have different data types");
-    }
     check_buffer(op, send);
     check_buffer(op, recv);
-  }
-  void size_check(const char* op, const char* which, size_t have, size_t need) const {
-    if (have != need) {
-      throw Error(core_->where(op) + ": " + which + " holds " + std::to_string(have) +
-                  " elements; it must hold " + std::to_string(need));
-    }
   }
   template <typename F>
   static NcclResult grouped(NcclApi& n, F&& calls) {
@@ -411,6 +371,7 @@ class NcclGroup : public ProcessGroup {
   std::shared_ptr<store::Store> store_;
   int rank_, size_;
   std::vector<int> global_;
+  std::string locus_;  // "on NCCL group [0,1] rank 1 (cuda:1)", for argument errors
   std::shared_ptr<NcclCore> core_;
   Stream stream_ = nullptr;
   Event issued_ = nullptr;   // recorded on the default stream before each operation
@@ -445,19 +406,11 @@ int nccl_device_for(DeviceRuntime& runtime, int rank) {
   return int(local);
 }
 
-std::pair<int, int> nccl_split_colour(const std::vector<int>& ranks, int rank, int size) {
-  std::vector<bool> seen(size_t(size), false);
-  std::pair<int, int> ck{kNcclNoColor, 0};
+std::pair<int, int> nccl_split_colour(const std::vector<int>& ranks, int rank) {
   for (size_t i = 0; i < ranks.size(); ++i) {
-    int r = ranks[i];
-    if (r < 0 || r >= size) {
-      throw Error("rank " + std::to_string(r) + " is not in this group of " + std::to_string(size));
-    }
-    if (seen[size_t(r)]) throw Error("rank " + std::to_string(r) + " is listed twice");
-    seen[size_t(r)] = true;
-    if (r == rank) ck = {0, int(i)};
+    if (ranks[i] == rank) return {0, int(i)};
   }
-  return ck;
+  return {kNcclNoColor, 0};
 }
 
 ReduceOp nccl_reduce_op(ReduceOp op, int size) {

@@ -32,9 +32,8 @@ int nccl_device_for(DeviceRuntime& runtime, int rank);
 
 // The (colour, key) this rank passes to ncclCommSplit for new_group(ranks):
 // (0, its index in ranks) for members, (kNcclNoColor, 0) for the others.
-// Throws Error naming the bad entry when a rank is out of [0, size) or
-// listed twice.
-std::pair<int, int> nccl_split_colour(const std::vector<int>& ranks, int rank, int size);
+// `ranks` passed rules::check_group_ranks (argument_rules.h) first.
+std::pair<int, int> nccl_split_colour(const std::vector<int>& ranks, int rank);
 
 // The op NCCL is given for `op` in a group of `size` ranks. At size 1 Avg
 // is passed as Sum (the same result, x / 1 == x): NCCL's one-rank path runs

@@ -29,10 +29,12 @@ NcclCore::~NcclCore() {
   for (Event e : free_events) dev.runtime->destroy_event(e);
 }
 
-std::string NcclCore::where(const char* op) const {
-  return std::string(op) + " on NCCL group " + names + " rank " + std::to_string(global_rank) +
-         " (cuda:" + std::to_string(device) + ")";
+std::string NcclCore::locus() const {
+  return "on NCCL group " + names + " rank " + std::to_string(global_rank) + " (cuda:" +
+         std::to_string(device) + ")";
 }
+
+std::string NcclCore::where(const char* op) const { return std::string(op) + " " + locus(); }
 
 std::string NcclCore::failure() {
   std::lock_guard lock(mu);

@@ -58,6 +58,8 @@ struct NcclCore {
 
   // "all_reduce on NCCL group [0,1] rank 1 (cuda:1)": built only for errors.
   std::string where(const char* op) const;
+  // The same less the operation: "on NCCL group [0,1] rank 1 (cuda:1)".
+  std::string locus() const;
   std::string failure();
   // Aborts the communicator once; later calls keep the first reason.
   void abort(const std::string& reason);

@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "ccrun/error.h"
+#include "ccrun/signal_names.h"
 #include "failure_report.h"
 #include "log_mux.h"
 #include "settings.h"
@@ -46,11 +47,6 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
   return out;
-}
-
-std::string signal_name(int sig) {
-  const char* a = sigabbrev_np(sig);
-  return a ? std::string("SIG") + a : "signal " + std::to_string(sig);
 }
 
 // `name` resolved through PATH as execvp would, or "" when not found.

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "ccrun/error.h"
+#include "ccrun/signal_names.h"
 #include "resolve.h"
 
 namespace ccrun::launcher {
@@ -22,12 +23,8 @@ void resolve_restarts(const Sources& src, JobSpec& spec) {
   for (std::string sig; std::getline(ss, sig, ',');) {
     sig.erase(std::remove(sig.begin(), sig.end(), ' '), sig.end());
     if (sig.empty()) continue;
-    bool known = false;
-    for (int s = 1; s < NSIG && !known; ++s) {
-      const char* a = sigabbrev_np(s);
-      known = a && sig == std::string("SIG") + a && s != SIGKILL && s != SIGSTOP;
-    }
-    if (!known) fail(signals, "\"" + sig + "\" is not a signal ccrun can handle (e.g. SIGTERM)");
+    const int s = signal_number(sig);
+    if (s == 0 || s == SIGKILL || s == SIGSTOP) fail(signals, "\"" + sig + "\" is not a signal ccrun can handle (e.g. SIGTERM)");
     spec.signals_to_handle.push_back(sig);
   }
   spec.role = raw("role").value;

@@ -14,6 +14,7 @@
 #include "ccrun/endpoint.h"
 #include "ccrun/error.h"
 #include "ccrun/job_state.h"
+#include "ccrun/signal_names.h"
 #include "ccrun/store_address.h"
 #include "hang_verdict.h"
 
@@ -115,8 +116,7 @@ std::string describe_failure(const json& f) {
   std::ostringstream o;
   o << "node " << f.value("node_rank", -1) << " rank " << f.value("rank", -1) << ": ";
   if (int sig = f.value("signal", 0)) {
-    const char* abbrev = sigabbrev_np(sig);
-    o << (abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig));
+    o << signal_name(sig);
   } else if (f.value("rank", -1) < 0) {
     o << f.value("message", std::string("node failure"));
   } else {

@@ -8,36 +8,14 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
+#include "ccrun/endpoint.h"
 #include "ccrun/error.h"
+#include "ccrun/signal_names.h"
 #include "ccrun/stop_signals.h"
 #include "ccrun/store_server.h"
-
-namespace {
-
-std::string read_token(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw ccrun::ConfigError("--token-file \"" + path +
-                             "\": cannot be read; check the path and its permissions");
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string token = ss.str();
-  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) {
-    token.pop_back();
-  }
-  if (token.empty()) {
-    throw ccrun::ConfigError("--token-file \"" + path +
-                             "\": the file is empty; put the shared secret in it");
-  }
-  return token;
-}
-
-}  // namespace
+#include "ccrun/token_file.h"
 
 // The stop signals are held from load on: one that comes while the daemon
 // starts is read by the sigwait below, once it serves (a clean stop).
@@ -57,8 +35,9 @@ int main(int argc, char** argv) {
   app.add_option("--port", opts.port, "Port to listen on; 0 picks a free one")
       ->capture_default_str();
   app.add_option("--token-file", token_file,
-                 "File holding a shared secret clients must present "
-                 "(torch clients cannot; ccrun agents read CCRUN_STORE_TOKEN_FILE)");
+                 "File holding a shared secret clients must present: its first line, "
+                 "trailing whitespace stripped (torch clients cannot; ccrun agents read "
+                 "the file CCRUN_STORE_TOKEN_FILE names, by the same rule)");
   app.add_option("--max-connections", opts.max_connections,
                  "Connections beyond this are refused; 0 = what the open-file "
                  "limit allows less 64 (at most 65536)")
@@ -121,17 +100,17 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   try {
-    if (!token_file.empty()) opts.token = read_token(token_file);
+    if (!token_file.empty()) opts.token = ccrun::store::read_token_file(token_file, "--token-file");
     ccrun::store::StoreServer server(opts);
     server.start();
-    std::printf("ccrun-rendezvous: listening on %s:%u\n", opts.host.c_str(),
-                unsigned(server.port()));
+    std::printf("ccrun-rendezvous: listening on %s\n",
+                ccrun::store::format_host_port(opts.host, server.port()).c_str());
     std::fflush(stdout);
     spdlog::info("serving up to {} connections; the data lives in memory only "
                  "(a restarted daemon starts empty)", server.max_connections());
     int signo = 0;
     sigwait(&stop_signals, &signo);
-    spdlog::info("{} received; closing {} connection(s)", strsignal(signo),
+    spdlog::info("{} received; closing {} connection(s)", ccrun::signal_name(signo),
                  server.num_connections());
     server.stop();
   } catch (const ccrun::Error& e) {

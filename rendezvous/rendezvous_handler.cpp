@@ -47,6 +47,7 @@
 #include <thread>
 
 #include "ccrun/error.h"
+#include "ccrun/host_name.h"
 #include "ccrun/job_keys.h"
 #include "ccrun/rendezvous.h"
 
@@ -56,12 +57,6 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-std::string host_name() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
 
 // A port nobody listens on now, on this host (for MASTER_PORT).
 int pick_free_port(const std::string& addr) {

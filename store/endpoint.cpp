@@ -1,4 +1,4 @@
-// host:port parsing (see include/ccrun/endpoint.h).
+// host:port parsing and printing (see include/ccrun/endpoint.h).
 #include "ccrun/endpoint.h"
 
 #include <optional>
@@ -75,10 +75,13 @@ Endpoint parse(std::string_view text, std::optional<uint16_t> default_port) {
 
 }  // namespace
 
-std::string Endpoint::to_string() const {
-  std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+std::string format_host_port(std::string_view host, uint16_t port) {
+  std::string h(host);
+  if (h.find(':') != std::string::npos) h = "[" + h + "]";
   return h + ":" + std::to_string(port);
 }
+
+std::string Endpoint::to_string() const { return format_host_port(host, port); }
 
 Endpoint parse_endpoint(std::string_view text, uint16_t default_port) { return parse(text, default_port); }
 

@@ -17,6 +17,7 @@
 #include <boost/beast/ssl.hpp>
 
 #include "store_util.h"
+#include "ccrun/endpoint.h"
 
 namespace ccrun::store::etcd {
 
@@ -34,12 +35,7 @@ constexpr int kGrpcUnauthenticated = 16;
 
 namespace {
 
-std::string endpoint_name(const EtcdEndpoint& ep) {
-  if (ep.host.find(':') != std::string::npos) {
-    return "[" + ep.host + "]:" + std::to_string(ep.port);
-  }
-  return ep.host + ":" + std::to_string(ep.port);
-}
+std::string endpoint_name(const EtcdEndpoint& ep) { return format_host_port(ep.host, ep.port); }
 
 constexpr const char* kReachHint =
     "check that etcd runs, that the endpoints list its client URLs, and that TLS is on "

@@ -1,6 +1,7 @@
 // EtcdStore: the Store on etcd v3 (see include/ccrun/etcd_store.h). The
 // HTTP and fail-over half is EtcdConnection (etcd_connection.cpp); this file
 // maps each Store operation onto etcd requests.
+#include "ccrun/endpoint.h"
 #include "ccrun/etcd_store.h"
 
 #include <unistd.h>
@@ -109,7 +110,7 @@ EtcdStore::EtcdStore(EtcdStoreOptions options)
   }
   for (const auto& ep : options_.endpoints) {
     if (ep.host.empty() || ep.port == 0) {
-      throw ConfigError("etcd store: endpoint \"" + ep.host + ":" + std::to_string(ep.port) +
+      throw ConfigError("etcd store: endpoint \"" + format_host_port(ep.host, ep.port) +
                         "\" needs a host and a port (1-65535)");
     }
   }
@@ -155,7 +156,7 @@ std::string EtcdStore::endpoints() const {
   std::string out;
   for (const auto& ep : options_.endpoints) {
     if (!out.empty()) out += ",";
-    out += ep.host + ":" + std::to_string(ep.port);
+    out += format_host_port(ep.host, ep.port);
   }
   return out;
 }

@@ -3,13 +3,13 @@
 
 #include <charconv>
 #include <cstdlib>
-#include <fstream>
 #include <optional>
 
 #include "ccrun/error.h"
 #include "ccrun/etcd_store.h"
 #include "ccrun/file_store.h"
 #include "ccrun/tcp_store.h"
+#include "ccrun/token_file.h"
 
 namespace ccrun::store {
 
@@ -150,15 +150,7 @@ StoreAddress parse_store_address(std::string_view text) {
 std::string store_token_from_env() {
   const char* path = std::getenv("CCRUN_STORE_TOKEN_FILE");
   if (!path || !*path) return {};
-  std::ifstream in(path);
-  std::string token;
-  std::getline(in, token);
-  while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
-  if (token.empty()) {
-    throw ConfigError(std::string("CCRUN_STORE_TOKEN_FILE=") + path +
-                      ": empty or unreadable; put the store's shared secret on its first line");
-  }
-  return token;
+  return read_token_file(path, "CCRUN_STORE_TOKEN_FILE");
 }
 
 std::shared_ptr<Store> open_store(std::string_view address, const OpenStoreOptions& options) {

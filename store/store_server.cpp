@@ -1,6 +1,7 @@
 // StoreServer: the listener and the thread that serve the store's sessions
 // (see include/ccrun/store_server.h; the per-connection logic is in
 // store_session.cpp, the data in key_table.cpp).
+#include "ccrun/endpoint.h"
 #include "ccrun/store_server.h"
 
 #include <spdlog/spdlog.h>
@@ -65,7 +66,7 @@ class StoreServer::Impl {
   void bind() {
     if (bound_) return;
     set_connection_limit(raise_open_file_limit());
-    std::string where = options_.host + ":" + std::to_string(options_.port);
+    std::string where = format_host_port(options_.host, options_.port);
     boost::system::error_code ec;
     tcp::endpoint endpoint;
     auto address = asio::ip::make_address(options_.host, ec);
@@ -178,9 +179,9 @@ class StoreServer::Impl {
         boost::system::error_code ignored;
         auto peer = socket.remote_endpoint(ignored);
         if (ctx_.bad_input_log.allow()) {
-          spdlog::warn("store server: refusing connection from {}:{}: {} "
+          spdlog::warn("store server: refusing connection from {}: {} "
                        "connections open, limit {} (raise --max-connections)",
-                       peer.address().to_string(), peer.port(),
+                       format_host_port(peer.address().to_string(), peer.port()),
                        ctx_.num_sessions, max_connections_);
         }
         socket.close(ignored);

@@ -7,6 +7,7 @@
 #include <array>
 
 #include "store_util.h"
+#include "ccrun/endpoint.h"
 
 namespace ccrun::store {
 namespace asio = boost::asio;
@@ -21,7 +22,7 @@ std::string describe(const asio::ip::tcp::socket& socket) {
   boost::system::error_code ec;
   auto ep = socket.remote_endpoint(ec);
   if (ec) return "an unknown peer";
-  return ep.address().to_string() + ":" + std::to_string(ep.port());
+  return format_host_port(ep.address().to_string(), ep.port());
 }
 
 // Compares without an early exit, so timing does not leak the token's

@@ -1,6 +1,7 @@
 // TcpStore: the blocking client of a TCP store (see include/ccrun/tcp_store.h).
 // Plain POSIX sockets: one connection, requests in order, each read bounded
 // by a deadline through poll().
+#include "ccrun/endpoint.h"
 #include "ccrun/tcp_store.h"
 
 #include <arpa/inet.h>
@@ -376,11 +377,7 @@ Clock::time_point TcpStore::reply_deadline(const Connection& c) const {
   return Clock::now() + t;
 }
 
-std::string TcpStore::endpoint() const {
-  bool v6 = options_.host.find(':') != std::string::npos;
-  return (v6 ? "[" + options_.host + "]" : options_.host) + ":" +
-         std::to_string(options_.port);
-}
+std::string TcpStore::endpoint() const { return format_host_port(options_.host, options_.port); }
 
 // Runs f(connection) under the lock, reconnecting a broken connection
 // first; an idempotent call that loses the connection is retried once.

@@ -1,7 +1,7 @@
 //===- wire_protocol.h - PyTorch's TCPStore protocol, both dialects -*- C++ -*-//
 //
 // The constants of the TCPStore wire protocol that StoreServer serves and
-// TcpStore speaks (see ../shared/protocol/TCPSTORE.md for what is known of
+// TcpStore speaks (see docs/tcpstore_protocol.md for what is known of
 // it). A request is one query-type byte followed by its arguments; strings
 // and byte strings are a uint64 little-endian length then the bytes;
 // integers are raw little-endian. There is no frame length: a reader parses

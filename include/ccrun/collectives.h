@@ -121,7 +121,10 @@ class ProcessGroup {
   // Uneven splits: send_counts[i] elements go to rank i; recv_counts[i] come from it.
   virtual std::shared_ptr<Work> all_to_all(Buffer send, std::vector<size_t> send_counts,
                                            Buffer recv, std::vector<size_t> recv_counts) = 0;
-  // Point to point; `tag` tells apart concurrent messages between two ranks.
+  // Point to point. On Gloo, `tag` (0 or more) tells apart concurrent
+  // messages between two ranks. The NCCL backend checks it and otherwise
+  // ignores it, as torch's does: its sends and recvs between two ranks
+  // match in the order they are issued, whatever their tags.
   virtual std::shared_ptr<Work> send(Buffer buf, int dst, int tag = 0) = 0;
   virtual std::shared_ptr<Work> recv(Buffer buf, int src, int tag = 0) = 0;
   virtual std::shared_ptr<Work> barrier() = 0;

@@ -12,8 +12,9 @@
 //                                          address cannot carry a port)
 //
 //   Endpoint ep = parse_endpoint("[::1]:29400", 29400);
-//   ep.host;   // "::1" (no brackets)
-//   ep.port;   // 29400
+//   // ep.host == "::1" (no brackets), ep.port == 29400
+//   std::string text = ep.to_string();                  // "[::1]:29400"
+//   std::string v4 = format_host_port("10.0.0.1", 80);  // "10.0.0.1:80"
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -28,9 +29,14 @@ struct Endpoint {
   std::string host;   // a name or an address, IPv6 without brackets
   uint16_t port = 0;  // 0 = any free port, where the caller allows it
 
-  // "host:port", or "[v6]:port" when the host holds a ':'.
+  // "host:port", or "[v6]:port" when the host holds a ':' (format_host_port).
   std::string to_string() const;
 };
+
+// How ccrun prints every address: "host:port", or "[v6]:port" when the host
+// holds a ':', so that what it prints parse_endpoint reads back. For hosts
+// and ports kept apart (options, sockets), where no Endpoint is at hand.
+[[nodiscard]] std::string format_host_port(std::string_view host, uint16_t port);
 
 // Parses `text` in one of the forms above; `default_port` is the port when
 // the text gives none. Throws ccrun::ConfigError naming the text and the

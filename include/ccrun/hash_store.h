@@ -6,7 +6,7 @@
 //
 //   auto store = std::make_shared<HashStore>();
 //   std::thread t([&] { store->set("k", "v"); });
-//   store->get("k");   // blocks until the thread has set it
+//   std::string v = store->get("k");   // blocks until the thread has set it
 //
 //===----------------------------------------------------------------------===//
 #pragma once

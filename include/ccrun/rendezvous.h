@@ -14,7 +14,8 @@
 //   }
 //
 // The handler keeps its state in a Store under "ccrun/<run_id>/" in a
-// documented JSON format (see rendezvous/rendezvous_state.md).
+// documented JSON format (the key layout is in include/ccrun/job_keys.h;
+// the rounds in docs/rendezvous.md).
 //
 //===----------------------------------------------------------------------===//
 #pragma once

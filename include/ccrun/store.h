@@ -4,7 +4,7 @@
 // bootstrap their collectives through. Its semantics are those of PyTorch's
 // c10d Store, so that code written against torch's stores ports directly:
 //
-//   auto store = std::make_shared<TcpStore>("10.0.0.1", 29400, opts);
+//   std::shared_ptr<Store> store = open_store("tcp://10.0.0.1:29400");  // store_address.h
 //   store->set("rank0/addr", "10.0.0.1:5000");
 //   std::string peer = store->get("rank1/addr");   // blocks until set
 //   int64_t arrived = store->add("barrier", 1);    // atomic counter

@@ -71,9 +71,10 @@ struct OpenStoreOptions {
   std::string token;
 };
 
-// The secret in the file CCRUN_STORE_TOKEN_FILE names (first line), or ""
-// when the variable is unset. Throws ConfigError when the file is empty or
-// unreadable.
+// The secret in the file CCRUN_STORE_TOKEN_FILE names, read as
+// ccrun-rendezvous --token-file reads its file (read_token_file,
+// token_file.h), or "" when the variable is unset. Throws ConfigError when
+// the file is unreadable, empty or holds more than one line.
 [[nodiscard]] std::string store_token_from_env();
 
 // Opens the store `address` names (parse_store_address), connected and

@@ -256,10 +256,9 @@ TEST_CASE("nccl group: unique id through the store", "[collectives][nccl-fake]")
 
 TEST_CASE("nccl group: subgroup colours and splits", "[collectives][nccl-fake]") {
   using collectives::nccl_split_colour;
-  CHECK(nccl_split_colour({2, 0}, 0, 4) == std::pair{0, 1});
-  CHECK(nccl_split_colour({2, 0}, 1, 4) == std::pair{collectives::kNcclNoColor, 0});
-  CHECK_THROWS_WITH(nccl_split_colour({0, 0}, 0, 4), Catch::Contains("listed twice"));
-  CHECK_THROWS_WITH(nccl_split_colour({4}, 0, 4), Catch::Contains("not in this group of 4"));
+  CHECK(nccl_split_colour({2, 0}, 0) == std::pair{0, 1});
+  CHECK(nccl_split_colour({2, 0}, 1) == std::pair{collectives::kNcclNoColor, 0});
+  // Bad rank lists: argument_conformance_test.cpp, for both backends.
 
   auto cuda = std::make_shared<FakeCuda>(4);
   run_nccl_ranks(cuda, 4, [&](int r, ProcessGroup& pg) {

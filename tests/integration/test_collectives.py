@@ -48,4 +48,4 @@ def test_an_empty_token_file_is_named(tmp_path):
     r = run_ccrun("--standalone", "--no-python", "true", timeout=60,
                   env={"CCRUN_STORE_TOKEN_FILE": str(token)})
     assert r.returncode != 0
-    assert f"CCRUN_STORE_TOKEN_FILE={token}: empty or unreadable" in r.stderr, r.stderr
+    assert f'CCRUN_STORE_TOKEN_FILE "{token}": the file is empty' in r.stderr, r.stderr

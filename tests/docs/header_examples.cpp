@@ -1,0 +1,162 @@
+// The usage examples of the public headers (include/ccrun/*.h), compiled.
+// Each block between "// example: <header>" and "// end" holds lines of that
+// header's opening comment, word for word (tests/docs/test_docs.py checks
+// that they still are, and that every header with an example has a block);
+// the lines around a block only declare what the example takes as given.
+// Built as an object library: compiled with every build, never run.
+#include <signal.h>
+
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ccrun/collectives.h"
+#include "ccrun/endpoint.h"
+#include "ccrun/error.h"
+#include "ccrun/etcd_store.h"
+#include "ccrun/file_store.h"
+#include "ccrun/hash_store.h"
+#include "ccrun/host_name.h"
+#include "ccrun/prefix_store.h"
+#include "ccrun/signal_names.h"
+#include "ccrun/store.h"
+#include "ccrun/store_address.h"
+#include "ccrun/store_interrupt.h"
+#include "ccrun/store_server.h"
+#include "ccrun/tcp_store.h"
+#include "ccrun/token_file.h"
+
+namespace ccrun::docs_examples {
+using namespace ccrun::store;
+
+void store_h() {
+  // example: ccrun/store.h
+  std::shared_ptr<Store> store = open_store("tcp://10.0.0.1:29400");  // store_address.h
+  store->set("rank0/addr", "10.0.0.1:5000");
+  std::string peer = store->get("rank1/addr");   // blocks until set
+  int64_t arrived = store->add("barrier", 1);    // atomic counter
+  // end
+  (void)peer, (void)arrived;
+}
+
+void store_address_h() {
+  // example: ccrun/store_address.h
+  OpenStoreOptions o;
+  o.conf = {{"etcd_user", "job"}, {"etcd_password", "..."}};   // --rdzv-conf
+  std::shared_ptr<Store> s = open_store("etcd://10.0.0.1:2379,10.0.0.2:2379/ccrun/job7", o);
+  // end
+}
+
+void endpoint_h() {
+  // example: ccrun/endpoint.h
+  Endpoint ep = parse_endpoint("[::1]:29400", 29400);
+  std::string text = ep.to_string();                  // "[::1]:29400"
+  std::string v4 = format_host_port("10.0.0.1", 80);  // "10.0.0.1:80"
+  // end
+}
+
+void tcp_store_h() {
+  // example: ccrun/tcp_store.h
+  TcpStoreOptions opts;
+  opts.host = "10.0.0.1";
+  opts.port = 29400;
+  TcpStore store(opts);      // connects, retrying until connect_timeout
+  store.set("k", "v");
+  // end
+}
+
+void store_server_h() {
+  // example: ccrun/store_server.h
+  StoreServerOptions opts;
+  opts.host = "0.0.0.0";
+  opts.port = 29400;                  // 0 = any free port
+  StoreServer server(opts);
+  server.start();                     // binds; serves on its own thread
+  std::cout << server.port();
+  server.stop();                      // closes every connection, joins
+  // end
+}
+
+void store_interrupt_h(TcpStoreOptions& opts) {
+  // example: ccrun/store_interrupt.h
+  auto interrupt = std::make_shared<StoreInterrupt>();
+  opts.interrupt = interrupt;            // TcpStoreOptions
+  interrupt->trigger();                  // that wait throws InterruptedError
+  interrupt->reset();                    // the stores are usable again
+  // end
+}
+
+void etcd_store_h() {
+  // example: ccrun/etcd_store.h
+  EtcdStoreOptions opts;
+  opts.endpoints = {{"10.0.0.1", 2379}, {"10.0.0.2", 2379}, {"10.0.0.3", 2379}};
+  opts.prefix = "ccrun/job7/";
+  EtcdStore store(opts);
+  store.add("arrived", 1);               // a transaction, exactly once
+  store.wait({"ready/0", "ready/1"});    // a watch, no polling
+  // end
+}
+
+void file_store_h() {
+  // example: ccrun/file_store.h
+  FileStore store("/shared/job7.store");
+  store.add("arrived", 1);
+  // end
+}
+
+void hash_store_h() {
+  // example: ccrun/hash_store.h
+  auto store = std::make_shared<HashStore>();
+  std::thread t([&] { store->set("k", "v"); });
+  std::string v = store->get("k");   // blocks until the thread has set it
+  // end
+  t.join();
+}
+
+void prefix_store_h(std::shared_ptr<Store> store, const std::string& addr) {
+  // example: ccrun/prefix_store.h
+  auto attempt = std::make_shared<PrefixStore>("ccrun/job7/attempt_1", store);
+  attempt->set("rank0", addr);          // stored as "ccrun/job7/attempt_1/rank0"
+  // end
+}
+
+void token_file_h() {
+  // example: ccrun/token_file.h
+  std::string token = read_token_file("/etc/ccrun/token", "--token-file");
+  // end
+}
+
+void signal_names_h() {
+  // example: ccrun/signal_names.h
+  std::string a = signal_name(SIGSEGV);  // "SIGSEGV"
+  std::string b = signal_name(77);       // "signal 77" (no name)
+  int n = signal_number("SIGTERM");      // SIGTERM; 0 for a name that is no signal
+  // end
+  (void)n;
+}
+
+void host_name_h() {
+  // example: ccrun/host_name.h
+  std::string me = ccrun::host_name();   // "node7", as gethostname says
+  // end
+}
+
+void error_h() {
+  // example: ccrun/error.h
+  throw TimeoutError("store 10.0.0.1:29400: timed out after 30s waiting "
+                     "for key \"rdzv/round/3\"");
+  // end
+}
+
+void collectives_h(size_t n) {
+  // example: ccrun/collectives.h
+  auto pg = ccrun::init_process_group();            // RANK, WORLD_SIZE, ...
+  std::vector<float> grad(n);
+  pg->all_reduce({grad.data(), grad.size(), ccrun::DataType::Float32},
+                 ccrun::ReduceOp::Avg)->wait();
+  // end
+}
+
+}  // namespace ccrun::docs_examples

@@ -1,0 +1,39 @@
+"""ccrun-rendezvous --token-file and a client's CCRUN_STORE_TOKEN_FILE read the
+same file by one rule (include/ccrun/token_file.h): a secret followed by a
+space and a newline is accepted by both, so the client authenticates."""
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from helpers import binary, start_daemon  # noqa: E402
+
+
+def status(daemon, token_path):
+    env = dict(os.environ, CCRUN_STORE_TOKEN_FILE=str(token_path))
+    return subprocess.run([binary("launcher", "ccrun"), "status", "--rdzv-endpoint",
+                           f"127.0.0.1:{daemon.port}", "--rdzv-id", "nosuchjob"],
+                          capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_daemon_and_client_accept_a_secret_with_trailing_space(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("secret \n")
+    with start_daemon("--host", "127.0.0.1", "--token-file", str(token)) as d:
+        r = status(d, token)
+        # Authenticated: the store answers that it has no such job.
+        assert r.returncode == 3, r.stderr
+        assert "has no job 'nosuchjob'" in r.stderr, r.stderr
+        wrong = tmp_path / "wrong"
+        wrong.write_text("other\n")
+        r = status(d, wrong)
+        assert r.returncode != 3 and "refused the token" in r.stderr, r.stderr
+
+
+def test_daemon_refuses_a_two_line_token_file(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("secret\nsecond\n")
+    p = subprocess.run([binary("rendezvous", "ccrun-rendezvous"), "--port", "0",
+                        "--token-file", str(token)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1
+    assert f'--token-file "{token}"' in p.stderr and "more than one line" in p.stderr, p.stderr
