@@ -9,7 +9,7 @@
 //   RoundEnd seen = RoundEnd::from_json(store.get(keys.end(r)));
 //
 //   JobState st = read_job_state(store, "my-job");      // never waits
-//   if (st.phase == JobPhase::kStopped) ...             // st.stop_signal says which
+//   if (st.phase == JobPhase::kStopped) std::cout << st.stop_signal;
 //
 //===----------------------------------------------------------------------===//
 #pragma once

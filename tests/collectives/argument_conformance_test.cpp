@@ -17,6 +17,7 @@
 #include "nccl_group.h"
 
 using namespace ccrun;
+using namespace ccrun::test;
 using namespace std::chrono_literals;
 
 namespace {
@@ -62,9 +63,9 @@ const std::vector<Case>& cases() {
        [](ProcessGroup& pg, const Alloc& a) { pg.reduce_scatter(f32(a, 5), f32(a, 4)); },
        "send holds 5 elements; it must hold 8"},
       {"all_to_all recv larger than send", [](ProcessGroup& pg, const Alloc& a) { pg.all_to_all(f32(a, 4), f32(a, 6)); },
-       "send.count (4) and recv.count (6) must be equal and a multiple of the group size 2"},
+       "send.count (4) and recv.count (6) must be equal and a multiple of the group size 2; use the all_to_all with counts for uneven splits"},
       {"all_to_all count not a multiple", [](ProcessGroup& pg, const Alloc& a) { pg.all_to_all(f32(a, 3), f32(a, 3)); },
-       "send.count (3) and recv.count (3) must be equal and a multiple of the group size 2"},
+       "send.count (3) and recv.count (3) must be equal and a multiple of the group size 2; use the all_to_all with counts for uneven splits"},
       {"all_to_all counts: one per rank",
        [](ProcessGroup& pg, const Alloc& a) { pg.all_to_all(f32(a, 4), {4}, f32(a, 4), {2, 2}); },
        "give one count per rank (2); got 1 send and 2 recv counts"},

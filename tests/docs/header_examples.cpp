@@ -19,6 +19,8 @@
 #include "ccrun/file_store.h"
 #include "ccrun/hash_store.h"
 #include "ccrun/host_name.h"
+#include "ccrun/job_keys.h"
+#include "ccrun/job_state.h"
 #include "ccrun/prefix_store.h"
 #include "ccrun/signal_names.h"
 #include "ccrun/store.h"
@@ -156,6 +158,17 @@ void collectives_h(size_t n) {
   std::vector<float> grad(n);
   pg->all_reduce({grad.data(), grad.size(), ccrun::DataType::Float32},
                  ccrun::ReduceOp::Avg)->wait();
+  // end
+}
+
+void job_state_h(Store& store, const JobKeys& keys, int r) {
+  // example: ccrun/job_state.h
+  RoundEnd end{RoundEndKind::kNodeDead, 2, "node 2 sent no heartbeat", 3};
+  store.compare_set(keys.end(r), "", end.to_json());  // the first end wins
+  RoundEnd seen = RoundEnd::from_json(store.get(keys.end(r)));
+
+  JobState st = read_job_state(store, "my-job");      // never waits
+  if (st.phase == JobPhase::kStopped) std::cout << st.stop_signal;
   // end
 }
 
