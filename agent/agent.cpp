@@ -279,7 +279,8 @@ class Agent {
     const auto& r = spec_.rdzv;
     rendezvous::RendezvousOptions ro;
     ro.run_id = run_id_;
-    ro.backend = spec_.standalone ? "c10d" : r.backend;
+    static_cast<RendezvousTiming&>(ro) = r;
+    ro.backend = spec_.standalone ? rendezvous::Backend::kC10d : r.backend;
     ro.min_nodes = spec_.min_nodes;
     ro.max_nodes = spec_.max_nodes;
     ro.node_rank = spec_.node_rank;
@@ -287,11 +288,6 @@ class Agent {
     ro.local_addr = local_addr_;
     ro.master_addr = spec_.master_addr;
     ro.master_port = master_port;
-    ro.join_timeout = r.join_timeout;
-    ro.last_call_timeout = r.last_call_timeout;
-    ro.close_timeout = r.close_timeout;
-    ro.keep_alive_interval = r.keep_alive_interval;
-    ro.keep_alive_max_attempt = r.keep_alive_max_attempt;
     return ro;
   }
 
@@ -375,7 +371,7 @@ class Agent {
           break;
         case RoundEvent::Kind::kNodeDead:
           dead_node_ = ev;
-          if (spec_.rdzv.backend == "static" || info_.num_nodes - 1 < spec_.min_nodes) {
+          if (spec_.rdzv.backend == rendezvous::Backend::kStatic || info_.num_nodes - 1 < spec_.min_nodes) {
             fatal = ev.detail + "; the job needs " + std::to_string(spec_.min_nodes) +
                     " nodes";
           }
