@@ -269,7 +269,8 @@ class Agent {
     const auto& r = spec_.rdzv;
     rendezvous::RendezvousOptions ro;
     ro.run_id = run_id_;
-    ro.backend = spec_.standalone ? "c10d" : r.backend;
+    static_cast<RendezvousTiming&>(ro) = r;
+    ro.backend = spec_.standalone ? rendezvous::Backend::kC10d : r.backend;
     ro.min_nodes = spec_.min_nodes;
     ro.max_nodes = spec_.max_nodes;
     ro.node_rank = spec_.node_rank;
@@ -277,10 +278,6 @@ class Agent {
     ro.local_addr = local_addr_;
     ro.master_addr = spec_.master_addr;
     ro.master_port = master_port;
-    ro.join_timeout = r.join_timeout;
-    ro.last_call_timeout = r.last_call_timeout;
-    ro.keep_alive_interval = r.keep_alive_interval;
-    ro.keep_alive_max_attempt = r.keep_alive_max_attempt;
     return ro;
   }
 
@@ -301,7 +298,7 @@ class Agent {
   int loop() {
     start_job();
     RestartBudget budget{spec_.max_restarts, spec_.max_restarts,
-                         spec_.rdzv.backend == "static", 1, spec_.min_nodes};
+                         spec_.rdzv.backend == rendezvous::Backend::kStatic, 1, spec_.min_nodes};
     for (;;) {
       join_round();
       AttemptEnd end = end_of(run_attempt());

@@ -14,8 +14,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr uint16_t kDefaultRdzvPort = 29400;
-
 // Options of every connection: one reply never takes longer than the
 // keep-alive window either (a hung store is as lost as a dead one).
 store::OpenStoreOptions open_options(const JobSpec& spec,
@@ -46,12 +44,12 @@ TcpPlan plan_tcp(const JobSpec& spec) {
   if (spec.standalone) {
     p.host = "127.0.0.1";
     p.hosting = true;
-  } else if (r.backend == "static") {
+  } else if (r.backend == rendezvous::Backend::kStatic) {
     p.host = spec.master_addr;
     p.port = uint16_t(spec.master_port);
     p.hosting = spec.node_rank == 0;
   } else {
-    auto ep = store::parse_endpoint(r.endpoint, kDefaultRdzvPort);
+    auto ep = store::parse_endpoint(r.endpoint, rendezvous::kDefaultRendezvousPort);
     p.host = ep.host;
     p.port = ep.port;
     p.hosting = r.is_host.value_or(is_local_host(p.host));
@@ -72,7 +70,7 @@ JobStore open_job_store(const JobSpec& spec, std::shared_ptr<store::StoreInterru
   const auto& r = spec.rdzv;
   JobStore js;
   std::string token = store::store_token_from_env();
-  if (r.backend == "etcd" && !spec.standalone) {
+  if (r.backend == rendezvous::Backend::kEtcd && !spec.standalone) {
     // The rounds live in etcd (nothing is hosted here); the workers meet
     // on MASTER_ADDR:MASTER_PORT, where rank 0 serves them.
     js.address = store::etcd_address(r.endpoint);
@@ -93,7 +91,7 @@ JobStore open_job_store(const JobSpec& spec, std::shared_ptr<store::StoreInterru
       } catch (const Error& e) {
         // With c10d, another agent of this machine may host it already:
         // that is normal, not an error.
-        if (r.backend == "static" || spec.standalone || r.is_host.value_or(false)) throw;
+        if (r.backend == rendezvous::Backend::kStatic || spec.standalone || r.is_host.value_or(false)) throw;
         spdlog::debug("ccrun: another process serves {} ({}); joining it as a client",
                       store::format_host_port(p.host, p.port), e.what());
       }
@@ -115,7 +113,7 @@ JobStore open_job_store(const JobSpec& spec, std::shared_ptr<store::StoreInterru
 
 std::string store_address_hint(const JobSpec& spec) {
   if (spec.standalone) return "127.0.0.1";
-  if (spec.rdzv.backend == "static") {
+  if (spec.rdzv.backend == rendezvous::Backend::kStatic) {
     return store::format_host_port(spec.master_addr, spec.master_port);
   }
   return spec.rdzv.endpoint;

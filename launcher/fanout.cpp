@@ -11,6 +11,7 @@
 
 #include <utility>  // before Asio: its awaitable.hpp needs std::exchange
 #include <boost/asio.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -42,12 +43,6 @@ constexpr std::chrono::seconds kPeerGrace{5};
 // After a stop signal, how long past --stop-grace a node may take to end
 // before its ssh is killed.
 constexpr std::chrono::milliseconds kKillSlack{5000};
-
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
-  return out;
-}
 
 // `name` resolved through PATH as execvp would, or "" when not found.
 std::string find_program(const std::string& name, const Environment& env) {
@@ -395,35 +390,25 @@ std::vector<std::string> split_words(std::string_view text, const std::string& l
 }
 
 std::vector<std::string> agent_args(const JobSpec& spec, size_t index) {
+  // The job as this host's agent sees it: its node rank and its workers.
   const HostSpec& h = spec.hosts.at(index);
-  std::string nnodes = spec.min_nodes == spec.max_nodes
-                           ? std::to_string(spec.max_nodes)
-                           : std::to_string(spec.min_nodes) + ":" + std::to_string(spec.max_nodes);
-  std::vector<std::string> a = {"--nnodes",         nnodes,
-                                "--node-rank",      std::to_string(index),
-                                "--nproc-per-node",
-                                h.slots == 0 ? spec.nproc_per_node_given : std::to_string(h.devices.size()),
-                                "--master-addr",    spec.master_addr,
-                                "--master-port",    std::to_string(spec.master_port),
-                                "--rdzv-backend",   spec.rdzv.backend,
-                                "--rdzv-id",        spec.rdzv.id};
-  if (!spec.rdzv.endpoint.empty()) a.insert(a.end(), {"--rdzv-endpoint", spec.rdzv.endpoint});
-  if (!spec.rdzv.conf.empty()) {
-    std::vector<std::string> kv;
-    for (const auto& [k, v] : spec.rdzv.conf) kv.push_back(k + "=" + v);
-    a.insert(a.end(), {"--rdzv-conf", join(kv, ",")});
+  JobSpec host = spec;
+  host.node_rank = int(index);
+  if (h.slots != 0) {
+    host.nproc_per_node = int(h.devices.size());
+    host.nproc_per_node_given.clear();
   }
-  a.insert(a.end(), {"--max-restarts", std::to_string(spec.max_restarts), "--stop-grace",
-                     seconds_text(spec.stop_grace), "--hang-timeout",
-                     seconds_text(spec.hang_timeout), "--signals-to-handle", join(spec.signals_to_handle, ","),
-                     "--role", spec.role});
-  if (!spec.logs.log_dir.empty()) a.insert(a.end(), {"--log-dir", spec.logs.log_dir});
-  a.insert(a.end(), {"--redirects", std_streams_text(spec.logs.default_redirects, spec.logs.redirects), "--tee",
-                     std_streams_text(spec.logs.default_tee, spec.logs.tee)});
-  if (!spec.logs.local_ranks_filter.empty()) {
-    std::vector<std::string> ranks;
-    for (int r : spec.logs.local_ranks_filter) ranks.push_back(std::to_string(r));
-    a.insert(a.end(), {"--local-ranks-filter", join(ranks, ",")});
+  std::vector<std::string> a;
+  auto add = [&](const Setting& s) {
+    std::string value = s.text(host);
+    if (!value.empty()) a.insert(a.end(), {first_flag(s), value});
+  };
+  // Its place in the job first, then every other forwarded setting.
+  const char* const placement[] = {"nnodes", "node_rank", "nproc_per_node"};
+  for (const char* key : placement) add(*find_setting(key));
+  for (const auto& s : settings()) {
+    bool placed = std::find(std::begin(placement), std::end(placement), std::string(s.key)) != std::end(placement);
+    if (s.forwarded && !placed) add(s);
   }
   a.insert(a.end(), {"--exit-on-stdin-eof", "--no-python", "--"});
   a.insert(a.end(), spec.entrypoint.begin(), spec.entrypoint.end());

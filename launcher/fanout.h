@@ -37,9 +37,10 @@ std::string shell_quote(std::string_view text);
 // `label` on an unclosed quote or an empty command.
 std::vector<std::string> split_words(std::string_view text, const std::string& label);
 
-// The flags of host `index`'s agent: the job's settings plus its node rank,
-// nnodes, master address, its number of workers, --exit-on-stdin-eof, and
-// the program after --.
+// The flags of host `index`'s agent: nnodes, its node rank and its number
+// of workers, then every setting marked forwarded in the settings table
+// (settings.cpp) that is not empty, --exit-on-stdin-eof, and the program
+// after --.
 std::vector<std::string> agent_args(const JobSpec& spec, size_t index);
 
 // The variables forwarded to every host: the default set (PYTHONPATH,

@@ -46,8 +46,8 @@ std::unique_ptr<CLI::App> make_app(Flags& f) {
   app->get_formatter()->column_width(44);
   for (const auto& s : settings()) {
     CLI::Option* o;
-    if (s.def) {
-      o = app->add_option(s.flags, f.values[s.key], s.help)->default_str(s.def);
+    if (s.text) {
+      o = app->add_option(s.flags, f.values[s.key], s.help)->default_str(default_text(s));
     } else {
       o = app->add_flag(s.flags, f.switches[s.key], s.help);
     }
@@ -94,7 +94,7 @@ Raw Sources::get(const std::string& key) const {
   if (auto v = env_.get(pet_name(key))) return Raw{*v, pet_name(key), false};
   if (auto it = slurm_.find(key); it != slurm_.end()) return it->second;
   if (auto it = yaml_.raws.find(key); it != yaml_.raws.end()) return it->second;
-  return Raw{s.def ? s.def : "false", first_flag(s) + " (default)", false};
+  return Raw{default_text(s), first_flag(s) + " (default)", false};
 }
 
 bool Sources::given(const std::string& key) const {
@@ -127,7 +127,7 @@ Command parse_command_line(const std::vector<std::string>& args, const Environme
   Sources src(
       [&f](const std::string& key) -> std::optional<std::string> {
         if (f.opts.at(key)->count() == 0) return std::nullopt;
-        return find_setting(key)->def ? f.values[key] : "true";
+        return find_setting(key)->text ? f.values[key] : "true";
       },
       env, job);
 

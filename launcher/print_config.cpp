@@ -1,62 +1,69 @@
-// --print-config: the effective job as YAML (see job_builder.h).
+// --print-config: the effective job as YAML (see job_builder.h), each
+// setting written as the settings table (settings.h) reads it from the spec.
 #include <yaml-cpp/yaml.h>
 
-#include <charconv>
+#include <sstream>
 
-#include "fanout.h"
 #include "job_builder.h"
+#include "rdzv_conf.h"
 #include "settings.h"
 
 namespace ccrun::launcher {
+namespace {
+
+// A scalar as YAML reads it back: MIN:MAX quoted (a YAML 1.1 reader takes
+// 1:4 unquoted as a base-60 number, 64), like anything else with a ':'.
+void scalar(YAML::Emitter& out, const std::string& text, bool quoted) {
+  if (quoted || text.find(':') != std::string::npos) out << YAML::DoubleQuoted;
+  out << text;
+}
+
+// rdzv.conf's map: every typed key, then the keys kept as given (etcd_*,
+// protocol, ...).
+void rdzv_conf(YAML::Emitter& out, const RendezvousSpec& r) {
+  out << YAML::BeginMap;
+  for (const auto& k : rdzv_conf_keys()) {
+    std::string text = k.text ? k.text(r) : "";
+    if (!text.empty()) out << YAML::Key << k.name << YAML::Value << text;
+  }
+  for (const auto& [key, value] : r.conf) {
+    const RdzvConfKey* known = find_rdzv_conf_key(key);
+    if (!known || (!known->apply && !known->text)) out << YAML::Key << key << YAML::Value << value;
+  }
+  out << YAML::EndMap;
+}
+
+// One setting as its YamlForm says; `in_rdzv` tracks the open rdzv: map.
+void setting(YAML::Emitter& out, const Setting& set, const JobSpec& s, bool& in_rdzv) {
+  if (set.yaml == YamlForm::kNone) return;
+  bool rdzv = set.yaml == YamlForm::kRdzv;
+  if (in_rdzv && !rdzv) out << YAML::EndMap;
+  if (rdzv && !in_rdzv) out << YAML::Key << "rdzv" << YAML::Value << YAML::BeginMap;
+  in_rdzv = rdzv;
+  // A switch printed is --standalone, the one the spec keeps.
+  std::string key = set.key, text = set.text ? set.text(s) : (s.standalone ? "true" : "false");
+  if (set.yaml == YamlForm::kIfSet && text.empty()) return;
+  if (rdzv) key = key.substr(std::string("rdzv_").size());
+  out << YAML::Key << key << YAML::Value;
+  if (key == "conf" && rdzv) return rdzv_conf(out, s.rdzv);
+  if (set.yaml == YamlForm::kList) {
+    std::vector<std::string> items;
+    std::stringstream ss(text);
+    for (std::string item; std::getline(ss, item, ',');) items.push_back(item);
+    out << YAML::Flow << items;
+  } else {
+    scalar(out, text, set.yaml == YamlForm::kQuoted);
+  }
+}
+
+}  // namespace
 
 std::string to_yaml(const JobSpec& s) {
   YAML::Emitter out;
-  auto secs = [](std::chrono::milliseconds ms) { return seconds_text(ms); };
   out << YAML::BeginMap;
-  // MIN:MAX quoted: a YAML 1.1 reader takes 1:4 unquoted as a base-60
-  // number (64).
-  out << YAML::Key << "nnodes" << YAML::Value;
-  if (s.min_nodes == s.max_nodes) {
-    out << s.min_nodes;
-  } else {
-    out << YAML::DoubleQuoted << std::to_string(s.min_nodes) + ":" + std::to_string(s.max_nodes);
-  }
-  out << YAML::Key << "nproc_per_node" << YAML::Value;
-  if (!s.hosts.empty() && !s.nproc_per_node_given.empty()) {
-    out << s.nproc_per_node_given;  // each host counts its own
-  } else {
-    out << s.nproc_per_node;
-  }
-  out << YAML::Key << "node_rank" << YAML::Value << s.node_rank;
-  out << YAML::Key << "master_addr" << YAML::Value << s.master_addr;
-  out << YAML::Key << "master_port" << YAML::Value << s.master_port;
-  if (!s.local_addr.empty()) out << YAML::Key << "local_addr" << YAML::Value << s.local_addr;
-  out << YAML::Key << "standalone" << YAML::Value << s.standalone;
-  out << YAML::Key << "rdzv" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "backend" << YAML::Value << s.rdzv.backend;
-  out << YAML::Key << "endpoint" << YAML::Value << s.rdzv.endpoint;
-  out << YAML::Key << "id" << YAML::Value << s.rdzv.id;
-  out << YAML::Key << "conf" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "join_timeout" << YAML::Value << secs(s.rdzv.join_timeout);
-  out << YAML::Key << "last_call_timeout" << YAML::Value << secs(s.rdzv.last_call_timeout);
-  out << YAML::Key << "close_timeout" << YAML::Value << secs(s.rdzv.close_timeout);
-  out << YAML::Key << "read_timeout" << YAML::Value << secs(s.rdzv.read_timeout);
-  out << YAML::Key << "keep_alive_interval" << YAML::Value << secs(s.rdzv.keep_alive_interval);
-  out << YAML::Key << "keep_alive_max_attempt" << YAML::Value << s.rdzv.keep_alive_max_attempt;
-  if (s.rdzv.is_host) out << YAML::Key << "is_host" << YAML::Value << *s.rdzv.is_host;
-  out << YAML::EndMap << YAML::EndMap;
-  out << YAML::Key << "max_restarts" << YAML::Value << s.max_restarts;
-  out << YAML::Key << "monitor_interval" << YAML::Value << secs(s.monitor_interval);
-  out << YAML::Key << "stop_grace" << YAML::Value << secs(s.stop_grace);
-  out << YAML::Key << "hang_timeout" << YAML::Value << secs(s.hang_timeout);
-  out << YAML::Key << "signals_to_handle" << YAML::Value << YAML::Flow << s.signals_to_handle;
-  out << YAML::Key << "role" << YAML::Value << s.role;
-  out << YAML::Key << "log_dir" << YAML::Value << s.logs.log_dir;
-  out << YAML::Key << "redirects" << YAML::Value << YAML::DoubleQuoted
-      << std_streams_text(s.logs.default_redirects, s.logs.redirects);
-  out << YAML::Key << "tee" << YAML::Value << YAML::DoubleQuoted << std_streams_text(s.logs.default_tee, s.logs.tee);
-  std::vector<int> filter(s.logs.local_ranks_filter.begin(), s.logs.local_ranks_filter.end());
-  out << YAML::Key << "local_ranks_filter" << YAML::Value << YAML::Flow << filter;
+  bool in_rdzv = false;
+  for (const auto& set : settings()) setting(out, set, s, in_rdzv);
+  if (in_rdzv) out << YAML::EndMap;
   if (!s.hosts.empty()) {
     // The hosts after --include/--exclude; an include reproduces the slots
     // that were narrowed.
@@ -77,12 +84,7 @@ std::string to_yaml(const JobSpec& s) {
     }
     out << YAML::EndSeq;
     if (narrowed) out << YAML::Key << "include" << YAML::Value << include;
-    std::string ssh;
-    for (const auto& w : s.fanout.ssh_command) {
-      bool plain = !w.empty() && w.find_first_of(" \t\n'\"\\$`") == std::string::npos;
-      ssh += (ssh.empty() ? "" : " ") + (plain ? w : shell_quote(w));
-    }
-    out << YAML::Key << "ssh_command" << YAML::Value << ssh;
+    out << YAML::Key << "ssh_command" << YAML::Value << find_setting("ssh_command")->text(s);
     if (!s.fanout.remote_ccrun.empty()) out << YAML::Key << "remote_ccrun" << YAML::Value << s.fanout.remote_ccrun;
   }
   if (!s.fanout.exports.empty()) out << YAML::Key << "exports" << YAML::Value << YAML::Flow << s.fanout.exports;

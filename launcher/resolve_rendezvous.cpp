@@ -1,43 +1,40 @@
 // The rendezvous settings, and the checks that tie them to the node settings
 // (see resolve.h).
+#include <cstdio>
 #include <optional>
-#include <set>
-#include <sstream>
 
 #include "ccrun/endpoint.h"
 #include "ccrun/error.h"
 #include "ccrun/store_address.h"
+#include "rdzv_conf.h"
 #include "resolve.h"
 
 namespace ccrun::launcher {
 namespace {
 
-constexpr uint16_t kDefaultRdzvPort = 29400;  // torchrun's c10d default
+using rendezvous::Backend;
 
-// --rdzv-conf / rdzv: conf: into the spec's typed fields.
-void apply_conf(const std::map<std::string, Raw>& conf, RendezvousSpec& rdzv) {
-  const std::vector<std::string> conf_keys = {"join_timeout", "last_call_timeout", "close_timeout",
-                                              "read_timeout", "keep_alive_interval",
-                                              "keep_alive_max_attempt", "is_host"};
-  for (const auto& [k, r] : conf) {
-    rdzv.conf[k] = r.value;
-    if (k == "join_timeout") rdzv.join_timeout = to_seconds(r);
-    else if (k == "last_call_timeout") rdzv.last_call_timeout = to_seconds(r);
-    else if (k == "close_timeout") rdzv.close_timeout = to_seconds(r);
-    else if (k == "read_timeout") rdzv.read_timeout = to_seconds(r);
-    else if (k == "keep_alive_interval") rdzv.keep_alive_interval = to_seconds(r);
-    else if (k == "keep_alive_max_attempt") rdzv.keep_alive_max_attempt = int(to_int(r, 1, 1000, "a count"));
-    else if (k == "is_host") rdzv.is_host = to_bool(r);
-    else if (k.rfind("etcd_", 0) == 0 && rdzv.backend == "etcd") continue;  // open_store reads them
-    else {
-      std::string known;
-      for (const auto& c : conf_keys) known += (known.empty() ? "" : ", ") + c;
-      throw ConfigError(r.where + ": unknown rendezvous setting \"" + k + "\"" +
-                        closest(k, conf_keys) + " (known: " + known + ")");
-    }
+// --rdzv-conf over the job file's rdzv: conf: into the spec; unknown keys
+// are warned about here.
+void resolve_conf(const Sources& src, RendezvousSpec& rdzv) {
+  std::map<std::string, Raw> conf = src.yaml().rdzv_conf;
+  Raw conf_raw = src.get("rdzv_conf");
+  if (!conf_raw.value.empty() && !conf_raw.yaml) {
+    for (auto& [key, r] : split_rdzv_conf(conf_raw)) conf[key] = r;  // the flag's win
   }
-  if (rdzv.keep_alive_interval.count() == 0) {
-    throw ConfigError("rendezvous setting keep_alive_interval must be more than 0");
+  for (const auto& w : apply_rdzv_conf(conf, rdzv)) std::fprintf(stderr, "ccrun: warning: %s\n", w.c_str());
+}
+
+// The endpoint's host and port, when one is given.
+std::optional<store::Endpoint> parse_rdzv_endpoint(const Raw& endpoint, Backend backend) {
+  if (endpoint.value.empty()) return std::nullopt;
+  try {
+    if (backend != Backend::kEtcd) return store::parse_endpoint(endpoint.value, rendezvous::kDefaultRendezvousPort);
+    // host:port[,host:port...][/prefix], with or without etcd://
+    auto parsed = store::parse_store_address(store::etcd_address(endpoint.value));
+    return store::Endpoint{parsed.hosts.front().host, parsed.hosts.front().port};
+  } catch (const ConfigError& e) {
+    throw ConfigError(endpoint.where + ": " + e.what());
   }
 }
 
@@ -46,54 +43,26 @@ void apply_conf(const std::map<std::string, Raw>& conf, RendezvousSpec& rdzv) {
 void resolve_rendezvous(const Sources& src, JobSpec& spec) {
   auto raw = [&](const char* key) { return src.get(key); };
   Raw backend = raw("rdzv_backend");
-  if (backend.value != "static" && backend.value != "c10d" && backend.value != "etcd") {
-    fail(backend, "unknown backend; use static, c10d or etcd");
+  try {
+    spec.rdzv.backend = rendezvous::parse_backend(backend.value);
+  } catch (const ConfigError& e) {
+    fail(backend, e.what());
   }
-  spec.rdzv.backend = backend.value;
   Raw endpoint = raw("rdzv_endpoint");
-  std::optional<store::Endpoint> ep;
-  if (spec.rdzv.backend == "etcd" && !endpoint.value.empty()) {
-    // host:port[,host:port...][/prefix], with or without etcd://
-    std::string address = store::etcd_address(endpoint.value);
-    try {
-      auto parsed = store::parse_store_address(address);
-      ep = store::Endpoint{parsed.hosts.front().host, parsed.hosts.front().port};
-    } catch (const ConfigError& e) {
-      throw ConfigError(endpoint.where + ": " + e.what());
-    }
-  } else if (!endpoint.value.empty()) {
-    try {
-      ep = store::parse_endpoint(endpoint.value, kDefaultRdzvPort);
-    } catch (const ConfigError& e) {
-      throw ConfigError(endpoint.where + ": " + e.what());
-    }
-  }
+  std::optional<store::Endpoint> ep = parse_rdzv_endpoint(endpoint, spec.rdzv.backend);
   spec.rdzv.endpoint = endpoint.value;
   Raw id = raw("rdzv_id");
   if (id.value.empty()) fail(id, "the job id is empty; give one, e.g. job7 (agents with one id meet)");
   spec.rdzv.id = id.value;
-  std::map<std::string, Raw> conf = src.yaml().rdzv_conf;
-  Raw conf_raw = raw("rdzv_conf");
-  if (!conf_raw.value.empty() && !conf_raw.yaml) {
-    std::stringstream ss(conf_raw.value);
-    std::set<std::string> seen;  // in this flag (it overrides the job file's)
-    for (std::string item; std::getline(ss, item, ',');) {
-      auto eq = item.find('=');
-      if (eq == std::string::npos || eq == 0) fail(conf_raw, "expected key=value pairs separated by commas");
-      std::string key = item.substr(0, eq);
-      if (!seen.insert(key).second) fail(conf_raw, "\"" + key + "\" is given twice; keep one");
-      conf[key] = Raw{item.substr(eq + 1), conf_raw.where + " " + key, false};
-    }
-  }
-  apply_conf(conf, spec.rdzv);
+  resolve_conf(src, spec.rdzv);
   Raw nnodes = raw("nnodes");
   if (spec.standalone) {
-    spec.rdzv.backend = "c10d";
+    spec.rdzv.backend = Backend::kC10d;
     spec.rdzv.endpoint = "127.0.0.1:0";
     if (spec.min_nodes != 1 || spec.max_nodes != 1) {
       fail(nnodes, "--standalone runs one node; drop --nnodes or --standalone");
     }
-  } else if (spec.rdzv.backend == "static") {
+  } else if (spec.rdzv.backend == Backend::kStatic) {
     if (spec.min_nodes != spec.max_nodes) {
       fail(nnodes, "the static rendezvous needs a fixed node count; use --rdzv-backend c10d "
                    "with --rdzv-endpoint for an elastic job");
@@ -104,13 +73,15 @@ void resolve_rendezvous(const Sources& src, JobSpec& spec) {
     }
     if (spec.master_port == 0 && spec.max_nodes > 1) {
       fail(raw("master_port"), "0 (a free port) works for one node only: the other nodes must know "
-                               "node 0's port; give a port that is free on node 0, e.g. 29500");
+                               "node 0's port; give a port that is free on node 0, e.g. " +
+                               std::to_string(rendezvous::kDefaultMasterPort));
     }
   } else if (!ep) {
     fail(backend, "needs --rdzv-endpoint host[:port] (the store every node reaches)");
   } else if (ep->port == 0 && spec.max_nodes > 1) {
     fail(endpoint, "port 0 (a free port) works for one node only: the other nodes must know the "
-                   "store's port; give one, e.g. " + ep->host + ":29400");
+                   "store's port; give one, e.g. " + ep->host + ":" +
+                   std::to_string(rendezvous::kDefaultRendezvousPort));
   }
 }
 

@@ -1,5 +1,5 @@
-// The launcher's settings table and the typed conversions of raw values
-// (see settings.h).
+// The launcher's settings table, each setting's value read from a JobSpec,
+// and the typed conversions of raw values (see settings.h).
 #include "settings.h"
 
 #include <algorithm>
@@ -8,72 +8,119 @@
 #include <sstream>
 
 #include "ccrun/error.h"
+#include "ccrun/rendezvous_backend.h"
+#include "fanout.h"
 
 namespace ccrun::launcher {
 namespace {
 
+using Y = YamlForm;
+using S = const JobSpec&;
+
+std::string ssh_command_text(S s) {
+  std::string out;
+  for (const auto& w : s.fanout.ssh_command) {
+    bool plain = !w.empty() && w.find_first_of(" \t\n'\"\\$`") == std::string::npos;
+    out += (out.empty() ? "" : " ") + (plain ? w : shell_quote(w));
+  }
+  return out;
+}
+
+std::string conf_text(S s) {
+  std::vector<std::string> kv;
+  for (const auto& [k, v] : s.rdzv.conf) kv.push_back(k + "=" + v);
+  return join(kv, ",");
+}
+
+std::string ranks_text(S s) {
+  std::vector<std::string> ranks;
+  for (int r : s.logs.local_ranks_filter) ranks.push_back(std::to_string(r));
+  return join(ranks, ",");
+}
+
+std::string none(S) { return ""; }  // kept in the JobSpec as something else (hosts)
+
+// The rendezvous help line names every backend (rendezvous_backend.h).
+static_assert(rendezvous::kBackendNames.size() == 3, "name the new backend in --rdzv-backend's help");
+
 const Setting kSettings[] = {
-    {"nnodes", "--nnodes", "Nodes: N or MIN:MAX (elastic)", "1:1", "Nodes"},
-    {"nproc_per_node", "--nproc-per-node,--nproc_per_node",
-     "Workers per node: N, auto, cpu or gpu", "1", "Nodes"},
-    {"node_rank", "--node-rank,--node_rank", "This node's rank (static rendezvous)", "0", "Nodes"},
-    {"master_addr", "--master-addr,--master_addr", "Node 0's address (static rendezvous)",
-     "127.0.0.1", "Nodes"},
-    {"master_port", "--master-port,--master_port", "Node 0's store port (static rendezvous)",
-     "29500", "Nodes"},
-    {"local_addr", "--local-addr,--local_addr", "This node's address as the others reach it",
-     "", "Nodes"},
-    {"standalone", "--standalone", "Single node: a local store on a free port, random id",
-     nullptr, "Nodes"},
-    {"rdzv_backend", "--rdzv-backend,--rdzv_backend", "static, c10d (dynamic, on a ccrun store) or etcd (dynamic, on etcd v3)", "static",
-     "Rendezvous"},
+    {"nnodes", "--nnodes", "Nodes: N or MIN:MAX (elastic)", "Nodes",
+     [](S s) {
+       return s.min_nodes == s.max_nodes ? std::to_string(s.max_nodes)
+                                         : std::to_string(s.min_nodes) + ":" + std::to_string(s.max_nodes);
+     },
+     Y::kScalar, true},
+    {"nproc_per_node", "--nproc-per-node,--nproc_per_node", "Workers per node: N, auto, cpu or gpu", "Nodes",
+     [](S s) {  // with a host list, each host counts auto/cpu/gpu itself
+       return !s.hosts.empty() && !s.nproc_per_node_given.empty() ? s.nproc_per_node_given
+                                                                  : std::to_string(s.nproc_per_node);
+     },
+     Y::kScalar, true},
+    {"node_rank", "--node-rank,--node_rank", "This node's rank (static rendezvous)", "Nodes",
+     [](S s) { return std::to_string(s.node_rank); }, Y::kScalar, true},
+    {"master_addr", "--master-addr,--master_addr", "Node 0's address (static rendezvous)", "Nodes",
+     [](S s) { return s.master_addr; }, Y::kScalar, true},
+    {"master_port", "--master-port,--master_port", "Node 0's store port (static rendezvous)", "Nodes",
+     [](S s) { return std::to_string(s.master_port); }, Y::kScalar, true},
+    {"local_addr", "--local-addr,--local_addr", "This node's address as the others reach it", "Nodes",
+     [](S s) { return s.local_addr; }, Y::kIfSet},
+    {"standalone", "--standalone", "Single node: a local store on a free port, random id", "Nodes", nullptr},
+    {"rdzv_backend", "--rdzv-backend,--rdzv_backend",
+     "static, c10d (dynamic, on a ccrun store) or etcd (dynamic, on etcd v3)", "Rendezvous",
+     [](S s) { return std::string(rendezvous::backend_name(s.rdzv.backend)); }, Y::kRdzv, true},
     {"rdzv_endpoint", "--rdzv-endpoint,--rdzv_endpoint", "Store of the c10d rendezvous: host[:port]",
-     "", "Rendezvous"},
-    {"rdzv_id", "--rdzv-id,--rdzv_id", "Job id: agents with one id meet", "none", "Rendezvous"},
+     "Rendezvous", [](S s) { return s.rdzv.endpoint; }, Y::kRdzv, true},
+    {"rdzv_id", "--rdzv-id,--rdzv_id", "Job id: agents with one id meet", "Rendezvous",
+     [](S s) { return s.rdzv.id; }, Y::kRdzv, true},
     {"rdzv_conf", "--rdzv-conf,--rdzv_conf",
      "k=v,... : join_timeout, last_call_timeout, close_timeout, read_timeout, "
-     "keep_alive_interval, keep_alive_max_attempt (seconds), is_host",
-     "", "Rendezvous"},
+     "keep_alive_interval, keep_alive_max_attempt (seconds), is_host; torchrun's other keys "
+     "are accepted (docs/cli.md), an unknown one is ignored with a warning",
+     "Rendezvous", conf_text, Y::kRdzv, true},
     {"hostfile", "--hostfile", "Hosts of the job, one `host [slots=N]` a line (DeepSpeed's format)",
-     "", "Hosts"},
-    {"include", "--include", "Only these hosts/slots of the host list: host1@host2:0,1", "",
-     "Hosts"},
-    {"exclude", "--exclude", "Leave out these hosts/slots of the host list: host1@host2:0,1", "",
-     "Hosts"},
+     "Hosts", none, Y::kNone},
+    {"include", "--include", "Only these hosts/slots of the host list: host1@host2:0,1", "Hosts", none,
+     Y::kNone},
+    {"exclude", "--exclude", "Leave out these hosts/slots of the host list: host1@host2:0,1", "Hosts", none,
+     Y::kNone},
     {"ssh_command", "--ssh-command",
      "How to reach a host of the host list (also CCRUN_SSH), called as ssh: options, host, command",
-     "ssh -o BatchMode=yes", "Hosts"},
-    {"remote_ccrun", "--remote-ccrun", "The ccrun each host runs (default: this ccrun's own path)", "",
-     "Hosts"},
+     "Hosts", ssh_command_text, Y::kNone},
+    {"remote_ccrun", "--remote-ccrun", "The ccrun each host runs (default: this ccrun's own path)", "Hosts",
+     [](S s) { return s.fanout.remote_ccrun; }, Y::kNone},
     {"max_restarts", "--max-restarts,--max_restarts", "Restarts of the worker group before failing",
-     "0", "Restarts"},
+     "Restarts", [](S s) { return std::to_string(s.max_restarts); }, Y::kScalar, true},
     {"monitor_interval", "--monitor-interval,--monitor_interval",
-     "Seconds (accepted for torchrun compatibility; ccrun watches workers by events)", "0.1",
-     "Restarts"},
-    {"stop_grace", "--stop-grace,--stop_grace", "Seconds between SIGTERM and SIGKILL", "30",
-     "Restarts"},
+     "Seconds (accepted for torchrun compatibility; ccrun watches workers by events)", "Restarts",
+     [](S s) { return seconds_text(s.monitor_interval); }},
+    {"stop_grace", "--stop-grace,--stop_grace", "Seconds between SIGTERM and SIGKILL", "Restarts",
+     [](S s) { return seconds_text(s.stop_grace); }, Y::kScalar, true},
     {"hang_timeout", "--hang-timeout,--hang_timeout",
      "Seconds with no progress from any rank (or ranks stuck apart in a collective) before the "
      "job is declared hung: every rank's stack is reported, then it restarts; 0 = never",
-     "600", "Restarts"},
-    {"signals_to_handle", "--signals-to-handle,--signals_to_handle",
-     "Signals forwarded to the workers", "SIGTERM,SIGINT,SIGHUP,SIGQUIT", "Restarts"},
-    {"role", "--role", "Worker role name (ROLE_NAME)", "default", "Program"},
-    {"module", "-m,--module", "Run the program as a Python module (python -m)", nullptr, "Program"},
+     "Restarts", [](S s) { return seconds_text(s.hang_timeout); }, Y::kScalar, true},
+    {"signals_to_handle", "--signals-to-handle,--signals_to_handle", "Signals forwarded to the workers",
+     "Restarts", [](S s) { return join(s.signals_to_handle, ","); }, Y::kList, true},
+    {"role", "--role", "Worker role name (ROLE_NAME)", "Program", [](S s) { return s.role; }, Y::kScalar,
+     true},
+    {"module", "-m,--module", "Run the program as a Python module (python -m)", "Program", nullptr,
+     Y::kNone},
     {"start_method", "--start-method,--start_method",
-     "spawn, fork or forkserver: accepted for torchrun compatibility; ccrun always fork+execs",
-     "spawn", "Program"},
-    {"no_python", "--no-python,--no_python", "Execute the program directly, not with Python",
-     nullptr, "Program"},
-    {"run_path", "--run-path,--run_path", "Run the program with Python's runpy.run_path",
-     nullptr, "Program"},
-    {"log_dir", "--log-dir,--log_dir", "Per attempt and rank log files under DIR/<run_id>/", "",
-     "Logs"},
+     "spawn, fork or forkserver: accepted for torchrun compatibility; ccrun always fork+execs", "Program",
+     [](S) -> std::string { return "spawn"; }, Y::kNone},
+    {"no_python", "--no-python,--no_python", "Execute the program directly, not with Python", "Program",
+     nullptr, Y::kNone},
+    {"run_path", "--run-path,--run_path", "Run the program with Python's runpy.run_path", "Program",
+     nullptr, Y::kNone},
+    {"log_dir", "--log-dir,--log_dir", "Per attempt and rank log files under DIR/<run_id>/", "Logs",
+     [](S s) { return s.logs.log_dir; }, Y::kScalar, true},
     {"redirects", "-r,--redirects", "Keep stdout(1)/stderr(2)/both(3) off the console: 3 or 0:1,1:2",
-     "0", "Logs"},
-    {"tee", "-t,--tee", "Also write stdout(1)/stderr(2)/both(3) to the log files", "0", "Logs"},
+     "Logs", [](S s) { return std_streams_text(s.logs.default_redirects, s.logs.redirects); }, Y::kQuoted,
+     true},
+    {"tee", "-t,--tee", "Also write stdout(1)/stderr(2)/both(3) to the log files", "Logs",
+     [](S s) { return std_streams_text(s.logs.default_tee, s.logs.tee); }, Y::kQuoted, true},
     {"local_ranks_filter", "--local-ranks-filter,--local_ranks_filter",
-     "Local ranks shown on the console, e.g. 0,2", "", "Logs"},
+     "Local ranks shown on the console, e.g. 0,2", "Logs", ranks_text, Y::kList, true},
 };
 
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -96,6 +143,8 @@ std::string Raw::label() const {
 }
 
 std::span<const Setting> settings() { return kSettings; }
+
+std::string default_text(const Setting& s) { return s.text ? s.text(JobSpec{}) : "false"; }
 
 const Setting* find_setting(const std::string& key) {
   for (const auto& s : kSettings) {
@@ -194,6 +243,12 @@ std::string std_streams_text(int def, const std::map<int, int>& per_rank) {
   if (per_rank.empty()) return std::to_string(def);
   std::string out;
   for (auto [k, v] : per_rank) out += (out.empty() ? "" : ",") + std::to_string(k) + ":" + std::to_string(v);
+  return out;
+}
+
+std::string join(const std::vector<std::string>& items, const char* sep) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : sep) + s;
   return out;
 }
 

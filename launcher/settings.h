@@ -1,7 +1,11 @@
 //===- settings.h - The launcher's settings and their raw values -*- C++ -*-===//
 //
 // Every setting ccrun takes has one entry in `kSettings`: its YAML key, its
-// flags (both spellings), its help line and its default. A setting's value
+// flags (both spellings), its help line, and how its value reads from a
+// JobSpec. That reading gives its default (from a default JobSpec, so each
+// default is written once, in ccrun/job_spec.h), its --print-config value
+// and the flag the ssh fan-out gives every host's agent: adding a setting is
+// one entry here plus its JobSpec field and resolver. A setting's value
 // is first kept as text with its source (`Raw`), so that every error names
 // the flag, PET_ variable or YAML line it came from; the typed conversions
 // here throw ConfigError with that label:
@@ -19,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "ccrun/job_spec.h"
+
 namespace ccrun::launcher {
 
 // One setting, as given: its text and where it came from.
@@ -30,17 +36,36 @@ struct Raw {
   std::string label() const;
 };
 
-// Every setting: its key (YAML name), its flags, and its default.
+// How --print-config writes a setting (print_config.cpp).
+enum class YamlForm {
+  kScalar,  // key: text (double-quoted when it holds ':', e.g. MIN:MAX)
+  kQuoted,  // key: "text"
+  kList,    // key: [a, b]: the text split at commas
+  kIfSet,   // kScalar, left out when the text is empty
+  kRdzv,    // under rdzv: as the key without its rdzv_ prefix
+  kNone,    // not written, or written with the host list
+};
+
+// Every setting: its key (YAML name), its flags, and its value in a JobSpec.
 struct Setting {
   const char* key;
   const char* flags;  // CLI11 names
   const char* help;
-  const char* def;    // nullptr = a flag (switch)
   const char* group;
+  // The setting's value in `spec` as its flag takes it (a default JobSpec
+  // gives its default); nullptr = a switch (default false).
+  std::string (*text)(const JobSpec& spec);
+  YamlForm yaml = YamlForm::kScalar;
+  // Whether the ssh fan-out gives it to every host's agent (when its text
+  // is not empty).
+  bool forwarded = false;
 };
 
 // The table of settings, in --help order.
 std::span<const Setting> settings();
+// The setting's default: its text in a default JobSpec ("false" for a
+// switch).
+std::string default_text(const Setting& s);
 // The setting named `key`, or nullptr.
 const Setting* find_setting(const std::string& key);
 // PET_<KEY>: the variable that may give a setting.
@@ -63,6 +88,8 @@ void parse_std_streams(const Raw& r, int& def, std::map<int, int>& per_rank);
 
 // The text parse_std_streams reads back: "3" or "0:1,1:2".
 std::string std_streams_text(int def, const std::map<int, int>& per_rank);
+// `items` joined with `sep`.
+std::string join(const std::vector<std::string>& items, const char* sep);
 // Seconds in the shortest form that reads back the same ("0.1", "30").
 std::string seconds_text(std::chrono::milliseconds ms);
 

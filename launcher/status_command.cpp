@@ -14,9 +14,11 @@
 #include "ccrun/endpoint.h"
 #include "ccrun/error.h"
 #include "ccrun/job_state.h"
+#include "ccrun/rendezvous_backend.h"
 #include "ccrun/signal_names.h"
 #include "ccrun/store_address.h"
 #include "hang_verdict.h"
+#include "rdzv_conf.h"
 
 namespace ccrun::launcher {
 namespace {
@@ -190,6 +192,15 @@ std::string format_text(const json& st, const std::string& endpoint) {
   return o.str();
 }
 
+// --rdzv-backend's value, or ConfigError naming the flag and the valid ones.
+rendezvous::Backend parse_backend_flag(const std::string& text) {
+  try {
+    return rendezvous::parse_backend(text);
+  } catch (const ConfigError& e) {
+    throw ConfigError("--rdzv-backend \"" + text + "\": " + e.what());
+  }
+}
+
 }  // namespace
 
 int run_status_command(const std::vector<std::string>& args) {
@@ -204,10 +215,10 @@ int run_status_command(const std::vector<std::string>& args) {
                  "HOST:PORT of the job's store (ccrun-rendezvous or the hosting agent), the etcd members with --rdzv-backend etcd, or a store address (tcp://, etcd://)")
       ->required();
   app.add_option("--rdzv-id,--rdzv_id", run_id, "the job's --rdzv-id")->required();
-  std::string backend = "c10d", conf_text;
-  app.add_option("--rdzv-backend,--rdzv_backend", backend,
-                 "the job's --rdzv-backend (etcd: the endpoint is the etcd cluster's)")
-      ->check(CLI::IsMember({"static", "c10d", "etcd"}));
+  std::string backend_text(rendezvous::backend_name(rendezvous::Backend::kC10d)), conf_text;
+  app.add_option("--rdzv-backend,--rdzv_backend", backend_text,
+                 "the job's --rdzv-backend, " + rendezvous::backend_names() +
+                     " (etcd: the endpoint is the etcd cluster's)");
   app.add_option("--rdzv-conf,--rdzv_conf", conf_text,
                  "the job's --rdzv-conf (key=value,...; etcd_user, etcd_ca and the other "
                  "etcd_* options are read)");
@@ -225,24 +236,20 @@ int run_status_command(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   try {
-    std::map<std::string, std::string> conf;
-    std::stringstream items(conf_text);
-    for (std::string item; std::getline(items, item, ',');) {
-      auto eq = item.find('=');
-      if (eq == std::string::npos || eq == 0) {
-        throw ConfigError("--rdzv-conf \"" + conf_text +
-                          "\": expected key=value pairs separated by commas");
-      }
-      conf[item.substr(0, eq)] = item.substr(eq + 1);
+    rendezvous::Backend backend = parse_backend_flag(backend_text);
+    RendezvousSpec rdzv;
+    for (const auto& w : apply_rdzv_conf(split_rdzv_conf(Raw{conf_text, "--rdzv-conf", false}), rdzv)) {
+      std::fprintf(stderr, "ccrun status: warning: %s\n", w.c_str());
     }
     // A store address (tcp://, etcd://) as given, or the endpoint of the
     // job's backend, as the agents were given it.
-    std::string address = endpoint.find("://") != std::string::npos ? endpoint
-                          : backend == "etcd"
-                              ? store::etcd_address(endpoint)
-                              : "tcp://" + store::parse_endpoint(endpoint, 29400).to_string();
+    std::string address =
+        endpoint.find("://") != std::string::npos ? endpoint
+        : backend == rendezvous::Backend::kEtcd
+            ? store::etcd_address(endpoint)
+            : "tcp://" + store::parse_endpoint(endpoint, rendezvous::kDefaultRendezvousPort).to_string();
     store::OpenStoreOptions opts;
-    opts.conf = conf;
+    opts.conf = rdzv.conf;
     opts.timeout = milliseconds(int64_t(timeout_s * 1000));
     opts.connect_timeout = opts.timeout;
     auto opened = store::open_store(address, opts);

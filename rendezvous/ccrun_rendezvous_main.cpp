@@ -13,6 +13,7 @@
 #include "ccrun/endpoint.h"
 #include "ccrun/error.h"
 #include "ccrun/signal_names.h"
+#include "ccrun/rendezvous_backend.h"
 #include "ccrun/stop_signals.h"
 #include "ccrun/store_server.h"
 #include "ccrun/token_file.h"
@@ -28,7 +29,7 @@ int main(int argc, char** argv) {
       "ccrun's extensions. Agents use it with --rdzv-endpoint HOST:PORT.",
       "ccrun-rendezvous"};
   ccrun::store::StoreServerOptions opts;
-  opts.port = 29400;
+  opts.port = ccrun::rendezvous::kDefaultRendezvousPort;
   std::string token_file, log_level = "info";
   app.add_option("--host", opts.host, "Address to listen on (0.0.0.0 for every interface)")
       ->capture_default_str();

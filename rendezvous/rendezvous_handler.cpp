@@ -1,5 +1,5 @@
-// The rendezvous protocol: static (node ranks given) and dynamic ("c10d":
-// agents join rounds) on top of any Store. Key layout: include/ccrun/job_keys.h.
+// The rendezvous protocol: static (node ranks given) and dynamic (c10d and
+// etcd: agents join rounds) on top of any Store. Key layout: include/ccrun/job_keys.h.
 //
 // Joining round R, dynamic backend:
 //   1. n = add(round/R/joined, 1); this agent's node rank is n - 1 (join
@@ -82,7 +82,7 @@ class Handler : public RendezvousHandler {
  public:
   Handler(RendezvousOptions o, StoreConnector connect)
       : o_(std::move(o)), connect_(std::move(connect)), keys_(o_.run_id) {
-    dynamic_ = o_.backend != "static";  // c10d and etcd: the same rounds on another store
+    dynamic_ = o_.backend != Backend::kStatic;  // c10d and etcd: the same rounds on another store
     store_ = connect_();
     std::random_device rd;
     token_ = host_name() + "/" + std::to_string(getpid()) + "/" + std::to_string(rd());
@@ -634,10 +634,6 @@ class Handler : public RendezvousHandler {
 
 std::unique_ptr<RendezvousHandler> create_rendezvous_handler(
     const RendezvousOptions& options, StoreConnector connect) {
-  if (options.backend != "static" && options.backend != "c10d" && options.backend != "etcd") {
-    throw ConfigError("--rdzv-backend \"" + options.backend +
-                      "\": unknown backend; use static, c10d or etcd");
-  }
   return std::make_unique<Handler>(options, std::move(connect));
 }
 

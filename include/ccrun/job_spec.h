@@ -3,7 +3,10 @@
 // A `JobSpec` is the whole description of a job on one node, after flags,
 // PET_* environment variables, Slurm's srun variables and the YAML job file
 // have been merged and validated by the launcher. The agent runs exactly
-// what it says and never re-reads flags. Defaults are torchrun's. With a
+// what it says and never re-reads flags. Defaults are torchrun's, and a
+// default JobSpec is where they live: the launcher's settings table
+// (launcher/settings.cpp) reads each flag's default, --print-config's value
+// and the flags the ssh fan-out forwards from a JobSpec. With a
 // host list (`hosts`), the launcher does not run an agent itself: it starts
 // one per host over ssh (launcher/fanout.h), each with its own JobSpec.
 //
@@ -22,26 +25,33 @@
 #include <string>
 #include <vector>
 
+#include "ccrun/rendezvous_backend.h"
+
 namespace ccrun {
 
-// The rendezvous: how the agents of a job find each other.
-struct RendezvousSpec {
-  // "static": node ranks given, node 0 hosts the store at master_addr:port.
-  // "c10d": dynamic rendezvous on a ccrun store at `endpoint` (torchrun's
-  // name for its store-based backend, kept for its users).
-  std::string backend = "static";
-  // host[:port] of the store for "c10d"; the port defaults to 29400.
-  std::string endpoint;
-  std::string id = "none";  // the job's identity: agents with one id meet
-  // The raw --rdzv-conf pairs, kept for --print-config.
-  std::map<std::string, std::string> conf;
-  // Parsed from `conf` (torchrun's keys and defaults).
+// The rendezvous' timing: torchrun's --rdzv-conf keys and defaults. The
+// job's RendezvousSpec and the handler's RendezvousOptions both hold it.
+struct RendezvousTiming {
   std::chrono::milliseconds join_timeout{600'000};     // whole rendezvous
   std::chrono::milliseconds last_call_timeout{30'000};  // wait after min
   std::chrono::milliseconds close_timeout{30'000};
-  std::chrono::milliseconds read_timeout{60'000};      // one store call
   std::chrono::milliseconds keep_alive_interval{5'000};
   int keep_alive_max_attempt = 3;  // missed beats before a node is dead
+};
+
+// The rendezvous: how the agents of a job find each other.
+struct RendezvousSpec : RendezvousTiming {
+  // static, c10d or etcd (ccrun/rendezvous_backend.h).
+  rendezvous::Backend backend = rendezvous::Backend::kStatic;
+  // c10d: host[:port] of the store, the port defaulting to
+  // kDefaultRendezvousPort; etcd: the cluster's members.
+  std::string endpoint;
+  std::string id = "none";  // the job's identity: agents with one id meet
+  // The --rdzv-conf pairs (keys as ccrun names them, values unquoted), kept
+  // for --print-config, the ssh fan-out and open_store (etcd_* keys).
+  std::map<std::string, std::string> conf;
+  // Parsed from `conf` (launcher/rdzv_conf.h: torchrun's keys and defaults).
+  std::chrono::milliseconds read_timeout{60'000};      // one store call
   // Whether this agent hosts the store; unset = decide from the endpoint
   // (its host is one of this machine's addresses).
   std::optional<bool> is_host;
@@ -89,7 +99,7 @@ struct JobSpec {
   // have no GPU).
   std::string nproc_per_node_given;
   std::string master_addr = "127.0.0.1";  // static rendezvous
-  int master_port = 29500;
+  int master_port = rendezvous::kDefaultMasterPort;
   std::string local_addr;       // --local-addr: this node's address
   bool standalone = false;      // single node, free port picked
   RendezvousSpec rdzv;

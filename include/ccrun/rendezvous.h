@@ -29,6 +29,7 @@
 
 #include "ccrun/job_spec.h"
 #include "ccrun/job_state.h"
+#include "ccrun/rendezvous_backend.h"
 #include "ccrun/store.h"
 
 namespace ccrun::rendezvous {
@@ -66,9 +67,11 @@ struct RoundEvent {
 // queue behind others).
 using StoreConnector = std::function<std::shared_ptr<store::Store>()>;
 
-struct RendezvousOptions {
+// The handler's settings; the timing (join, last call, close, keep-alive)
+// is the job's (RendezvousSpec).
+struct RendezvousOptions : RendezvousTiming {
   std::string run_id = "none";
-  std::string backend = "static";   // "static" or "c10d"
+  Backend backend = Backend::kStatic;  // c10d and etcd: the same dynamic rounds
   int min_nodes = 1;
   int max_nodes = 1;
   int node_rank = 0;                // static only
@@ -76,10 +79,6 @@ struct RendezvousOptions {
   std::string local_addr;           // this node's address for the others
   std::string master_addr;          // static: node 0's address
   int master_port = 0;              // static: the store's port
-  std::chrono::milliseconds join_timeout{600'000};
-  std::chrono::milliseconds last_call_timeout{30'000};
-  std::chrono::milliseconds keep_alive_interval{5'000};
-  int keep_alive_max_attempt = 3;
 };
 
 class RendezvousHandler {
@@ -137,7 +136,8 @@ class RendezvousHandler {
   [[nodiscard]] virtual std::vector<std::string> node_statuses() = 0;
 };
 
-// The handler for options.backend ("static" or "c10d").
+// The handler for options.backend: static rounds, or dynamic ones (c10d,
+// etcd) on the store `connect` opens.
 std::unique_ptr<RendezvousHandler> create_rendezvous_handler(
     const RendezvousOptions& options, StoreConnector connect);
 

@@ -209,6 +209,24 @@ def test_local_ranks_filter_and_line_integrity():
         assert rest.startswith(f"rank-{rank}-line-") and rest.endswith("x" * 24)
 
 
+@pytest.mark.parametrize("conf", [
+    "--rdzv-conf='join_timeout=5,last_call_timeout=1,timeout=5'",  # quotes kept: no shell (torchrun's tests)
+    "--rdzv_conf=timeout=5",
+])
+def test_torchrun_rdzv_conf_spellings(conf):
+    r = run_ccrun(conf, "--standalone", "--nproc-per-node", "2", "--no-python", "/bin/true", timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "warning" not in r.stderr
+
+
+def test_unknown_rdzv_conf_key_is_a_warning():
+    r = run_ccrun("--rdzv-conf", "join_timeout=5,no_such_key=1", "--standalone", "--nproc-per-node", "1",
+                  "--no-python", "/bin/true", timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert 'ccrun: warning: --rdzv-conf no_such_key: unknown rendezvous setting "no_such_key"' in r.stderr
+    assert "known: join_timeout, " in r.stderr
+
+
 def test_a_missing_program_is_reported():
     r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "1", "--no-python", "/nonexistent/trainer")
     assert r.returncode == 1

@@ -20,7 +20,7 @@ using namespace std::chrono_literals;
 inline RendezvousOptions options(const std::string& backend, int min, int max) {
   RendezvousOptions o;
   o.run_id = "test";
-  o.backend = backend;
+  o.backend = parse_backend(backend);
   o.min_nodes = min;
   o.max_nodes = max;
   o.join_timeout = 10s;

@@ -1,0 +1,76 @@
+//===- ccrun/rendezvous_backend.h - Rendezvous backends and ports -*- C++ -*-===//
+//
+// The rendezvous backends ccrun knows, with their one name table, and the
+// default ports of the stores the agents meet on. A backend's name is
+// parsed once, where it enters (the launcher's --rdzv-backend, `ccrun
+// status`); everything after that compares the enum:
+//
+//   Backend b = parse_backend("c10d");   // throws ConfigError naming the valid ones
+//   backend_name(b);                     // "c10d"
+//   store::parse_endpoint("h", kDefaultRendezvousPort);  // h:29400
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "ccrun/error.h"
+
+namespace ccrun::rendezvous {
+
+// How the agents of a job find each other.
+enum class Backend {
+  kStatic,  // "static": node ranks given; node 0 hosts the store at master_addr:master_port
+  kC10d,    // "c10d": dynamic rounds on a ccrun store at the endpoint (torchrun's name)
+  kEtcd,    // "etcd": dynamic rounds on an etcd v3 cluster (torchrun's etcd-v2 role)
+};
+
+// torchrun's c10d default, also ccrun-rendezvous's: a --rdzv-endpoint
+// without a port means this one.
+inline constexpr uint16_t kDefaultRendezvousPort = 29400;
+// torchrun's --master-port default: node 0's store with the static backend.
+inline constexpr uint16_t kDefaultMasterPort = 29500;
+
+struct BackendName {
+  std::string_view name;
+  Backend backend;
+};
+// Every backend's name, in the order errors and --help list them.
+inline constexpr std::array<BackendName, 3> kBackendNames{{
+    {"static", Backend::kStatic},
+    {"c10d", Backend::kC10d},
+    {"etcd", Backend::kEtcd},
+}};
+
+// "static, c10d or etcd": the valid names, for help lines and errors.
+inline std::string backend_names() {
+  std::string out;
+  for (size_t i = 0; i < kBackendNames.size(); ++i) {
+    out += i == 0 ? "" : i + 1 == kBackendNames.size() ? " or " : ", ";
+    out += kBackendNames[i].name;
+  }
+  return out;
+}
+
+// The backend `name` means. Throws ConfigError "unknown backend; use
+// static, c10d or etcd" for any other name (the caller adds where it came
+// from).
+[[nodiscard]] inline Backend parse_backend(std::string_view name) {
+  for (const auto& b : kBackendNames) {
+    if (b.name == name) return b.backend;
+  }
+  throw ConfigError("unknown backend; use " + backend_names());
+}
+
+// The backend's name, as parse_backend reads it back.
+[[nodiscard]] inline std::string_view backend_name(Backend backend) {
+  for (const auto& b : kBackendNames) {
+    if (b.backend == backend) return b.name;
+  }
+  return "unknown";
+}
+
+}  // namespace ccrun::rendezvous
