@@ -16,7 +16,7 @@ using Ms = std::chrono::milliseconds;
 // dynamic = dynamic_rendezvous.py (c10d and etcd-v2), c10d =
 // c10d_rendezvous_backend.py, etcd-v2 = etcd_rendezvous_backend.py, etcd =
 // etcd_rendezvous.py, static = static_tcp_rendezvous.py, torchrun =
-// launcher/api.py (--rdzv-timeout).
+// torch/distributed/launcher/api.py (--rdzv-timeout).
 const RdzvConfKey kKeys[] = {
     {"join_timeout", "dynamic", [](const Raw& v, R& r) { r.join_timeout = to_seconds(v); },
      [](const R& r) { return seconds_text(r.join_timeout); }},

@@ -6,8 +6,8 @@
 // status`); everything after that compares the enum:
 //
 //   Backend b = parse_backend("c10d");   // throws ConfigError naming the valid ones
-//   backend_name(b);                     // "c10d"
-//   store::parse_endpoint("h", kDefaultRendezvousPort);  // h:29400
+//   std::string_view name = backend_name(b);  // "c10d"
+//   auto ep = store::parse_endpoint("h", kDefaultRendezvousPort);  // h:29400
 //
 //===----------------------------------------------------------------------===//
 #pragma once

@@ -22,6 +22,7 @@
 #include "ccrun/job_keys.h"
 #include "ccrun/job_state.h"
 #include "ccrun/prefix_store.h"
+#include "ccrun/rendezvous_backend.h"
 #include "ccrun/signal_names.h"
 #include "ccrun/store.h"
 #include "ccrun/store_address.h"
@@ -173,3 +174,17 @@ void job_state_h(Store& store, const JobKeys& keys, int r) {
 }
 
 }  // namespace ccrun::docs_examples
+
+// In the rendezvous namespace: its Backend is not the collectives'.
+namespace ccrun::rendezvous::docs_examples {
+
+void rendezvous_backend_h() {
+  // example: ccrun/rendezvous_backend.h
+  Backend b = parse_backend("c10d");   // throws ConfigError naming the valid ones
+  std::string_view name = backend_name(b);  // "c10d"
+  auto ep = store::parse_endpoint("h", kDefaultRendezvousPort);  // h:29400
+  // end
+  (void)name, (void)ep;
+}
+
+}  // namespace ccrun::rendezvous::docs_examples
