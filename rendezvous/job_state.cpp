@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "ccrun/job_keys.h"
+#include "round_plan.h"
 
 namespace ccrun {
 namespace {
@@ -16,8 +17,6 @@ using json = nlohmann::json;
 // A job has at most this many rounds of history worth reading back for its
 // last failure.
 constexpr int kFailureLookback = 8;
-// A static round has no size key: its nodes are counted, up to this many.
-constexpr int kMaxStaticNodes = 100000;
 
 constexpr std::array<std::pair<RoundEndKind, std::string_view>, 6> kRoundEndNames{{
     {RoundEndKind::kRestartRequested, "restart"},
@@ -47,12 +46,12 @@ int64_t counter(store::Store& s, const std::string& key) {
   return s.check({key}) ? s.add(key, 0) : 0;
 }
 
-// The participants of round r: its size, or (static rounds) its nodes.
+// The participants of round r: its plan's (round_plan.h), or while it is
+// being planned, its size (dynamic rounds; static ones have none).
 int round_size(store::Store& s, const JobKeys& k, int r) {
+  if (s.check({k.plan(r)})) return rendezvous::RoundShape::from_json(s.get(k.plan(r))).num_nodes;
   if (s.check({k.size(r)})) return std::stoi(s.get(k.size(r)));
-  int size = 0;
-  while (size < kMaxStaticNodes && s.check({k.node(r, size)})) ++size;
-  return size;
+  return 0;
 }
 
 // The newest failure report of the rounds up to r.

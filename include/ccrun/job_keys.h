@@ -19,12 +19,21 @@
 //   round/<R>/expected         decimal: nodes that will surely rejoin R
 //   round/<R>/node/<slot>      JSON NodeInfo {addr, hostname, nproc, master_port,
 //                              prev_rank}, by join slot (static: node rank)
-//   round/<R>/hb/<rank>        decimal: heartbeats of node <rank> (set by it alone)
+//   round/<R>/plan             JSON {num_nodes, world_size, master_addr,
+//                              master_port}: the round's shape, written once by
+//                              its planner (join slot 0; any node after a grace)
+//   round/<R>/place/<slot>     JSON {node_rank, rank_offset, watch, watch_addr}:
+//                              where the node of join slot <slot> stands, and
+//                              the node it watches (the previous node rank)
+//   round/<R>/hb/<rank>        decimal: heartbeats of node <rank> (set by it
+//                              alone, read by the next node rank alone)
 //   round/<R>/end              RoundEnd: why R ended; the first writer wins
 //   round/<R>/failures         counter, and round/<R>/failure/<i> JSON reports
 //   round/<R>/done/<rank>      "1": node <rank>'s workers all exited 0 (the
 //                              exit barrier; one key per node, so a store
 //                              that lost its state can be told again)
+//   round/<R>/finished         counter: nodes that marked done (the last one
+//                              ends the round)
 //   round/<R>/exited           counter: nodes that left the round
 //   round/<R>/all_exited       "1": every node left round R (a done marker)
 //   round/<R>/status/<rank>    JSON {host, addr, node_rank, first_rank, nproc,
@@ -67,11 +76,14 @@ class JobKeys {
   std::string size(int r) const { return round(r, "size"); }
   std::string expected(int r) const { return round(r, "expected"); }
   std::string node(int r, int slot) const { return round(r, "node/", slot); }
+  std::string plan(int r) const { return round(r, "plan"); }
+  std::string place(int r, int slot) const { return round(r, "place/", slot); }
   std::string heartbeat(int r, int rank) const { return round(r, "hb/", rank); }
   std::string end(int r) const { return round(r, "end"); }
   std::string failures(int r) const { return round(r, "failures"); }
   std::string failure(int r, int i) const { return round(r, "failure/", i); }
   std::string done(int r, int rank) const { return round(r, "done/", rank); }
+  std::string finished(int r) const { return round(r, "finished"); }
   std::string exited(int r) const { return round(r, "exited"); }
   std::string all_exited(int r) const { return round(r, kAllExited); }
   std::string status(int r, int rank) const { return round(r, "status/", rank); }

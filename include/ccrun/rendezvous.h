@@ -48,7 +48,7 @@ struct RendezvousInfo {
   int num_nodes = 1;         // GROUP_WORLD_SIZE
   int rank_offset = 0;       // RANK of this node's LOCAL_RANK 0
   int world_size = 1;        // sum of local_world_size over nodes
-  std::vector<NodeInfo> nodes;  // indexed by node rank
+  NodeInfo self;             // this node, as the others see it
   std::string master_addr;   // node 0's address, as the others reach it
   int master_port = 0;       // MASTER_PORT for the workers
   bool use_agent_store = false;  // workers use the agent's store (static)

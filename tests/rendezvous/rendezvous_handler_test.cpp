@@ -10,7 +10,9 @@
 #include "ccrun/error.h"
 #include "ccrun/hash_store.h"
 #include "ccrun/rendezvous.h"
+#include "ccrun/job_keys.h"
 #include "rendezvous/rendezvous_nodes.h"
+#include "round_plan.h"
 
 using namespace ccrun::rendezvous;
 using namespace ccrun::store;
@@ -70,6 +72,7 @@ TEST_CASE("a join timeout says how many nodes came", "[rendezvous]") {
   CHECK_THROWS_WITH(h->next_rendezvous(), Catch::Contains("1 of 2 nodes joined"));
   auto d = options("c10d", 2, 3);
   d.join_timeout = 300ms;
+  d.run_id = "dynamic";  // not the static job above: it counted itself into round 0
   auto h2 = create_rendezvous_handler(d, [store] { return store; });
   CHECK_THROWS_WITH(h2->next_rendezvous(), Catch::Contains("1 of at least 2 nodes joined"));
 }
@@ -137,7 +140,7 @@ TEST_CASE("dynamic: node ranks stay the same across a restart, whatever the join
   }
   auto nodes = join_all(store, opts);
   std::map<std::string, int> first;  // address -> node rank
-  for (auto& n : nodes) first[n->info.nodes[n->info.node_rank].addr] = n->info.node_rank;
+  for (auto& n : nodes) first[n->info.self.addr] = n->info.node_rank;
   REQUIRE(first.size() == 3);
   watch_all(nodes);
   nodes[0]->handler->request_restart("{}");
@@ -153,8 +156,44 @@ TEST_CASE("dynamic: node ranks stay the same across a restart, whatever the join
   for (auto& t : threads) t.join();
   for (auto& n : nodes) {
     CHECK(n->info.round == 1);
-    CHECK(first[n->info.nodes[n->info.node_rank].addr] == n->info.node_rank);
+    CHECK(first[n->info.self.addr] == n->info.node_rank);
   }
   // Every node agrees on the master: node rank 0's address.
-  for (auto& n : nodes) CHECK(n->info.master_addr == by_rank[0]->info.nodes[0].addr);
+  for (auto& n : nodes) CHECK(n->info.master_addr == by_rank[0]->info.self.addr);
+}
+
+TEST_CASE("dynamic: a planner that died is replaced after the keep-alive window",
+          "[rendezvous]") {
+  auto store = std::make_shared<HashStore>();
+  // An agent took join slot 0, published its NodeInfo and died.
+  ccrun::JobKeys keys("test");
+  store->add(keys.joined(0), 1);
+  store->set(keys.node(0, 0), JoinedNode{"10.9.9.9", "gone", 1, 4242, -1}.to_json());
+  auto nodes = join_all(store, std::vector<RendezvousOptions>(2, options("c10d", 3, 3)));
+  for (auto& n : nodes) {
+    CHECK(n->info.num_nodes == 3);
+    CHECK(n->info.master_addr == "10.9.9.9");  // the plan is the one slot 0 would write
+  }
+  watch_all(nodes);
+  for (auto& n : nodes) {
+    auto e = event_of(*n);
+    CHECK(e.kind == RoundEvent::Kind::kNodeDead);
+    CHECK(e.node_rank == 0);
+    CHECK_THAT(e.detail, Catch::Contains("10.9.9.9"));
+  }
+}
+
+TEST_CASE("node 0 is watched too: by the last node rank", "[rendezvous]") {
+  auto store = std::make_shared<HashStore>();
+  auto nodes = join_all(store, std::vector<RendezvousOptions>(3, options("c10d", 2, 3)));
+  watch_all(nodes);
+  for (auto& n : nodes) {
+    if (n->info.node_rank == 0) n->handler->shutdown();
+  }
+  for (auto& n : nodes) {
+    if (n->info.node_rank == 0) continue;
+    auto e = event_of(*n);
+    CHECK(e.kind == RoundEvent::Kind::kNodeDead);
+    CHECK(e.node_rank == 0);
+  }
 }

@@ -1,0 +1,149 @@
+// A round's liveness and end, watched from one thread (see round_watch.h).
+#include "round_watch.h"
+
+#include "ccrun/error.h"
+
+namespace ccrun::rendezvous {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool transient(const Error& e) {
+  return dynamic_cast<const ConnectionError*>(&e) || dynamic_cast<const TimeoutError*>(&e);
+}
+
+}  // namespace
+
+RoundWatch::RoundWatch(RoundWatchOptions o, StoreConnector connect, RoundWatchHooks hooks)
+    : o_(std::move(o)), connect_(std::move(connect)), hooks_(std::move(hooks)), keys_(o_.run_id) {
+  thread_ = std::thread([this] { run(); });
+}
+
+void RoundWatch::stop() {
+  {
+    std::lock_guard lock(stop_mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (!thread_.joinable()) return;
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();
+  } else {
+    thread_.join();
+  }
+}
+
+bool RoundWatch::pause(std::chrono::milliseconds d) {
+  std::unique_lock lock(stop_mu_);
+  return !stop_cv_.wait_for(lock, d, [this] { return stop_.load(); });
+}
+
+void RoundWatch::deliver(const RoundEvent& e) {
+  if (!stop_) hooks_.on_event(e);
+}
+
+// A connection of its own: the watch parks in a wait that must not queue
+// behind the agent's calls. nullptr when stopping or already reported lost.
+std::shared_ptr<store::Store> RoundWatch::connect() {
+  auto window = o_.interval * o_.max_attempt;
+  auto since = Clock::now();
+  while (!stop_) {
+    try {
+      return connect_();
+    } catch (const InterruptedError&) {
+      return nullptr;
+    } catch (const Error& e) {
+      if (!dynamic_cast<const ConnectionError*>(&e) || Clock::now() - since >= window) {
+        deliver({RoundEndKind::kStoreLost, -1, e.what()});
+        return nullptr;
+      }
+    }
+    if (!pause(o_.interval)) return nullptr;
+  }
+  return nullptr;
+}
+
+void RoundWatch::run() {
+  auto conn = connect();
+  if (!conn) return;
+  auto window = o_.interval * o_.max_attempt;
+  auto lost_since = Clock::time_point{};
+  while (!stop_) {
+    try {
+      beat(*conn);
+      lost_since = {};
+      try {
+        conn->wait({keys_.end(o_.round)}, o_.interval);
+      } catch (const TimeoutError&) {
+        continue;
+      }
+      RoundEnd end = RoundEnd::from_json(conn->get(keys_.end(o_.round)));
+      if (end.kind == RoundEndKind::kNodeDead) {
+        // The survivors of this round are the next round's expected nodes.
+        conn->compare_set(keys_.expected(o_.round + 1), "", std::to_string(o_.num_nodes - 1));
+      }
+      deliver({end.kind, end.node, end.detail});
+      return;
+    } catch (const InterruptedError&) {
+      return;  // the agent is stopping
+    } catch (const Error& e) {
+      // A store that refuses the connection or does not answer in time
+      // (stopped, hung): lost once that lasts the keep-alive window.
+      if (!transient(e)) {
+        deliver({RoundEndKind::kClosed, -1, e.what()});
+        return;
+      }
+      if (lost_since == Clock::time_point{}) lost_since = Clock::now();
+      if (Clock::now() - lost_since >= window) {
+        deliver({RoundEndKind::kStoreLost, -1, e.what()});
+        return;
+      }
+      if (!pause(o_.interval)) return;
+    }
+  }
+}
+
+void RoundWatch::beat(store::Store& s) {
+  if (beat_ > 0 && o_.watch != o_.node_rank) read_watched(s);
+  // Only this node writes its counter: a set (on etcd a plain put), read
+  // as a counter by the node that watches it.
+  std::vector<std::string> keys{keys_.heartbeat(o_.round, o_.node_rank),
+                                keys_.status(o_.round, o_.node_rank)};
+  std::vector<std::string> values{std::to_string(++beats_sent_), hooks_.status()};
+  bool done = hooks_.done();
+  if (done) {
+    keys.push_back(keys_.done(o_.round, o_.node_rank));
+    values.push_back("1");
+  }
+  s.multi_set(keys, values);
+  if (done && o_.node_rank == 0) check_all_done(s);
+  ++beat_;
+}
+
+// The watched node's counter is not read on the first beat: every node has
+// just joined, and reads then would load the store while the last joiners
+// still read the round. Taking it as 1 (its first beat), and on the second
+// beat a counter still at 0 as one stall more, finds a silent node after the
+// same keep_alive_max_attempt intervals as reading it at once would.
+void RoundWatch::read_watched(store::Store& s) {
+  int64_t v = s.add(keys_.heartbeat(o_.round, o_.watch), 0);
+  stalls_ = (v == last_ || (beat_ == 1 && v == 0)) ? stalls_ + 1 : 0;
+  last_ = v;
+  if (stalls_ < o_.max_attempt) return;
+  RoundEnd dead{RoundEndKind::kNodeDead, o_.watch,
+                "node " + std::to_string(o_.watch) + " (" + o_.watch_addr +
+                    ") sent no heartbeat for " + format_duration(o_.interval * o_.max_attempt),
+                o_.num_nodes - 1};
+  s.compare_set(keys_.end(o_.round), "", dead.to_json());
+}
+
+void RoundWatch::check_all_done(store::Store& s) {
+  std::vector<std::string> done;
+  for (int i = 0; i < o_.num_nodes; ++i) done.push_back(keys_.done(o_.round, i));
+  if (s.check(done)) {
+    s.compare_set(keys_.end(o_.round), "",
+                  RoundEnd{RoundEndKind::kAllDone, -1, "", o_.num_nodes}.to_json());
+  }
+}
+
+}  // namespace ccrun::rendezvous

@@ -1,0 +1,88 @@
+//===- round_watch.h - A round's liveness, one counter per node -*- C++ -*-===//
+//
+// While a round runs, each node's RoundWatch, on a thread and a store
+// connection of its own, every keep_alive_interval:
+//   1. reads the heartbeat counter of the one node it watches (the previous
+//      node rank; round_plan.h): one small read. A counter that did not move
+//      for keep_alive_max_attempt intervals ends the round (kNodeDead);
+//   2. writes its own counter and its status for `ccrun status` (and, at the
+//      exit barrier, its done mark) in one multi_set: a restarted
+//      ccrun-rendezvous, which starts empty, is told again at the next beat;
+//   3. on node 0 at the exit barrier only: checks every node's done mark, so
+//      a finished counter that a restarted store lost cannot hang the
+//      barrier;
+//   4. waits on the round's end key until the next beat: any end (a failure,
+//      a death, the barrier) reaches it at once.
+// So the store serves three requests per node per interval and O(1) bytes
+// each, whatever N: a death is decided by the one node that watches it, not
+// by every node reading every counter. A store that does not answer for the
+// whole keep-alive window is lost (kStoreLost).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "ccrun/job_keys.h"
+#include "ccrun/rendezvous.h"
+
+namespace ccrun::rendezvous {
+
+struct RoundWatchOptions {
+  std::string run_id;
+  int round = 0;
+  int node_rank = 0;
+  int num_nodes = 1;
+  int watch = 0;               // the node rank it watches (itself when alone)
+  std::string watch_addr;      // that node's address, for the message
+  std::chrono::milliseconds interval{5'000};
+  int max_attempt = 3;
+};
+
+struct RoundWatchHooks {
+  std::function<std::string()> status;  // this node's status record (JSON), each beat
+  std::function<bool()> done;           // has this node marked done?
+  std::function<void(const RoundEvent&)> on_event;  // once, from the watch's thread
+};
+
+class RoundWatch {
+ public:
+  // Starts watching at once, on a thread of its own.
+  RoundWatch(RoundWatchOptions o, StoreConnector connect, RoundWatchHooks hooks);
+  ~RoundWatch() { stop(); }
+  RoundWatch(const RoundWatch&) = delete;  // owns a thread
+  RoundWatch& operator=(const RoundWatch&) = delete;
+
+  // Stops the thread and returns when it has stopped (also from on_event).
+  void stop();
+
+ private:
+  void run();
+  std::shared_ptr<store::Store> connect();
+  void beat(store::Store& s);
+  void read_watched(store::Store& s);
+  void check_all_done(store::Store& s);
+  bool pause(std::chrono::milliseconds d);  // false: stopping
+  void deliver(const RoundEvent& e);
+
+  RoundWatchOptions o_;
+  StoreConnector connect_;
+  RoundWatchHooks hooks_;
+  JobKeys keys_;
+  int beat_ = 0;             // beats completed
+  int64_t beats_sent_ = 0;   // this node's counter (each try counts)
+  int64_t last_ = 1;         // the watched counter as last read
+  int stalls_ = 0;           // intervals it did not move
+  std::atomic<bool> stop_{false};
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  std::thread thread_;
+};
+
+}  // namespace ccrun::rendezvous
