@@ -1,6 +1,8 @@
 // A round's liveness and end, watched from one thread (see round_watch.h).
 #include "round_watch.h"
 
+#include <spdlog/spdlog.h>
+
 #include "ccrun/error.h"
 
 namespace ccrun::rendezvous {
@@ -127,6 +129,14 @@ void RoundWatch::beat(store::Store& s) {
 // same keep_alive_max_attempt intervals as reading it at once would.
 void RoundWatch::read_watched(store::Store& s) {
   int64_t v = s.add(keys_.heartbeat(o_.round, o_.watch), 0);
+  if (beat_ > 1 && v < last_ && !said_lost_) {
+    // Counters only grow: the store lost its keys (a restarted
+    // ccrun-rendezvous starts empty). Each beat tells it this node's whole
+    // state again, so nothing more is needed than saying so.
+    spdlog::warn("rendezvous '{}': the store lost round {} (was it restarted?); each node tells "
+                 "it its state again", o_.run_id, o_.round);
+    said_lost_ = true;
+  }
   stalls_ = (v == last_ || (beat_ == 1 && v == 0)) ? stalls_ + 1 : 0;
   last_ = v;
   if (stalls_ < o_.max_attempt) return;

@@ -79,6 +79,7 @@ class RoundWatch {
   int64_t beats_sent_ = 0;   // this node's counter (each try counts)
   int64_t last_ = 1;         // the watched counter as last read
   int stalls_ = 0;           // intervals it did not move
+  bool said_lost_ = false;   // the store's loss of the round was said
   std::atomic<bool> stop_{false};
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
