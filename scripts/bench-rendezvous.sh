@@ -28,7 +28,7 @@ trap cleanup EXIT
 
 if ((smoke)); then sizes=(2); torch_max=2; else sizes=(2 8 32 64); torch_max=32; fi
 
-"$build/rendezvous/ccrun-rendezvous" --port 0 --log-level warn >"$tmp/daemon.out" 2>&1 &
+"$build/store/ccrun-rendezvous" --port 0 --log-level warn >"$tmp/daemon.out" 2>&1 &
 pids+=($!)
 disown  # killed at exit; no job notice
 for _ in $(seq 100); do grep -qs listening "$tmp/daemon.out" && break; sleep 0.05; done

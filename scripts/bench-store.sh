@@ -46,7 +46,7 @@ trap cleanup EXIT
 tmp=$(mktemp -d)
 trap 'cleanup; rm -rf "$tmp"' EXIT
 
-"${pin_server[@]}" "$build/rendezvous/ccrun-rendezvous" --port 0 --log-level warn >"$tmp/ccrun.out" 2>&1 &
+"${pin_server[@]}" "$build/store/ccrun-rendezvous" --port 0 --log-level warn >"$tmp/ccrun.out" 2>&1 &
 pids+=($!); ccrun_pid=$!
 "${pin_server[@]}" "$python" "$here/scripts/torch_store_server.py" >"$tmp/torch.out" 2>&1 &
 pids+=($!); torch_pid=$!

@@ -41,7 +41,7 @@ class Daemon:
 
     def __init__(self, *args):
         self.proc = subprocess.Popen(
-            [binary("rendezvous", "ccrun-rendezvous"),
+            [binary("store", "ccrun-rendezvous"),
              *([] if "--port" in args else ["--port", "0"]), *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()

@@ -95,7 +95,7 @@ def test_signal_at_ccruns_first_instruction_is_a_clean_stop(backend, sig):
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_daemon_signalled_at_its_first_instruction_stops_cleanly(sig):
-    p = subprocess.Popen([binary("rendezvous", "ccrun-rendezvous"), "--port", "0"],
+    p = subprocess.Popen([binary("store", "ccrun-rendezvous"), "--port", "0"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_until_signals_held(p, sig)
     p.send_signal(sig)
