@@ -57,7 +57,7 @@
 #include "file_timer.h"
 #include "hang_monitor.h"
 #include "job_store.h"
-#include "janitor.h"
+#include "orphan_killer.h"
 #include "log_mux.h"
 #include "run_logs.h"
 #include "signal_stream.h"
@@ -101,7 +101,7 @@ class Agent {
       : spec_(spec), agent_token_(random_hex(4)) {}
 
   int run() {
-    Janitor::start(agent_token_);  // forked before any thread of ours exists
+    OrphanKiller::start(agent_token_);  // forked before any thread of ours exists
     setup_signals();
     interrupt_ = std::make_shared<store::StoreInterrupt>();
     if (spec_.exit_on_stdin_eof) watch_stdin();
