@@ -14,11 +14,7 @@
 #   scripts/bench-rendezvous.sh          # 2, 8, 32, 64 agents
 #   scripts/bench-rendezvous.sh --smoke  # 2 agents, for CI
 set -euo pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${BUILD_DIR:-$here/build}
-python=${CCRUN_TEST_PYTHON:-/usr/bin/python3}
-smoke=0
-[[ ${1:-} == --smoke ]] && smoke=1
+source "$(dirname "${BASH_SOURCE[0]}")/bench_common.sh" "$@"  # here, build, python, smoke
 cmake --build "$build" --target ccrun ccrun-rendezvous store_rendezvous_bench >/dev/null
 ccrun=$build/launcher/ccrun
 tmp=$(mktemp -d)

@@ -16,10 +16,7 @@
 # CPUs (taskset -c), so that they do not share cores.
 set -euo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${BUILD_DIR:-$here/build}
-smoke=0
-[[ ${1:-} == --smoke ]] && smoke=1
+source "$(dirname "${BASH_SOURCE[0]}")/bench_common.sh" "$@"  # here, build, python, smoke
 
 cmake --build "$build" --target store_bench ccrun-rendezvous >/dev/null
 bench_bin=$build/tests/store_bench
