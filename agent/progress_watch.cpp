@@ -47,6 +47,40 @@ int64_t rss_kb(pid_t pid) {
   return n == 2 ? int64_t(resident) * (sysconf(_SC_PAGESIZE) / 1024) : 0;
 }
 
+// What a record's group slots say besides the slots (GroupView) themselves.
+struct GroupsRead {
+  int64_t last_ns;          // the latest step, issue or completion seen
+  uint64_t most_calls = 0;  // the most collectives one group completed
+  uint32_t wait_us = 0;     // sum of the slots' wait_us (wrapping)
+};
+
+// Appends `r`'s group slots in use to `groups` (a slot being set up is
+// skipped); `now` dates how long a pending collective has waited.
+GroupsRead read_groups(const Record& r, int64_t now, std::vector<GroupView>& groups) {
+  GroupsRead read{r.step_ns.load(std::memory_order_relaxed)};
+  uint32_t n = std::min<uint32_t>(r.groups_used.load(std::memory_order_acquire),
+                                  progress::kMaxGroups);
+  for (uint32_t i = 0; i < n; ++i) {
+    const auto& s = r.groups[i];
+    GroupView g;
+    g.size = s.size.load(std::memory_order_relaxed);
+    if (g.size == 0) continue;  // being set up
+    g.id = s.id.load(std::memory_order_relaxed);
+    g.completed = s.completed.load(std::memory_order_acquire);
+    g.issued = s.issued.load(std::memory_order_acquire);
+    g.op = s.op.load(std::memory_order_relaxed);
+    g.count = s.count.load(std::memory_order_relaxed);
+    int64_t issued_ns = s.issued_ns.load(std::memory_order_relaxed);
+    read.last_ns =
+        std::max({read.last_ns, issued_ns, s.completed_ns.load(std::memory_order_relaxed)});
+    if (g.issued > g.completed) g.waiting_ms = std::max<int64_t>(0, (now - issued_ns) / 1'000'000);
+    read.most_calls = std::max(read.most_calls, g.completed);
+    read.wait_us += s.wait_us.load(std::memory_order_relaxed);
+    groups.push_back(g);
+  }
+  return read;
+}
+
 }  // namespace
 
 struct ProgressWatch::Worker {
@@ -77,6 +111,43 @@ struct ProgressWatch::Worker {
       if (m != MAP_FAILED) record = static_cast<Record*>(m);
     }
     return record;
+  }
+
+  // Fills `v`'s progress from the record `r` (mapped) and the file's mtime;
+  // `now` is progress::now_ns(), `real` the wall clock at the same moment.
+  void read_progress(const Record& r, int64_t now, int64_t real, RankView& v) {
+    GroupsRead read = read_groups(r, now, v.groups);
+    int64_t last = read.last_ns;
+    // A shell's `touch "$CCRUN_PROGRESS_FILE"` is a step.
+    int64_t mtime = mtime_ns();
+    if (mtime != last_mtime_ns) {
+      ++touches;
+      last_mtime_ns = mtime;
+    }
+    if (touches > 0) last = std::max(last, now - (real - last_mtime_ns));
+    uint64_t marked = r.steps.load(std::memory_order_relaxed) + touches;
+    v.steps = marked > 0 ? marked : read.most_calls;
+    v.reporting = last > 0;
+    v.idle_ms = v.reporting ? std::max<int64_t>(0, (now - last) / 1'000'000) : 0;
+    update_rates(now, v.steps, read.wait_us);
+    v.steps_per_s = steps_per_s;
+    v.busy_ms_per_step = busy_ms_per_step;
+  }
+
+  // Steps per second and busy time per step (time not spent waiting in
+  // collectives), over a window of at least kRateWindowNs; the first call
+  // opens the window.
+  void update_rates(int64_t now, uint64_t steps_now, uint32_t wait_us) {
+    if (window_ns == 0) {
+      window_ns = now, window_steps = steps_now, window_wait_us = wait_us;
+    } else if (now - window_ns >= kRateWindowNs) {
+      double span = double(now - window_ns);
+      uint64_t steps = steps_now - window_steps;
+      double waited = double(uint32_t(wait_us - window_wait_us)) * 1000;
+      steps_per_s = double(steps) * 1e9 / span;
+      busy_ms_per_step = steps > 0 ? std::max(0.0, span - waited) / 1e6 / double(steps) : -1;
+      window_ns = now, window_steps = steps_now, window_wait_us = wait_us;
+    }
   }
 
   int64_t mtime_ns() const {
@@ -170,53 +241,7 @@ std::vector<RankView> ProgressWatch::sample() {
     v.pid = w.pid;
     if (w.pid > 0) w.rss_kb = rss_kb(w.pid);
     v.rss_kb = w.rss_kb;
-    if (Record* r = w.map()) {
-      int64_t last = r->step_ns.load(std::memory_order_relaxed);
-      uint64_t most_calls = 0;
-      uint32_t wait_us = 0;
-      uint32_t n = std::min<uint32_t>(r->groups_used.load(std::memory_order_acquire),
-                                      progress::kMaxGroups);
-      for (uint32_t i = 0; i < n; ++i) {
-        const auto& s = r->groups[i];
-        GroupView g;
-        g.size = s.size.load(std::memory_order_relaxed);
-        if (g.size == 0) continue;  // being set up
-        g.id = s.id.load(std::memory_order_relaxed);
-        g.completed = s.completed.load(std::memory_order_acquire);
-        g.issued = s.issued.load(std::memory_order_acquire);
-        g.op = s.op.load(std::memory_order_relaxed);
-        g.count = s.count.load(std::memory_order_relaxed);
-        int64_t issued_ns = s.issued_ns.load(std::memory_order_relaxed);
-        last = std::max({last, issued_ns, s.completed_ns.load(std::memory_order_relaxed)});
-        if (g.issued > g.completed) g.waiting_ms = std::max<int64_t>(0, (now - issued_ns) / 1'000'000);
-        most_calls = std::max(most_calls, g.completed);
-        wait_us += s.wait_us.load(std::memory_order_relaxed);
-        v.groups.push_back(g);
-      }
-      // A shell's `touch "$CCRUN_PROGRESS_FILE"` is a step.
-      int64_t mtime = w.mtime_ns();
-      if (mtime != w.last_mtime_ns) {
-        ++w.touches;
-        w.last_mtime_ns = mtime;
-      }
-      if (w.touches > 0) last = std::max(last, now - (real - w.last_mtime_ns));
-      uint64_t marked = r->steps.load(std::memory_order_relaxed) + w.touches;
-      v.steps = marked > 0 ? marked : most_calls;
-      v.reporting = last > 0;
-      v.idle_ms = v.reporting ? std::max<int64_t>(0, (now - last) / 1'000'000) : 0;
-      if (w.window_ns == 0) {
-        w.window_ns = now, w.window_steps = v.steps, w.window_wait_us = wait_us;
-      } else if (now - w.window_ns >= kRateWindowNs) {
-        double span = double(now - w.window_ns);
-        uint64_t steps = v.steps - w.window_steps;
-        double waited = double(uint32_t(wait_us - w.window_wait_us)) * 1000;
-        w.steps_per_s = double(steps) * 1e9 / span;
-        w.busy_ms_per_step = steps > 0 ? std::max(0.0, span - waited) / 1e6 / double(steps) : -1;
-        w.window_ns = now, w.window_steps = v.steps, w.window_wait_us = wait_us;
-      }
-      v.steps_per_s = w.steps_per_s;
-      v.busy_ms_per_step = w.busy_ms_per_step;
-    }
+    if (Record* r = w.map()) w.read_progress(*r, now, real, v);
     out.push_back(std::move(v));
   }
   return out;

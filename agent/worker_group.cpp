@@ -15,7 +15,7 @@
 
 #include "ccrun/error.h"
 #include "descendants.h"
-#include "janitor.h"
+#include "orphan_killer.h"
 
 namespace ccrun::agent {
 namespace asio = boost::asio;
@@ -91,7 +91,7 @@ WorkerGroup::~WorkerGroup() {
       ::kill(w->pid, SIGKILL);
       int status;
       waitpid(w->pid, &status, 0);
-      Janitor::instance().untrack(w->pid);
+      OrphanKiller::instance().untrack(w->pid);
     }
   }
   // Pipe callbacks point at this group: none may run after it is gone.
@@ -126,7 +126,7 @@ void WorkerGroup::start(const std::vector<WorkerSpec>& specs,
                   std::strerror(errno));
     }
     setpgid(pid, pid);  // also here: no race with the first kill(-pgid)
-    Janitor::instance().track(pid);
+    OrphanKiller::instance().track(pid);
     ::close(out[1]);
     ::close(err[1]);
     int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
@@ -172,7 +172,7 @@ void WorkerGroup::on_pidfd(const std::shared_ptr<Worker>& w) {
   ::kill(-w->pid, SIGKILL);
   // So may its descendants that left the group (setsid): found by token.
   if (!w->spec.token.empty()) kill_token_holders(w->spec.token.c_str(), false);
-  Janitor::instance().untrack(w->pid);
+  OrphanKiller::instance().untrack(w->pid);
   if (w->open_pipes > 0) rescan_holders(w, std::chrono::milliseconds(100));
   maybe_finish(w);
 }

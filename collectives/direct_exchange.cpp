@@ -21,6 +21,16 @@ void reduce_in_rank_order(void* c, Part part, int n, size_t count, ReduceFn redu
   for (int i = 2; i < n; ++i) reduce(c, c, part(i), count);
 }
 
+// Posts a receive from every peer p of its `bytes` into slot p of `buf`
+// (at p * bytes).
+void recv_every_peer(const Exchange& x, gloo::transport::UnboundBuffer& buf, size_t bytes) {
+  const int n = x.context->size, r = x.context->rank;
+  for (int k = 1; k < n; ++k) {
+    int p = peer(r, k, n);
+    buf.recv(p, x.slot, p * bytes, bytes);
+  }
+}
+
 }  // namespace
 
 void direct_all_reduce(const Exchange& x, void* data, size_t count, size_t elem_size,
@@ -32,10 +42,7 @@ void direct_all_reduce(const Exchange& x, void* data, size_t count, size_t elem_
   char* slots = scratch.data();
   std::memcpy(slots + r * bytes, data, bytes);
   auto buf = x.context->createUnboundBuffer(slots, n * bytes);
-  for (int k = 1; k < n; ++k) {
-    int p = peer(r, k, n);
-    buf->recv(p, x.slot, p * bytes, bytes);
-  }
+  recv_every_peer(x, *buf, bytes);
   for (int k = 1; k < n; ++k) buf->send(peer(r, k, n), x.slot, r * bytes, bytes);
   wait_recvs(*buf, n - 1, x.timeout);
   // `data` is written from the first step on, so its own part is read from
@@ -51,10 +58,7 @@ void direct_all_gather(const Exchange& x, const void* send, void* recv, size_t b
   if (out + r * bytes != send) std::memcpy(out + r * bytes, send, bytes);
   if (n == 1) return;
   auto buf = x.context->createUnboundBuffer(out, n * bytes);
-  for (int k = 1; k < n; ++k) {
-    int p = peer(r, k, n);
-    buf->recv(p, x.slot, p * bytes, bytes);
-  }
+  recv_every_peer(x, *buf, bytes);
   for (int k = 1; k < n; ++k) buf->send(peer(r, k, n), x.slot, r * bytes, bytes);
   wait_recvs(*buf, n - 1, x.timeout);
   wait_sends(*buf, n - 1, x.timeout);
@@ -88,10 +92,7 @@ void direct_reduce(const Exchange& x, void* data, size_t count, size_t elem_size
   char* slots = scratch.data();
   std::memcpy(slots + r * bytes, data, bytes);
   auto buf = x.context->createUnboundBuffer(slots, n * bytes);
-  for (int k = 1; k < n; ++k) {
-    int p = peer(r, k, n);
-    buf->recv(p, x.slot, p * bytes, bytes);
-  }
+  recv_every_peer(x, *buf, bytes);
   wait_recvs(*buf, n - 1, x.timeout);
   reduce_in_rank_order(data, [&](int i) { return slots + i * bytes; }, n, count, reduce);
 }

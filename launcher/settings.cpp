@@ -186,15 +186,25 @@ std::string closest(const std::string& key, const std::vector<std::string>& know
   throw ConfigError(r.label() + ": " + why);
 }
 
-int64_t to_int(const Raw& r, int64_t lo, int64_t hi, const char* what) {
-  int64_t v = 0;
+// `r`'s value read by `parse` (std::stoll, std::stod: leading spaces and a
+// sign allowed); one that is not wholly a number, or out of range, fails
+// saying `expected`.
+template <class Parse>
+auto parse_whole(const Raw& r, Parse parse, const std::string& expected) {
   try {
     size_t used = 0;
-    v = std::stoll(r.value, &used);
-    if (used != r.value.size()) throw std::invalid_argument("trailing");
+    auto v = parse(r.value, &used);
+    if (used == r.value.size()) return v;
   } catch (const std::exception&) {
-    fail(r, std::string("expected ") + what);
+    // std::invalid_argument or std::out_of_range: the failure below says it
   }
+  fail(r, expected);
+}
+
+int64_t to_int(const Raw& r, int64_t lo, int64_t hi, const char* what) {
+  int64_t v = parse_whole(
+      r, [](const std::string& s, size_t* used) { return std::stoll(s, used); },
+      std::string("expected ") + what);
   if (v < lo || v > hi) {
     fail(r, std::string("must be between ") + std::to_string(lo) + " and " + std::to_string(hi));
   }
@@ -202,14 +212,9 @@ int64_t to_int(const Raw& r, int64_t lo, int64_t hi, const char* what) {
 }
 
 std::chrono::milliseconds to_seconds(const Raw& r) {
-  double v = 0;
-  try {
-    size_t used = 0;
-    v = std::stod(r.value, &used);
-    if (used != r.value.size()) throw std::invalid_argument("trailing");
-  } catch (const std::exception&) {
-    fail(r, "expected a number of seconds");
-  }
+  double v = parse_whole(
+      r, [](const std::string& s, size_t* used) { return std::stod(s, used); },
+      "expected a number of seconds");
   if (!(v >= 0) || v > 1e7) fail(r, "expected a number of seconds, at least 0");
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(v * 1000)));
 }

@@ -11,11 +11,7 @@
 #   scripts/bench-collectives.sh          # 4 B .. 64 MiB, 2 and 4 ranks
 #   scripts/bench-collectives.sh --smoke  # 4 B .. 1 KiB, 2 ranks, one round, for CI
 set -euo pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${BUILD_DIR:-$here/build}
-python=${CCRUN_TEST_PYTHON:-/usr/bin/python3}
-smoke=0
-[[ ${1:-} == --smoke ]] && smoke=1
+source "$(dirname "${BASH_SOURCE[0]}")/bench_common.sh" "$@"  # here, build, python, smoke
 cmake --build "$build" --target ccrun collectives_bench >/dev/null
 rounds=${ROUNDS:-3}
 if ((smoke)); then ranks=(2); max=1024; rounds=1; else ranks=(2 4); max=$((64 << 20)); fi

@@ -7,11 +7,7 @@
 #   scripts/bench-launch.sh           # nproc 1, 8, 32; 5 runs each
 #   scripts/bench-launch.sh --smoke   # nproc 1, 1 run, for CI
 set -euo pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${BUILD_DIR:-$here/build}
-python=${CCRUN_TEST_PYTHON:-/usr/bin/python3}
-smoke=0
-[[ ${1:-} == --smoke ]] && smoke=1
+source "$(dirname "${BASH_SOURCE[0]}")/bench_common.sh" "$@"  # here, build, python, smoke
 cmake --build "$build" --target ccrun >/dev/null
 ccrun=$build/launcher/ccrun
 torchrun=("$python" "$here/scripts/torchrun_patched.py")

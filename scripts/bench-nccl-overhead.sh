@@ -8,10 +8,7 @@
 #   scripts/bench-nccl-overhead.sh           # 4 B .. 64 MiB
 #   scripts/bench-nccl-overhead.sh --smoke   # 4 B .. 1 KiB, for CI; writes no docs
 set -euo pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${BUILD_DIR:-$here/build}
-smoke=0
-[[ ${1:-} == --smoke ]] && smoke=1
+source "$(dirname "${BASH_SOURCE[0]}")/bench_common.sh" "$@"  # here, build, python, smoke
 max=$((64 << 20))
 ((smoke)) && max=1024
 cmake --build "$build" --target nccl_overhead_bench >/dev/null

@@ -14,11 +14,7 @@
 #   scripts/bench-rendezvous.sh          # 2, 8, 32, 64 agents
 #   scripts/bench-rendezvous.sh --smoke  # 2 agents, for CI
 set -euo pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${BUILD_DIR:-$here/build}
-python=${CCRUN_TEST_PYTHON:-/usr/bin/python3}
-smoke=0
-[[ ${1:-} == --smoke ]] && smoke=1
+source "$(dirname "${BASH_SOURCE[0]}")/bench_common.sh" "$@"  # here, build, python, smoke
 cmake --build "$build" --target ccrun ccrun-rendezvous store_rendezvous_bench >/dev/null
 ccrun=$build/launcher/ccrun
 tmp=$(mktemp -d)
@@ -28,7 +24,7 @@ trap cleanup EXIT
 
 if ((smoke)); then sizes=(2); torch_max=2; else sizes=(2 8 32 64); torch_max=32; fi
 
-"$build/rendezvous/ccrun-rendezvous" --port 0 --log-level warn >"$tmp/daemon.out" 2>&1 &
+"$build/store/ccrun-rendezvous" --port 0 --log-level warn >"$tmp/daemon.out" 2>&1 &
 pids+=($!)
 disown  # killed at exit; no job notice
 for _ in $(seq 100); do grep -qs listening "$tmp/daemon.out" && break; sleep 0.05; done

@@ -16,10 +16,7 @@
 # CPUs (taskset -c), so that they do not share cores.
 set -euo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${BUILD_DIR:-$here/build}
-smoke=0
-[[ ${1:-} == --smoke ]] && smoke=1
+source "$(dirname "${BASH_SOURCE[0]}")/bench_common.sh" "$@"  # here, build, python, smoke
 
 cmake --build "$build" --target store_bench ccrun-rendezvous >/dev/null
 bench_bin=$build/tests/store_bench
@@ -46,7 +43,7 @@ trap cleanup EXIT
 tmp=$(mktemp -d)
 trap 'cleanup; rm -rf "$tmp"' EXIT
 
-"${pin_server[@]}" "$build/rendezvous/ccrun-rendezvous" --port 0 --log-level warn >"$tmp/ccrun.out" 2>&1 &
+"${pin_server[@]}" "$build/store/ccrun-rendezvous" --port 0 --log-level warn >"$tmp/ccrun.out" 2>&1 &
 pids+=($!); ccrun_pid=$!
 "${pin_server[@]}" "$python" "$here/scripts/torch_store_server.py" >"$tmp/torch.out" 2>&1 &
 pids+=($!); torch_pid=$!

@@ -30,6 +30,27 @@ def binary(*parts):
     return path
 
 
+def communicate_all(procs, timeout, kill=None):
+    """Waits for every process of `procs` (each within `timeout` seconds) and
+    returns their (returncode, stdout, stderr) in order. On the way out, also
+    on a timeout, each one still running is killed: `kill(p)`, by default
+    p.kill() then p.wait()."""
+    results = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=timeout)
+            results.append((p.returncode, out, err))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                if kill:
+                    kill(p)
+                else:
+                    p.kill()
+                    p.wait()
+    return results
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -41,7 +62,7 @@ class Daemon:
 
     def __init__(self, *args):
         self.proc = subprocess.Popen(
-            [binary("rendezvous", "ccrun-rendezvous"),
+            [binary("store", "ccrun-rendezvous"),
              *([] if "--port" in args else ["--port", "0"]), *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()

@@ -14,7 +14,7 @@
 //   ccrun::release_stop_signals();        // paths with no event loop (--help, status)
 //
 // Children must not inherit the mask: every fork in ccrun resets it before
-// exec (worker_group.cpp, fanout.cpp, janitor.cpp).
+// exec (worker_group.cpp, fanout.cpp, orphan_killer.cpp).
 //
 //===----------------------------------------------------------------------===//
 #pragma once

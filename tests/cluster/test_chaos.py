@@ -34,7 +34,7 @@ class Agent:
 
 
 def start_daemon(node):
-    return node.run([binary("rendezvous", "ccrun-rendezvous"), "--host", node.addr,
+    return node.run([binary("store", "ccrun-rendezvous"), "--host", node.addr,
                      "--port", "29400"], name=f"daemon-{time.time():.3f}")
 
 

@@ -229,7 +229,7 @@ def test_8_hundred_ms_latency(make_cluster):
 
 
 def start_daemon(node):
-    p = node.run([binary("rendezvous", "ccrun-rendezvous"), "--host", "0.0.0.0", "--port",
+    p = node.run([binary("store", "ccrun-rendezvous"), "--host", "0.0.0.0", "--port",
                   "29400"], name=f"daemon{len(node.cluster.procs)}")
     deadline = time.time() + 10
     while "listening" not in p.out() and time.time() < deadline:

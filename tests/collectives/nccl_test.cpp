@@ -86,6 +86,19 @@ const char* op_name(ReduceOp op) {
   }
   return "?";
 }
+
+// A group of one (rank 0 of 1) on `backend`, over a fresh file:// store at
+// `path` (the caller removes it when done).
+std::shared_ptr<ProcessGroup> world_of_one(Backend backend, const std::string& path) {
+  InitOptions o;
+  o.backend = backend;
+  std::remove(path.c_str());
+  o.init_method = "file://" + path;
+  o.rank = 0;
+  o.world_size = 1;
+  o.timeout = std::chrono::seconds(60);
+  return init_process_group(o);
+}
 }  // namespace
 #endif
 
@@ -98,15 +111,8 @@ TEST_CASE("nccl: every operation at world size 1", "[collectives][nccl]") {
     WARN("skipped: the NCCL backend is built, but no CUDA device is visible here");
     return;
   }
-  InitOptions o;
-  o.backend = Backend::Nccl;
   std::string path = "/tmp/ccrun-nccl-test-" + std::to_string(getpid());
-  std::remove(path.c_str());
-  o.init_method = "file://" + path;
-  o.rank = 0;
-  o.world_size = 1;
-  o.timeout = std::chrono::seconds(60);
-  auto pg = init_process_group(o);
+  auto pg = world_of_one(Backend::Nccl, path);
   REQUIRE(pg->backend() == Backend::Nccl);
   REQUIRE(pg->size() == 1);
 
@@ -198,14 +204,8 @@ TEST_CASE("nccl: the default group takes host and CUDA buffers in one program",
     WARN("skipped: the NCCL backend is built, but no CUDA device is visible here");
     return;
   }
-  InitOptions o;  // Backend::Auto
   std::string path = "/tmp/ccrun-nccl-auto-test-" + std::to_string(getpid());
-  std::remove(path.c_str());
-  o.init_method = "file://" + path;
-  o.rank = 0;
-  o.world_size = 1;
-  o.timeout = std::chrono::seconds(60);
-  auto pg = init_process_group(o);
+  auto pg = world_of_one(Backend::Auto, path);
   REQUIRE(pg->backend() == Backend::Auto);
   std::vector<float> host(1000, 2.0f);
   pg->all_reduce({host.data(), host.size(), DataType::Float32}, ReduceOp::Sum)->wait();

@@ -3,20 +3,15 @@
 bootstrapped by env://, tcp:// and file://, and a rank that dies while the
 others keep calling (they must fail with an error, not hang)."""
 import os
-import socket
 import subprocess
 import tempfile
 
 import pytest
 
+from helpers import communicate_all, free_port
+
 BUILD = os.environ.get("CCRUN_BUILD_DIR", "build")
 CHECK = os.path.join(BUILD, "tests", "collectives_check")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_ranks(n, args, env_extra=None, timeout=240):
@@ -27,17 +22,7 @@ def run_ranks(n, args, env_extra=None, timeout=240):
         env.update(env_extra or {})
         procs.append(subprocess.Popen([CHECK] + args, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
-    results = []
-    try:
-        for p in procs:
-            out, err = p.communicate(timeout=timeout)
-            results.append((p.returncode, out, err))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    return results
+    return communicate_all(procs, timeout)
 
 
 @pytest.mark.parametrize("n", [2, 3])

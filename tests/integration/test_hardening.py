@@ -95,7 +95,7 @@ def test_signal_at_ccruns_first_instruction_is_a_clean_stop(backend, sig):
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_daemon_signalled_at_its_first_instruction_stops_cleanly(sig):
-    p = subprocess.Popen([binary("rendezvous", "ccrun-rendezvous"), "--port", "0"],
+    p = subprocess.Popen([binary("store", "ccrun-rendezvous"), "--port", "0"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_until_signals_held(p, sig)
     p.send_signal(sig)
@@ -239,7 +239,7 @@ def test_setsid_descendants_die_with_ccrun(tmp_path):
     while len(session_pids(p.pid, tag)) < 4 and time.time() < deadline:
         time.sleep(0.05)
     assert len(session_pids(p.pid, tag)) >= 4
-    p.kill()  # SIGKILL: only the janitor is left to clean up
+    p.kill()  # SIGKILL: only the orphan killer is left to clean up
     p.wait()
     deadline = time.time() + 10
     while session_pids(p.pid, tag) and time.time() < deadline:
@@ -252,7 +252,7 @@ def test_setsid_descendants_stop_with_the_group():
     r = run_ccrun("--standalone", "--nproc-per-node", "1", "--no-python", "/bin/sh", "-c",
                   f"setsid {tag} & exit 0")
     assert r.returncode == 0, r.stderr
-    # One caught mid-fork by the agent's scan is the janitor's, whose last scan
+    # One caught mid-fork by the agent's scan is the orphan killer's, whose last scan
     # runs as the agent exits: gone within moments, never left running.
     deadline = time.time() + 10
     while session_pids(0, tag) and time.time() < deadline:

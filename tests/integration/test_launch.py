@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from helpers import free_port, parse_env_lines, run_ccrun, spawn_ccrun
+from helpers import communicate_all, free_port, parse_env_lines, run_ccrun, spawn_ccrun
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = sys.executable  # Debian's python3, with torch
@@ -20,16 +20,7 @@ PRINT_ENV = os.path.join(HERE, "print_env.py")
 def two_nodes(nnodes_args, progs, timeout=120, env=None):
     """Starts one ccrun per entry of progs (list of extra args), returns outputs."""
     procs = [spawn_ccrun(*nnodes_args, *p, env=env) for p in progs]
-    outs = []
-    try:
-        for p in procs:
-            out, err = p.communicate(timeout=timeout)
-            outs.append((p.returncode, out, err))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-    return outs
+    return communicate_all(procs, timeout, kill=lambda p: os.killpg(p.pid, signal.SIGKILL))
 
 
 def test_env_one_node_four_workers():

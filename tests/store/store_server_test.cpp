@@ -134,7 +134,7 @@ struct Server {
 class Daemon {
  public:
   explicit Daemon(std::vector<std::string> args, rlim_t nofile = 0) {
-    std::string bin = std::string(CCRUN_BINARY_DIR) + "/rendezvous/ccrun-rendezvous";
+    std::string bin = std::string(CCRUN_BINARY_DIR) + "/store/ccrun-rendezvous";
     if (::access(bin.c_str(), X_OK) != 0) return;
     args.insert(args.begin(), {bin, "--port", "0", "--host", "127.0.0.1"});
     std::vector<char*> argv;
@@ -217,7 +217,7 @@ class Daemon {
 
 #define REQUIRE_DAEMON(d)                                                        \
   if (!(d).running()) {                                                          \
-    WARN("skipped: " CCRUN_BINARY_DIR "/rendezvous/ccrun-rendezvous is not built"); \
+    WARN("skipped: " CCRUN_BINARY_DIR "/store/ccrun-rendezvous is not built"); \
     return;                                                                      \
   }
 

@@ -34,7 +34,7 @@ def test_daemon_and_client_accept_a_secret_with_trailing_space(tmp_path):
 def test_daemon_refuses_a_two_line_token_file(tmp_path):
     token = tmp_path / "token"
     token.write_text("secret\nsecond\n")
-    p = subprocess.run([binary("rendezvous", "ccrun-rendezvous"), "--port", "0",
+    p = subprocess.run([binary("store", "ccrun-rendezvous"), "--port", "0",
                         "--token-file", str(token)], capture_output=True, text=True, timeout=30)
     assert p.returncode == 1
     assert f'--token-file "{token}"' in p.stderr and "more than one line" in p.stderr, p.stderr

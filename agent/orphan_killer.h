@@ -1,13 +1,14 @@
-//===- janitor.h - Kills the workers' process groups if the agent dies -*- C++ -*-//
+//===- orphan_killer.h - Kills the workers' processes if the agent dies -*- C++ -*-//
 //
 // PR_SET_PDEATHSIG kills a worker when the agent dies, but not the
 // processes the worker started itself (a shell's children, a data loader's
-// processes). The janitor is a small process forked once per agent: the
+// processes). The orphan killer is a small process forked once per agent: the
 // agent tells it, through a pipe, each worker process group it starts and
 // each it has reaped; when the pipe reaches EOF (the agent is gone, however
-// it died) the janitor SIGKILLs every group still listed, then every process
+// it died) the orphan killer SIGKILLs every group still listed, then every process
 // that carries the agent's token (descendants.h: those that left their
-// worker's group with setsid or setpgid), then exits.
+// worker's group with setsid or setpgid), then exits. Its process name
+// stays "ccrun-janitor", the name ps has always shown for it.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -18,19 +19,19 @@
 
 namespace ccrun::agent {
 
-class Janitor {
+class OrphanKiller {
  public:
-  // Forks the agent's janitor; call once, before any thread exists.
+  // Forks the agent's orphan killer; call once, before any thread exists.
   // `agent_token` is the CCRUN_AGENT_TOKEN value of this agent's workers.
   static void start(const std::string& agent_token);
-  // The agent's janitor (start() must have run).
-  static Janitor& instance();
+  // The agent's orphan killer (start() must have run).
+  static OrphanKiller& instance();
 
   void track(pid_t pgid);    // a worker group now exists
   void untrack(pid_t pgid);  // it was reaped; forget it
 
  private:
-  explicit Janitor(const std::string& agent_token);
+  explicit OrphanKiller(const std::string& agent_token);
   void send(int32_t value);
   int pipe_fd_ = -1;
 };

@@ -1,6 +1,6 @@
-// The janitor process (see janitor.h). Protocol on the pipe: int32 values,
+// The orphan killer process (see orphan_killer.h). Protocol on the pipe: int32 values,
 // a positive one tracks that process group, a negative one forgets -value.
-#include "janitor.h"
+#include "orphan_killer.h"
 
 #include "descendants.h"
 
@@ -18,8 +18,8 @@ namespace {
 
 constexpr int kMaxGroups = 65536;
 
-[[noreturn]] void janitor_main(int fd, const char* token) {
-  prctl(PR_SET_NAME, "ccrun-janitor");
+[[noreturn]] void orphan_killer_main(int fd, const char* token) {
+  prctl(PR_SET_NAME, "ccrun-janitor");  // the name ps has always shown
   // Its own process group: a signal to the agent's group leaves it alive
   // to clean up.
   setpgid(0, 0);
@@ -35,7 +35,7 @@ constexpr int kMaxGroups = 65536;
     dup2(devnull, 2);
     if (devnull > 2 && devnull != fd) close(devnull);
   }
-  // No allocation here: the janitor may be forked from a threaded agent.
+  // No allocation here: the orphan killer may be forked from a threaded agent.
   static pid_t groups[kMaxGroups];
   int count = 0;
   int32_t v;
@@ -62,20 +62,20 @@ constexpr int kMaxGroups = 65536;
   _exit(0);
 }
 
-Janitor* g_janitor = nullptr;
+OrphanKiller* g_orphan_killer = nullptr;
 
 }  // namespace
 
-void Janitor::start(const std::string& agent_token) {
-  if (!g_janitor) g_janitor = new Janitor(agent_token);  // lives as long as the agent
+void OrphanKiller::start(const std::string& agent_token) {
+  if (!g_orphan_killer) g_orphan_killer = new OrphanKiller(agent_token);  // lives as long as the agent
 }
 
-Janitor& Janitor::instance() {
-  if (!g_janitor) start("");  // a program that runs no agent (tests): groups only
-  return *g_janitor;
+OrphanKiller& OrphanKiller::instance() {
+  if (!g_orphan_killer) start("");  // a program that runs no agent (tests): groups only
+  return *g_orphan_killer;
 }
 
-Janitor::Janitor(const std::string& agent_token) {
+OrphanKiller::OrphanKiller(const std::string& agent_token) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return;
   pid_t pid = fork();
@@ -83,20 +83,20 @@ Janitor::Janitor(const std::string& agent_token) {
     ::close(fds[1]);
     if (fds[0] != 3) dup2(fds[0], 3);
     syscall(SYS_close_range, 4u, ~0u, 0u);
-    janitor_main(3, agent_token.c_str());
+    orphan_killer_main(3, agent_token.c_str());
   }
   ::close(fds[0]);
   pipe_fd_ = pid > 0 ? fds[1] : -1;
   if (pid < 0) ::close(fds[1]);
 }
 
-void Janitor::send(int32_t value) {
+void OrphanKiller::send(int32_t value) {
   if (pipe_fd_ < 0) return;
   while (::write(pipe_fd_, &value, sizeof value) < 0 && errno == EINTR) {
   }
 }
 
-void Janitor::track(pid_t pgid) { send(pgid); }
-void Janitor::untrack(pid_t pgid) { send(-pgid); }
+void OrphanKiller::track(pid_t pgid) { send(pgid); }
+void OrphanKiller::untrack(pid_t pgid) { send(-pgid); }
 
 }  // namespace ccrun::agent

@@ -1,0 +1,204 @@
+// One attempt of the agent (agent_impl.h): the workers' specs and start,
+// their exits (a failure record, an OOM kill named), the round's events
+// from the other nodes, and the attempt's outcome.
+#include "agent_impl.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
+#include "ccrun/error.h"
+#include "ccrun/host_name.h"
+#include "ccrun/signal_names.h"
+#include "descendants.h"
+#include "worker_env.h"
+
+namespace ccrun::agent {
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+
+Agent::Outcome Agent::run_attempt() {
+  event_.reset();
+  local_failures_.clear();
+  outcome_.reset();
+  stopping_ = signalled_ != 0;
+  lost_in_barrier_ = false;
+  exited_ok_ = 0;
+  ++generation_;
+  state_ = State::kRunning;
+  output_ = std::make_unique<LogMux>(io_);
+  group_ = std::make_unique<WorkerGroup>(io_, *output_, agent_token_);
+  tasks_ = std::make_unique<StoreTasks>(io_);
+  hang_ = nullptr;
+  monitor_.reset();
+  monitor_ = make_monitor();
+  std::vector<WorkerSpec> specs;
+  for (int lr = 0; lr < spec_.nproc_per_node; ++lr) specs.push_back(worker_spec(lr));
+  if (signalled_) {
+    outcome_ = Outcome::kSignalled;
+  } else {
+    start_workers(specs);
+  }
+  int gen = generation_;
+  rdzv_->set_attempt(restart_count_);
+  rdzv_->watch([this, gen](const RoundEvent& ev) {
+    asio::post(io_, [this, gen, ev] {
+      if (gen == generation_) on_round_event(ev);
+    });
+  });
+  io_.restart();
+  while (!outcome_) io_.run_one();
+  monitor_->stop();
+  // The watcher and the store tasks may be blocked on the store: wait for
+  // them while signals are still served (a signal interrupts them).
+  run_off_loop([this] {
+    rdzv_->shutdown();
+    tasks_->join();
+  });
+  if (signalled_) outcome_ = Outcome::kSignalled;
+  Outcome o = *outcome_;
+  group_.reset();
+  return o;
+}
+
+WorkerSpec Agent::worker_spec(int lr) {
+  WorkerSpec w;
+  w.local_rank = lr;
+  w.rank = info_.rank_offset + lr;
+  fs::path dir = run_logs_->rank_dir(restart_count_, w.rank);
+  std::string error_file = (dir / "error.json").string();
+  std::error_code ec;
+  fs::remove(error_file, ec);
+  EnvContext ctx{&spec_, &info_, run_id_, restart_count_, store_.etcd ? "" : store_.endpoint.host,
+                 store_.endpoint.port, gloo_ifname_};
+  w.argv = spec_.entrypoint;
+  w.env = worker_environment(ctx, lr, error_file);
+  w.token = agent_token_ + "." + std::to_string(restart_count_) + "." + std::to_string(lr);
+  w.env.push_back(std::string(kAgentTokenVar) + "=" + w.token);
+  monitor_->add_worker_env(w.env, lr);
+  if (file_timer_) w.env.push_back("TORCHELASTIC_TIMER_FILE=" + file_timer_->path());
+  auto it = spec_.logs.redirects.find(lr);
+  int redirect = it == spec_.logs.redirects.end() ? spec_.logs.default_redirects : it->second;
+  bool shown = spec_.logs.local_ranks_filter.empty() || spec_.logs.local_ranks_filter.count(lr);
+  bool files = run_logs_->kept();
+  for (int fd : {1, 2}) {
+    StreamOptions& o = fd == 1 ? w.out : w.err;
+    o.prefix = spec_.logs.prefix_lines ? "[" + std::to_string(w.rank) + "]:" : "";
+    o.to_console = shown && !(redirect & fd);  // bit 1: stdout, bit 2: stderr
+    o.console_fd = fd;
+    o.file = files ? (dir / (fd == 1 ? "stdout.log" : "stderr.log")).string() : "";
+  }
+  return w;
+}
+
+void Agent::start_workers(const std::vector<WorkerSpec>& specs) {
+  try {
+    group_->start(specs, [this](const WorkerExit& e) { on_worker_exit(e); });
+    monitor_->start(group_->pids());
+    run_logs_->event("start", restart_count_,
+                     nlohmann::json{{"first_rank", info_.rank_offset},
+                                    {"workers", spec_.nproc_per_node}}
+                         .dump());
+  } catch (const Error& e) {
+    std::fprintf(stderr, "ccrun: %s\n", e.what());
+    Failure f = node_failure(e.what());
+    local_failures_.push_back(f);
+    tell_restart(f);
+    stopping_ = true;
+    group_->stop(spec_.stop_grace, [this] { finish(Outcome::kFailedHere); });
+  }
+}
+
+Failure Agent::node_failure(const std::string& message) const {
+  Failure f;
+  f.node_rank = info_.node_rank;
+  f.hostname = host_name();
+  f.addr = local_addr_;
+  f.time_ms = now_ms();
+  f.attempt = restart_count_;
+  f.message = message;
+  return f;
+}
+
+void Agent::tell_restart(const Failure& f) {
+  std::string json = f.to_json();
+  tasks_->run([this, json] { rdzv_->request_restart(json); },
+              [](const std::string& what) {
+                spdlog::error("ccrun: cannot tell the other nodes: {}", what);
+              });
+}
+
+void Agent::on_worker_exit(const WorkerExit& e) {
+  if (!e.failed()) {
+    if (++exited_ok_ == spec_.nproc_per_node && !stopping_) {
+      state_ = State::kBarrier;
+      lost_in_barrier_ = true;
+      tasks_->run([this] { rdzv_->mark_done(); },
+                  [](const std::string& what) {
+                    // The watcher tells it again while the store lives.
+                    spdlog::warn("ccrun: exit barrier: {}; trying again", what);
+                  });
+    }
+    return;
+  }
+  if (stopping_) return;  // stopped by us: not a root cause
+  Failure f = node_failure(read_error_file(
+      (run_logs_->rank_dir(restart_count_, e.rank) / "error.json").string()));
+  f.rank = e.rank;
+  f.local_rank = e.local_rank;
+  f.pid = e.pid;
+  f.exit_code = e.exit_code;
+  f.signal = e.signal;
+  f.time_ms = std::chrono::duration_cast<milliseconds>(e.time.time_since_epoch()).count();
+  f.stderr_tail = e.stderr_tail;
+  if (auto it = timer_kills_.find(e.pid); it != timer_kills_.end()) {
+    f.cause = "timer";
+    f.message = it->second + (f.message.empty() ? "" : "\n" + f.message);
+  } else if (e.signal == SIGKILL) {
+    name_oom_kill(f);
+  }
+  local_failures_.push_back(f);
+  run_logs_->event("failure", restart_count_, f.to_json());
+  spdlog::error("ccrun: worker rank {} (pid {}) failed: {}{}", e.rank, e.pid,
+                e.signal ? signal_name(e.signal) : "exit code " + std::to_string(e.exit_code),
+                f.cause == "oom" ? " (the kernel's OOM killer)" : "");
+  stopping_ = true;
+  state_ = State::kStopping;
+  tell_restart(f);
+  group_->stop(spec_.stop_grace, [this] { finish(Outcome::kFailedHere); });
+}
+
+void Agent::name_oom_kill(Failure& f) const {
+  std::string why = monitor_->oom_evidence(f.local_rank, f.pid);
+  if (why.empty()) return;
+  f.cause = "oom";
+  f.message = why + (f.message.empty() ? "" : "\n" + f.message);
+}
+
+void Agent::on_round_event(const RoundEvent& ev) {
+  if (outcome_) return;
+  if (!event_) event_ = ev;
+  if (ev.kind == RoundEvent::Kind::kAllDone) {
+    finish(Outcome::kSucceeded);
+    return;
+  }
+  if (stopping_) return;
+  if (ev.kind == RoundEvent::Kind::kRestartRequested && monitor_ &&
+      Failure::from_json(ev.detail).cause == "hang") {
+    // Node 0 judged the job hung: this node's ranks' stacks first.
+    hang_ = nlohmann::json{{"headline", Failure::from_json(ev.detail).message}};
+    stop_with_stacks(monitor_->sample(), [] {}, Outcome::kRoundEnded);
+    return;
+  }
+  stopping_ = true;
+  state_ = State::kStopping;
+  group_->stop(spec_.stop_grace, [this] { finish(Outcome::kRoundEnded); });
+}
+
+void Agent::finish(Outcome o) {
+  if (!outcome_) outcome_ = o;
+}
+
+}  // namespace ccrun::agent

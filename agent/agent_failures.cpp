@@ -1,0 +1,104 @@
+// The agent's failure reporting (agent_impl.h): the failures of an attempt
+// collected from the store (or this node alone), the failure report, and
+// the two ends no decision takes: the store lost, a stop by signal.
+#include "agent_impl.h"
+
+#include <spdlog/spdlog.h>
+
+#include <sstream>
+
+#include "ccrun/error.h"
+#include "ccrun/signal_names.h"
+
+namespace ccrun::agent {
+
+namespace {
+
+// How long a signalled agent tries to tell the other nodes it stopped.
+constexpr std::chrono::milliseconds kCloseOnSignalTimeout{3'000};
+
+}  // namespace
+
+void Agent::collect_failures() {
+  std::vector<std::string> records;
+  try {
+    run_off_loop([&] { records = rdzv_->failures(); });
+  } catch (const InterruptedError&) {
+    throw;
+  } catch (const Error& e) {
+    spdlog::warn("ccrun: cannot read the other nodes' failures: {}", e.what());
+  }
+  if (records.empty()) {
+    collect_failures_local();
+    return;
+  }
+  last_failures_.clear();
+  for (const auto& j : records) last_failures_.push_back(Failure::from_json(j));
+  all_failures_.insert(all_failures_.end(), last_failures_.begin(), last_failures_.end());
+}
+
+void Agent::collect_failures_local() {
+  last_failures_ = local_failures_;
+  all_failures_.insert(all_failures_.end(), local_failures_.begin(), local_failures_.end());
+  local_failures_.clear();
+}
+
+void Agent::report(const std::string& reason) {
+  std::vector<Failure> final = last_failures_;
+  if (final.empty() && dead_node_) {
+    Failure f;
+    f.node_rank = dead_node_->node_rank;
+    f.message = dead_node_->detail;
+    f.time_ms = now_ms();
+    f.attempt = restart_count_;
+    final.push_back(f);
+    all_failures_.push_back(f);
+  }
+  std::string text = format_report(run_id_, final) + "  reason    : " + reason + "\n";
+  if (spec_.exit_on_stdin_eof) {
+    // Started by a fan-out: every node prints the same report, and the
+    // launching ccrun shows one of them (fanout.h, kReportMarker).
+    std::string marked;
+    std::istringstream lines(text);
+    for (std::string l; std::getline(lines, l);) marked += kReportMarker + l + "\n";
+    text = marked;
+  }
+  std::fputs(text.c_str(), stderr);
+  if (run_logs_ && run_logs_->kept()) {
+    auto j = nlohmann::json::parse(report_json(run_id_, final, all_failures_, reason));
+    if (!hang_.is_null()) j["hang"] = hang_;
+    run_logs_->write_file("failure_report.json", j.dump(2) + "\n");
+  }
+}
+
+int Agent::store_lost(const std::string& detail) {
+  end_reason_ = "lost the store " + store_endpoint() + ": " + detail;
+  std::string what = lost_in_barrier_
+                         ? "at the exit barrier (this node's workers all exited 0; the other "
+                           "nodes' outcome is unknown)"
+                         : "while the workers ran";
+  std::fprintf(stderr,
+               "ccrun: lost the store %s %s: %s; no answer for %llds, giving up. Was "
+               "ccrun-rendezvous (or the agent hosting the store) stopped? A restarted "
+               "ccrun-rendezvous starts empty; restart the job.\n",
+               store_endpoint().c_str(), what.c_str(), detail.c_str(),
+               static_cast<long long>(
+                   (spec_.rdzv.keep_alive_interval * spec_.rdzv.keep_alive_max_attempt).count() /
+                   1000));
+  collect_failures_local();
+  if (!all_failures_.empty()) report("lost the store " + store_endpoint());
+  return 1;
+}
+
+int Agent::exit_signalled() {
+  std::string reason = "ccrun received " + signal_name(signalled_) + " on node " +
+                       std::to_string(info_.node_rank);
+  end_reason_ = reason;
+  if (rdzv_) {
+    state_ = State::kLeaving;
+    run_bounded([&] { rdzv_->set_closed({reason, signalled_}); }, kCloseOnSignalTimeout);
+  }
+  return 128 + signalled_;
+}
+
+}  // namespace ccrun::agent

@@ -1,0 +1,102 @@
+// The agent's hang handling (agent_impl.h): the attempt's HangMonitor
+// (--hang-timeout), a hang judged here or read from node 0 (the workers'
+// stacks, then the group stops), and torch's FileTimer watchdog.
+#include "agent_impl.h"
+
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
+#include "ccrun/host_name.h"
+#include "ccrun/signal_names.h"
+#include "hang_verdict.h"
+
+namespace ccrun::agent {
+
+namespace fs = std::filesystem;
+
+void Agent::serve_file_timer() {
+  const char* on = std::getenv("TORCHELASTIC_ENABLE_FILE_TIMER");
+  if (!on || std::string(on) != "1") return;
+  const char* given = std::getenv("TORCHELASTIC_TIMER_FILE");
+  std::string path = given && *given ? given : "/tmp/watchdog_timer_" + agent_token_;
+  file_timer_ = std::make_unique<FileTimerServer>(io_, path, [this](const FileTimerKill& k) {
+    std::string scopes;
+    for (const auto& s : k.scopes) scopes += (scopes.empty() ? "" : ", ") + s;
+    spdlog::error("ccrun: torch's FileTimer expired for pid {} (scope {}); sent it {}", k.pid,
+                  scopes, signal_name(k.signal));
+    timer_kills_[k.pid] = "torch's FileTimer expired (scope " + scopes + "): ccrun sent " +
+                          signal_name(k.signal) + ", as torch's LocalElasticAgent does";
+  });
+}
+
+std::string Agent::evidence_prefix() const {
+  if (run_logs_->kept()) {
+    return (run_logs_->root() / ("attempt_" + std::to_string(restart_count_))).string() + "/";
+  }
+  return (fs::temp_directory_path() / ("ccrun-" + agent_token_ + "-")).string();
+}
+
+std::unique_ptr<HangMonitor> Agent::make_monitor() {
+  HangMonitorOptions o;
+  o.hang_timeout = spec_.hang_timeout;
+  o.node_rank = info_.node_rank, o.num_nodes = info_.num_nodes;
+  o.first_rank = info_.rank_offset, o.nproc = spec_.nproc_per_node;
+  o.attempt = restart_count_, o.host = host_name(), o.token = agent_token_;
+  o.evidence_prefix = evidence_prefix();
+  HangMonitor::Hooks h;
+  h.publish = [this](const std::string& ranks) { rdzv_->set_progress(ranks); };
+  h.read_statuses = [rdzv = rdzv_.get()] { return rdzv->node_statuses(); };
+  h.off_loop = [this](std::function<void()> call) {
+    tasks_->run(std::move(call), [](const std::string& what) {
+      spdlog::error("ccrun: hang monitor: {}", what);
+    });
+  };
+  h.on_hang = [this](const HangVerdict& v, const std::vector<RankView>& all,
+                     const std::vector<RankView>& local, const RankView& culprit) {
+    if (!stopping_ && !outcome_) on_hang(v, all, local, culprit);  // else a stop is under way
+  };
+  h.event = [this](const std::string& name, const std::string& json) {
+    run_logs_->event(name, restart_count_, json);
+  };
+  return std::make_unique<HangMonitor>(io_, o, h);
+}
+
+void Agent::on_hang(const HangVerdict& v, const std::vector<RankView>& all,
+             const std::vector<RankView>& local, const RankView& culprit) {
+  spdlog::error("ccrun: the job is hung (--hang-timeout {}): {}",
+                format_duration(spec_.hang_timeout), v.headline);
+  for (const auto& line : v.lines) spdlog::error("ccrun:   {}", line);
+  hang_ = v.to_json();
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& r : all) ranks.push_back(r.to_json());
+  hang_["progress"] = ranks;
+  run_logs_->event("hang", restart_count_, hang_.dump());
+  Failure f = node_failure("hang: " + v.headline);
+  f.cause = "hang";
+  if (culprit.rank >= 0) {
+    f.rank = culprit.rank, f.local_rank = culprit.local_rank, f.pid = culprit.pid;
+    f.node_rank = culprit.node_rank, f.hostname = culprit.host;
+  }
+  local_failures_.push_back(f);
+  run_logs_->event("failure", restart_count_, f.to_json());
+  stop_with_stacks(local, [this, f] { tell_restart(f); }, Outcome::kFailedHere);
+}
+
+void Agent::stop_with_stacks(const std::vector<RankView>& local, std::function<void()> then,
+                      Outcome outcome) {
+  stopping_ = true;
+  state_ = State::kStopping;
+  monitor_->stop();
+  int gen = generation_;
+  monitor_->collect_stacks(local, [this, gen, then, outcome](nlohmann::json stacks) {
+    if (gen != generation_ || outcome_) return;
+    if (hang_.is_null()) hang_ = nlohmann::json::object();
+    hang_["stacks"] = stacks;
+    run_logs_->event("hang_stacks", restart_count_, nlohmann::json{{"stacks", stacks}}.dump());
+    then();
+    group_->stop(spec_.stop_grace, [this, outcome] { finish(outcome); });
+  });
+}
+
+}  // namespace ccrun::agent

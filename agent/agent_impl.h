@@ -1,0 +1,280 @@
+//===- agent_impl.h - The per-node agent's class (private to agent/) -*- C++ -*-//
+//
+// The per-node agent: hosts or joins the store, rendezvouses, runs the
+// workers, and restarts or reports (see include/ccrun/agent.h, whose run()
+// is this class's only user). Its members are defined by concern:
+//   agent.cpp           the job's sequence, signals, and the loop that
+//                       carries out each decision (round_decision.h)
+//   agent_attempt.cpp   one attempt: the workers, their exits, round events
+//   agent_hangs.cpp     hangs (--hang-timeout) and torch's FileTimer
+//   agent_failures.cpp  failures collected and reported; the store lost;
+//                       a stop by signal
+//
+// One io_context carries every event of a node: worker exits (pidfds),
+// worker output (pipes), stop signals (SignalStream), the rendezvous round's
+// end (posted by the rendezvous watcher thread) and the completion of store
+// calls. Store calls block (they may wait for other nodes, or reconnect to a
+// store that is gone), so they never run on the io_context's thread: the
+// agent's own sequence (setup, join, leave, close) runs them on a thread of
+// their own while the io_context serves signals (run_off_loop), and calls
+// made while workers run (the exit-barrier mark, a restart request) run as
+// background tasks (StoreTasks). Every store client shares one
+// StoreInterrupt: a stop signal triggers it, so no state (forming, running,
+// stopping, exit barrier, leaving) waits for a store before it can stop.
+//
+// States of one node, in order:
+//   kForming   joining a rendezvous round (run_off_loop)
+//   kRunning   workers spawned; output flows through LogMux
+//   kStopping  a failure here, an end of round elsewhere or a signal:
+//              SIGTERM sent, SIGKILL after stop_grace
+//   kBarrier   every local worker exited 0; waiting for the other nodes
+//   kLeaving   the job is over here; the hosting node waits for the others
+//              to read the end before it stops serving the store
+//
+// Signals: the first SIGINT/SIGTERM (or --signals-to-handle) stops the job
+// for good, whatever state it is in: the signal goes to the workers, once
+// (as torchrun sends it), then SIGKILL after stop_grace; no restart; exit
+// 128+N. A second signal SIGKILLs the workers at once.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <utility>  // first: this Boost's asio/awaitable.hpp uses std::exchange unincluded
+
+#include <array>
+#include <boost/asio.hpp>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ccrun/agent.h"
+#include "ccrun/rendezvous.h"
+#include "ccrun/store_interrupt.h"
+#include "failure_report.h"
+#include "file_timer.h"
+#include "hang_monitor.h"
+#include "job_store.h"
+#include "log_mux.h"
+#include "round_decision.h"
+#include "run_logs.h"
+#include "signal_stream.h"
+#include "store_tasks.h"
+#include "worker_group.h"
+
+namespace ccrun::agent {
+
+// One node's agent for one job; run() once.
+class Agent {
+ public:
+  explicit Agent(const JobSpec& spec);
+  Agent(const Agent&) = delete;  // owns the io_context every handler captures `this` for
+  Agent& operator=(const Agent&) = delete;
+
+  // Runs the job to its end; the exit status ccrun returns.
+  int run();
+
+ private:
+  using RendezvousInfo = rendezvous::RendezvousInfo;
+  using RoundEvent = rendezvous::RoundEvent;
+  using milliseconds = std::chrono::milliseconds;
+
+  // How an attempt ended for this node.
+  enum class Outcome { kSucceeded, kFailedHere, kRoundEnded, kSignalled };
+  // Where the node is (the overview above).
+  enum class State { kForming, kRunning, kStopping, kBarrier, kLeaving };
+
+  // Milliseconds since the epoch (failure records' time).
+  static int64_t now_ms();
+
+  // The job's sequence, signals and the loop that carries out each decision (agent.cpp).
+  // The one line every job ends with, and the last event.
+  void summarize(int status);
+
+  // The stop signals were blocked at load (ccrun/stop_signals.h); from
+  // here they are events of the loop, also one that came before it ran.
+  void setup_signals();
+
+  // --exit-on-stdin-eof (agents started over ssh): the launching ccrun
+  // holds our stdin open; EOF means it is gone (even SIGKILLed), so the
+  // job stops here as on SIGTERM.
+  void watch_stdin();
+
+  // Waits for EOF on the dup of stdin watch_stdin made.
+  void read_stdin();
+
+  // Waits for the next stop signal (on_signal), again after each.
+  void arm_signals();
+
+  // Every state reacts here: store calls in flight are interrupted, the
+  // workers stop, and the attempt's outcome is kSignalled (never a restart).
+  void on_signal(int signo);
+
+  // What the node is doing (state_), for messages.
+  const char* state_name() const;
+
+  // Runs `fn` on a thread of its own while the io_context serves signals
+  // and whatever else is pending; rethrows what `fn` threw. A signal
+  // interrupts the store calls of `fn` (InterruptedError).
+  void run_off_loop(const std::function<void()>& fn);
+
+  // Like run_off_loop for best-effort calls after a stop: bounded by
+  // `timeout` (then interrupted) and by a further signal.
+  void run_bounded(const std::function<void()>& fn, milliseconds timeout);
+
+  // The rendezvous options both kinds of store share.
+  rendezvous::RendezvousOptions rendezvous_options(uint16_t master_port) const;
+
+  // Hosts or joins the job's store, and makes the rendezvous on it.
+  void setup_store();
+
+  // The job store's host:port, for messages.
+  std::string store_endpoint() const;
+
+  // The attempts: join a round, run it, carry out decide()'s action
+  // (round_decision.h); returns the exit status.
+  int loop();
+
+  // Hosts or joins the store (said once when it does not answer at once:
+  // another node's agent starts later, a host name does not resolve yet),
+  // then opens the run's log directory and the FileTimer.
+  void start_job();
+
+  // Joins the next rendezvous round (info_), and says so.
+  void join_round();
+
+  // The attempt's outcome as the decision takes it: a round event, or a
+  // failure of this node's own workers (a restart request with its report).
+  AttemptEnd end_of(Outcome outcome) const;
+
+  void say_why_the_group_stops(const AttemptEnd& end);
+
+  // The job ends here for good: the report, then the other nodes are told.
+  int fail_job(const std::string& reason);
+
+  // Says a restart is coming and logs it; `counts` takes one from the budget.
+  void note_restart(bool counts, const std::string& why, RestartBudget& budget);
+
+  // Releases everything in order; a hosted store stops serving last but one.
+  void cleanup();
+
+  // One attempt: the workers, their exits and the round's events (agent_attempt.cpp).
+  // One attempt: this node's workers run until the round ends for them.
+  Outcome run_attempt();
+
+  // Local rank `lr`'s program, environment and output in this attempt.
+  WorkerSpec worker_spec(int lr);
+
+  // A worker that cannot start fails the attempt here, like a worker that
+  // exits: the other nodes are told, the started ones stopped.
+  void start_workers(const std::vector<WorkerSpec>& specs);
+
+  // A failure of this node with no worker to name (yet): host, time, attempt.
+  Failure node_failure(const std::string& message) const;
+
+  // Asks the other nodes to restart, off the loop (StoreTasks).
+  void tell_restart(const Failure& f);
+
+  // A worker exited: all of them 0 reaches the exit barrier; a failure
+  // stops the group and asks for a restart.
+  void on_worker_exit(const WorkerExit& e);
+
+  // A SIGKILL nobody in ccrun sent: was it the kernel's OOM killer?
+  void name_oom_kill(Failure& f) const;
+
+  // The round ended elsewhere (or all nodes are done): stop this node's
+  // workers, after their stacks when node 0 judged the job hung.
+  void on_round_event(const RoundEvent& ev);
+
+  // The attempt's outcome; the first one stands.
+  void finish(Outcome o);
+
+  // Hangs (--hang-timeout) and torch's FileTimer (agent_hangs.cpp).
+  // torch's watchdog protocol, as its LocalElasticAgent serves it: with
+  // TORCHELASTIC_ENABLE_FILE_TIMER=1 the workers get TORCHELASTIC_TIMER_FILE
+  // (the given one, or a new FIFO), and a FileTimerClient deadline that
+  // passes kills its process, named in the report.
+  void serve_file_timer();
+
+  // Where torch's NCCL flight recorders put their FIFOs and dumps: the
+  // attempt's log folder, else /tmp/ccrun-<token>-nccl_... (no folder to
+  // make or remove: torch removes its FIFOs, and dumps are kept evidence).
+  std::string evidence_prefix() const;
+
+  // What --hang-timeout watches in this attempt (hang_monitor.h); a hang
+  // comes back to on_hang.
+  std::unique_ptr<HangMonitor> make_monitor();
+
+  // A hang (judged here, on node 0): the verdict now, then this node's
+  // ranks' stacks, then the group fails like any failure; the failure names
+  // the culprit, wherever it runs, and the other nodes take their ranks'
+  // stacks when they read it (on_round_event).
+  void on_hang(const HangVerdict& v, const std::vector<RankView>& all,
+               const std::vector<RankView>& local, const RankView& culprit);
+
+  // Stops this node's workers once their stacks are taken; `then` runs
+  // first, once the stacks are in.
+  void stop_with_stacks(const std::vector<RankView>& local, std::function<void()> then,
+                        Outcome outcome);
+
+  // Failures: collected, reported, and the ends that are not a decision's (agent_failures.cpp).
+  // The failures of the attempt that just ended, kept for the report.
+  void collect_failures();
+
+  // Only this node's failures (the store cannot be read).
+  void collect_failures_local();
+
+  // The failure report: on stderr (marked for a fan-out) and as
+  // failure_report.json in the log directory.
+  void report(const std::string& reason);
+
+  // The store stopped answering for the keep-alive window: nothing can be
+  // agreed with the other nodes any more, so this node ends now.
+  int store_lost(const std::string& detail);
+
+  // The job was stopped by a signal: the other nodes are told (bounded by
+  // kCloseOnSignalTimeout); returns 128 + the signal.
+  int exit_signalled();
+
+  const JobSpec& spec_;
+  boost::asio::io_context io_{1};
+  std::unique_ptr<SignalStream> signals_;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> stdin_;
+  std::array<char, 256> stdin_buf_;
+  int signalled_ = 0;
+  bool signalled_again_ = false;
+  std::string agent_token_;
+  std::shared_ptr<store::StoreInterrupt> interrupt_;
+  State state_ = State::kForming;
+
+  JobStore store_;  // hosted here or joined
+  std::unique_ptr<rendezvous::RendezvousHandler> rdzv_;
+  std::string run_id_ = "none", local_addr_, gloo_ifname_;
+  std::unique_ptr<RunLogs> run_logs_;  // the run's log directory (--log-dir)
+
+  RendezvousInfo info_;
+  int restart_count_ = 0;
+  int generation_ = 0;  // attempts started; stale round events are dropped
+  std::unique_ptr<LogMux> output_;  // the workers' output, to console and files
+  std::unique_ptr<WorkerGroup> group_;
+  std::unique_ptr<StoreTasks> tasks_;
+  std::unique_ptr<HangMonitor> monitor_;     // this attempt's progress watch
+  nlohmann::json hang_;                      // the last hang verdict and its stacks
+  std::unique_ptr<FileTimerServer> file_timer_;  // TORCHELASTIC_ENABLE_FILE_TIMER=1
+  std::map<pid_t, std::string> timer_kills_;     // pids the FileTimer killed, and why
+  std::optional<Outcome> outcome_;
+  std::optional<RoundEvent> event_, dead_node_;
+  std::vector<Failure> local_failures_, last_failures_, all_failures_;
+  bool stopping_ = false;
+  bool lost_in_barrier_ = false;
+  int attempts_ = 0;  // rendezvous rounds that started workers (or would have)
+  std::string end_reason_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  int exited_ok_ = 0;
+};
+
+}  // namespace ccrun::agent
