@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -118,8 +119,27 @@ struct Options {
   int max_attempt = 3;
   double steady_s = 5;
   int daemon_pid = 0;
+  int daemon_port = 0;  // also count the bytes through this port (ss)
   std::string run_id;
 };
+
+// Bytes through the established connections whose local port is `port`,
+// as ss counts them (bytes_received + bytes_acked), framing included.
+int64_t port_bytes(int port) {
+  std::string cmd = "ss -tinH state established '( sport = :" + std::to_string(port) + " )'";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return 0;
+  int64_t total = 0;
+  char word[256];
+  while (std::fscanf(p, "%255s", word) == 1) {
+    std::string w = word;
+    for (const char* name : {"bytes_received:", "bytes_acked:"}) {
+      if (w.rfind(name, 0) == 0) total += std::stoll(w.substr(std::strlen(name)));
+    }
+  }
+  pclose(p);
+  return total;
+}
 
 // The daemon's counters: CPU seconds, RSS.
 struct DaemonSample {
@@ -199,6 +219,7 @@ void watch(std::vector<std::unique_ptr<Agent>>& agents) {
 
 nlohmann::json steady(const Options& o, double seconds) {
   int64_t req0 = g_requests, bytes0 = g_bytes;
+  int64_t port0 = o.daemon_port ? port_bytes(o.daemon_port) : 0;
   DaemonSample d0 = sample_daemon(o.daemon_pid);
   auto t0 = Clock::now();
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
@@ -209,6 +230,9 @@ nlohmann::json steady(const Options& o, double seconds) {
                    {"requests_per_node_per_interval", double(g_requests - req0) * per_interval},
                    {"bytes_per_s", double(g_bytes - bytes0) / dt},
                    {"bytes_per_node_per_s", double(g_bytes - bytes0) / dt / o.nodes}};
+  if (o.daemon_port > 0) {
+    j["wire_bytes_per_node_per_s"] = double(port_bytes(o.daemon_port) - port0) / dt / o.nodes;
+  }
   if (o.daemon_pid > 0) {
     j["daemon_cpu_percent"] = 100.0 * (d1.cpu_s - d0.cpu_s) / dt;
     j["daemon_rss_mib"] = double(d1.rss_kb) / 1024.0;
@@ -286,6 +310,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-attempt", o.max_attempt, "keep_alive_max_attempt");
   app.add_option("--steady", o.steady_s, "seconds of steady state to measure");
   app.add_option("--daemon-pid", o.daemon_pid, "the store daemon's pid, for its bytes, CPU, RSS");
+  app.add_option("--daemon-port", o.daemon_port,
+                 "the store's port, to count the bytes through it (ss) too");
   app.add_option("--run-id", o.run_id, "the job's run id");
   CLI11_PARSE(app, argc, argv);
   try {
