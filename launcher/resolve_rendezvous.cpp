@@ -48,6 +48,10 @@ void resolve_rendezvous(const Sources& src, JobSpec& spec) {
   } catch (const ConfigError& e) {
     fail(backend, e.what());
   }
+  if (auto notice = rendezvous::backend_alias_notice(backend.value); !notice.empty()) {
+    std::fprintf(stderr, "ccrun: %s: %.*s\n", backend.label().c_str(), int(notice.size()),
+                 notice.data());
+  }
   Raw endpoint = raw("rdzv_endpoint");
   std::optional<store::Endpoint> ep = parse_rdzv_endpoint(endpoint, spec.rdzv.backend);
   spec.rdzv.endpoint = endpoint.value;

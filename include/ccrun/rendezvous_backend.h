@@ -55,12 +55,37 @@ inline std::string backend_names() {
   return out;
 }
 
-// The backend `name` means. Throws ConfigError "unknown backend; use
+// torchrun's names that ccrun serves with one of its own backends: a job
+// file written for torchrun runs unchanged, with a one-line notice.
+struct BackendAlias {
+  std::string_view name;
+  Backend backend;
+  std::string_view notice;  // why the mapping is sound, and what to write instead
+};
+inline constexpr std::array<BackendAlias, 1> kBackendAliases{{
+    {"etcd-v2", Backend::kEtcd,
+     "torchrun's etcd-v2 backend; ccrun's etcd backend keeps the rendezvous in the same etcd "
+     "servers through their v3 API (write --rdzv-backend etcd to silence this)"},
+}};
+
+// The notice for a torchrun alias (`name` is not one of kBackendNames), or
+// empty for a name that is ccrun's own.
+[[nodiscard]] inline std::string_view backend_alias_notice(std::string_view name) {
+  for (const auto& a : kBackendAliases) {
+    if (a.name == name) return a.notice;
+  }
+  return {};
+}
+
+// The backend `name` means (torchrun's aliases included). Throws ConfigError "unknown backend; use
 // static, c10d or etcd" for any other name (the caller adds where it came
 // from).
 [[nodiscard]] inline Backend parse_backend(std::string_view name) {
   for (const auto& b : kBackendNames) {
     if (b.name == name) return b.backend;
+  }
+  for (const auto& a : kBackendAliases) {
+    if (a.name == name) return a.backend;
   }
   throw ConfigError("unknown backend; use " + backend_names());
 }
