@@ -96,7 +96,25 @@ WorkerGroup::~WorkerGroup() {
   }
   // Pipe callbacks point at this group: none may run after it is gone.
   logs_.close_all();
-  if (!agent_token_.empty()) kill_token_holders(agent_token_.c_str(), true);
+  if (!agent_token_.empty()) kill_tree_holders(agent_token_.c_str(), true, nullptr, 0);
+}
+
+// The workers not reaped yet: their subtrees are theirs, not orphans.
+std::vector<pid_t> WorkerGroup::live_pids() const {
+  std::vector<pid_t> out;
+  for (const auto& w : workers_) {
+    if (!w->reaped) out.push_back(w->pid);
+  }
+  return out;
+}
+
+// Kills the descendants of the workers that hold `token` (see
+// descendants.h): a walk of the agent's own tree, the live workers'
+// subtrees left out.
+void WorkerGroup::kill_holders(const std::string& token, bool with_children) {
+  if (token.empty()) return;
+  std::vector<pid_t> live = live_pids();
+  kill_tree_holders(token.c_str(), with_children, live.data(), live.size());
 }
 
 std::vector<pid_t> WorkerGroup::pids() const {
@@ -108,6 +126,9 @@ std::vector<pid_t> WorkerGroup::pids() const {
 void WorkerGroup::start(const std::vector<WorkerSpec>& specs,
                         std::function<void(const WorkerExit&)> on_exit) {
   on_exit_ = std::move(on_exit);
+  // Orphaned descendants (setsid'd included) reparent to the agent, where
+  // kill_holders finds them (descendants.h).
+  become_subreaper();
   pid_t agent = getpid();
   for (const auto& spec : specs) {
     int out[2], err[2];
@@ -170,23 +191,26 @@ void WorkerGroup::on_pidfd(const std::shared_ptr<Worker>& w) {
   // The worker's group may hold children that keep its pipes open: they die
   // with it.
   ::kill(-w->pid, SIGKILL);
-  // So may its descendants that left the group (setsid): found by token.
-  if (!w->spec.token.empty()) kill_token_holders(w->spec.token.c_str(), false);
+  // So may its descendants that left the group (setsid): they are in the
+  // agent's tree (it is their subreaper), found there by the worker's token.
+  kill_holders(w->spec.token, false);
   Janitor::instance().untrack(w->pid);
   if (w->open_pipes > 0) rescan_holders(w, std::chrono::milliseconds(100));
   maybe_finish(w);
 }
 
-// A descendant caught in the middle of an exec has no readable environ, so
-// the scan at the worker's exit can miss it; if it holds the worker's pipes,
-// they never close and the group never finishes. Scan again while they stay
-// open (100 ms, then doubling up to 2 s): a cost only when something escaped.
+// An orphan caught in the middle of an exec has no readable environ, so the
+// walk at the worker's exit can miss it (what lies below a token holder dies
+// whatever its environ; only the orphans the agent adopted are read). If it
+// holds the worker's pipes, they never close and the group never finishes.
+// Walk the agent's tree again while they stay open (100 ms, then doubling up
+// to 2 s): a cost only when something escaped, and only the job's processes.
 void WorkerGroup::rescan_holders(const std::shared_ptr<Worker>& w, std::chrono::milliseconds after) {
   if (w->spec.token.empty()) return;
   w->rescan.expires_after(after);
   w->rescan.async_wait([this, w, after](boost::system::error_code ec) {
     if (ec || w->open_pipes == 0) return;
-    kill_token_holders(w->spec.token.c_str(), false);
+    kill_holders(w->spec.token, false);
     rescan_holders(w, std::min(after * 2, std::chrono::milliseconds(2000)));
   });
 }
@@ -198,7 +222,7 @@ void WorkerGroup::maybe_finish(const std::shared_ptr<Worker>& w) {
   if (on_exit_) on_exit_(w->exit);
   bool all = true;
   for (auto& x : workers_) all = all && x->reported;
-  if (all && !agent_token_.empty()) kill_token_holders(agent_token_.c_str(), true);
+  if (all) kill_holders(agent_token_, true);
   if (all && stopped_) {
     if (kill_timer_) kill_timer_->cancel();
     auto done = std::move(stopped_);
