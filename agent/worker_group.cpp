@@ -96,7 +96,10 @@ WorkerGroup::~WorkerGroup() {
   }
   // Pipe callbacks point at this group: none may run after it is gone.
   logs_.close_all();
-  if (!agent_token_.empty()) kill_tree_holders(agent_token_.c_str(), true, nullptr, 0);
+  if (!agent_token_.empty()) {
+    kill_tree_holders(agent_token_.c_str(), true, nullptr, 0);
+    Janitor::instance().disarm();  // nothing of the job is left to scan for
+  }
 }
 
 // The workers not reaped yet: their subtrees are theirs, not orphans.
@@ -222,7 +225,10 @@ void WorkerGroup::maybe_finish(const std::shared_ptr<Worker>& w) {
   if (on_exit_) on_exit_(w->exit);
   bool all = true;
   for (auto& x : workers_) all = all && x->reported;
-  if (all) kill_holders(agent_token_, true);
+  if (all && !agent_token_.empty()) {
+    kill_holders(agent_token_, true);
+    Janitor::instance().disarm();  // until the next start() tracks a group
+  }
   if (all && stopped_) {
     if (kill_timer_) kill_timer_->cancel();
     auto done = std::move(stopped_);
