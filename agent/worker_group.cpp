@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -78,6 +79,30 @@ void write_str(int fd, const char* s) {
   _exit(127);
 }
 
+struct ChildArgs {
+  const ExecImage* image;
+  int out_fd, err_fd;
+  pid_t agent;
+};
+
+int child_main(void* arg) {
+  auto* a = static_cast<ChildArgs*>(arg);
+  exec_child(*a->image, a->out_fd, a->err_fd, a->agent);
+}
+
+// Starts the worker's process as vfork does (CLONE_VM | CLONE_VFORK: no
+// copy of the agent's page tables; the agent is suspended until the child
+// execs or exits), on a stack of its own, as glibc's posix_spawn does. The
+// child touches no memory of the agent but its stack and errno (the agent
+// reads neither while suspended), and changes only its own signal
+// dispositions and descriptors (neither CLONE_SIGHAND nor CLONE_FILES).
+// Every signal must be blocked (see start()).
+pid_t spawn_child(const ExecImage& image, int out_fd, int err_fd, pid_t agent,
+                  std::vector<char>& stack) {
+  ChildArgs args{&image, out_fd, err_fd, agent};
+  return ::clone(child_main, stack.data() + stack.size(), CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+}
+
 }  // namespace
 
 WorkerGroup::~WorkerGroup() {
@@ -133,6 +158,9 @@ void WorkerGroup::start(const std::vector<WorkerSpec>& specs,
   // kill_holders finds them (descendants.h).
   become_subreaper();
   pid_t agent = getpid();
+  // The spawned child's stack (execvpe's path search uses it); reused: the
+  // agent waits for each child to exec before the next spawn.
+  std::vector<char> child_stack(256 * 1024);
   for (const auto& spec : specs) {
     int out[2], err[2];
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
@@ -142,11 +170,10 @@ void WorkerGroup::start(const std::vector<WorkerSpec>& specs,
     sigset_t all, old_mask;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old_mask);
-    pid_t pid = fork();
-    if (pid == 0) exec_child(image, out[1], err[1], agent);
+    pid_t pid = spawn_child(image, out[1], err[1], agent, child_stack);
     pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     if (pid < 0) {
-      throw Error(std::string("cannot start worker ") + std::to_string(spec.rank) + ": fork: " +
+      throw Error(std::string("cannot start worker ") + std::to_string(spec.rank) + ": clone: " +
                   std::strerror(errno));
     }
     setpgid(pid, pid);  // also here: no race with the first kill(-pgid)
