@@ -92,6 +92,7 @@ Janitor::Janitor(const std::string& agent_token) {
   }
   ::close(fds[0]);
   pipe_fd_ = pid > 0 ? fds[1] : -1;
+  pid_ = pid > 0 ? pid : 0;
   if (pid < 0) ::close(fds[1]);
 }
 

@@ -33,11 +33,15 @@ class Janitor {
   // what they left: no token scan at EOF, unless a group is tracked again.
   // Spares every clean exit one read per process on the node.
   void disarm();
+  // The janitor's pid (0 when it could not be started): a child of the
+  // agent that its tree walk leaves out.
+  pid_t pid() const { return pid_; }
 
  private:
   explicit Janitor(const std::string& agent_token);
   void send(int32_t value);
   int pipe_fd_ = -1;
+  pid_t pid_ = 0;
 };
 
 }  // namespace ccrun::agent

@@ -116,20 +116,23 @@ WorkerGroup::~WorkerGroup() {
       ::kill(w->pid, SIGKILL);
       int status;
       waitpid(w->pid, &status, 0);
+      w->reaped = true;
       Janitor::instance().untrack(w->pid);
     }
   }
   // Pipe callbacks point at this group: none may run after it is gone.
   logs_.close_all();
   if (!agent_token_.empty()) {
-    kill_tree_holders(agent_token_.c_str(), true, nullptr, 0);
+    kill_holders(agent_token_, true);  // every worker was reaped above
     Janitor::instance().disarm();  // nothing of the job is left to scan for
   }
 }
 
-// The workers not reaped yet: their subtrees are theirs, not orphans.
+// The workers not reaped yet (their subtrees are theirs, not orphans) and
+// the janitor: the agent's children that no walk enters.
 std::vector<pid_t> WorkerGroup::live_pids() const {
   std::vector<pid_t> out;
+  if (pid_t janitor = Janitor::instance().pid()) out.push_back(janitor);
   for (const auto& w : workers_) {
     if (!w->reaped) out.push_back(w->pid);
   }
