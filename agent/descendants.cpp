@@ -1,23 +1,28 @@
-// Finding a worker's descendants by their environment (see descendants.h).
+// Finding a worker's descendants: the agent's own process tree while it
+// lives, every process's environment once it died (see descendants.h).
 #include "descendants.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace ccrun::agent {
 namespace {
 
 // True when /proc/<pid>/environ holds `needle` ("NAME=value") as a whole
 // entry. Reads in fixed chunks: environments can be large.
-bool environ_holds(const char* pid, const char* needle, size_t needle_len, bool with_children) {
-  char path[300];
-  std::snprintf(path, sizeof path, "/proc/%s/environ", pid);
+bool environ_holds(long pid, const char* needle, size_t needle_len, bool with_children) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%ld/environ", pid);
   int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   static char buf[64 * 1024];
@@ -49,13 +54,134 @@ bool environ_holds(const char* pid, const char* needle, size_t needle_len, bool 
   return found;
 }
 
+// "CCRUN_AGENT_TOKEN=<token>" into `out`; its length, or 0 when it does not fit.
+size_t make_needle(const char* token, char* out, size_t size) {
+  if (token[0] == '\0') return 0;
+  int len = std::snprintf(out, size, "%s=%s", kAgentTokenVar, token);
+  return len <= 0 || size_t(len) >= size ? 0 : size_t(len);
+}
+
+// Appends the children of every thread of `pid` (a child's parent is the
+// thread that forked it, or any thread of a subreaper it reparented to).
+void append_children(pid_t pid, std::vector<pid_t>& out) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/task", int(pid));
+  DIR* tasks = opendir(path);
+  if (!tasks) return;
+  while (dirent* e = readdir(tasks)) {
+    if (e->d_name[0] == '.') continue;
+    char children[96];
+    std::snprintf(children, sizeof children, "/proc/%d/task/%.16s/children", int(pid), e->d_name);
+    int fd = ::open(children, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char buf[4096];
+    long value = 0;
+    bool in_number = false;
+    for (;;) {
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n <= 0) break;
+      for (ssize_t i = 0; i < n; ++i) {
+        if (buf[i] >= '0' && buf[i] <= '9') {
+          value = value * 10 + (buf[i] - '0');
+          in_number = true;
+        } else if (in_number) {
+          out.push_back(pid_t(value));
+          value = 0;
+          in_number = false;
+        }
+      }
+    }
+    if (in_number) out.push_back(pid_t(value));
+    ::close(fd);
+  }
+  closedir(tasks);
+}
+
+// State letter and process group of `pid` from /proc/<pid>/stat; false
+// when it is gone.
+bool read_stat(pid_t pid, char& state, pid_t& pgrp) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[512];
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  // "pid (comm) S ppid pgrp ...": comm may hold spaces and parentheses.
+  const char* close_paren = std::strrchr(buf, ')');
+  int ppid = 0, group = 0;
+  if (!close_paren || std::sscanf(close_paren + 1, " %c %d %d", &state, &ppid, &group) != 3) {
+    return false;
+  }
+  pgrp = group;
+  return true;
+}
+
+void stop_and_kill(pid_t pid) {
+  // Stopped first: a stopped process cannot fork another while the rest of
+  // the walk runs; SIGKILL works on stopped processes.
+  ::kill(pid, SIGSTOP);
+  ::kill(pid, SIGKILL);
+}
+
 }  // namespace
 
+bool become_subreaper() { return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0; }
+
+int kill_tree_holders(const char* token, bool with_children, const pid_t* skip, size_t n_skip) {
+  char needle[256];
+  size_t len = make_needle(token, needle, sizeof needle);
+  if (len == 0) return 0;
+  const pid_t self = getpid();
+  const pid_t own_group = getpgrp();
+  auto skipped = [&](pid_t p) { return std::find(skip, skip + n_skip, p) != skip + n_skip; };
+  std::vector<pid_t> killed, roots, kids;
+  std::vector<std::pair<pid_t, bool>> todo;  // pid, below a token holder
+  for (int round = 0; round < 8; ++round) {
+    roots.clear();
+    append_children(self, roots);
+    todo.clear();
+    for (pid_t c : roots) {
+      if (skipped(c)) continue;
+      char state = 0;
+      pid_t group = 0;
+      if (!read_stat(c, state, group)) continue;
+      if (state == 'Z') {
+        // A reparented descendant that died: ours to reap. The agent's own
+        // helpers (hang evidence tools) stay in its group and are waited
+        // for by the code that started them.
+        if (group != own_group) ::waitpid(c, nullptr, WNOHANG);
+        continue;
+      }
+      todo.emplace_back(c, false);
+    }
+    size_t before = killed.size();
+    while (!todo.empty()) {
+      auto [p, doomed] = todo.back();
+      todo.pop_back();
+      bool was_killed = std::find(killed.begin(), killed.end(), p) != killed.end();
+      doomed = doomed || was_killed || environ_holds(p, needle, len, with_children);
+      if (doomed && !was_killed) {
+        stop_and_kill(p);
+        killed.push_back(p);
+      }
+      kids.clear();
+      append_children(p, kids);
+      for (pid_t k : kids) todo.emplace_back(k, doomed);
+    }
+    // A process with SIGKILL pending forks no more (the kernel cancels a
+    // fork in progress), so a walk that found nothing new is the last.
+    if (killed.size() == before) break;
+  }
+  return int(killed.size());
+}
+
 int kill_token_holders(const char* token, bool with_children) {
-  if (token[0] == '\0') return 0;
   static char needle[256];
-  int len = std::snprintf(needle, sizeof needle, "%s=%s", kAgentTokenVar, token);
-  if (len <= 0 || size_t(len) >= sizeof needle) return 0;
+  size_t len = make_needle(token, needle, sizeof needle);
+  if (len == 0) return 0;
   pid_t self = getpid();
   int killed = 0;
   for (int round = 0; round < 8; ++round) {
@@ -66,11 +192,8 @@ int kill_token_holders(const char* token, bool with_children) {
       char* end = nullptr;
       long pid = std::strtol(e->d_name, &end, 10);
       if (*end != '\0' || pid <= 0 || pid == self) continue;
-      if (!environ_holds(e->d_name, needle, size_t(len), with_children)) continue;
-      // Stopped first: a stopped process cannot fork another while the
-      // rest of the scan runs; SIGKILL works on stopped processes.
-      ::kill(pid_t(pid), SIGSTOP);
-      ::kill(pid_t(pid), SIGKILL);
+      if (!environ_holds(pid, needle, len, with_children)) continue;
+      stop_and_kill(pid_t(pid));
       ++found;
     }
     closedir(proc);

@@ -1,5 +1,6 @@
-// The orphan killer process (see orphan_killer.h). Protocol on the pipe: int32 values,
-// a positive one tracks that process group, a negative one forgets -value.
+// The orphan killer process (see orphan_killer.h). Protocol on the pipe: int32
+// values, a positive one tracks that process group, a negative one forgets
+// -value, 0 disarms the token scan until the next positive one.
 #include "orphan_killer.h"
 
 #include "descendants.h"
@@ -38,11 +39,15 @@ constexpr int kMaxGroups = 65536;
   // No allocation here: the orphan killer may be forked from a threaded agent.
   static pid_t groups[kMaxGroups];
   int count = 0;
+  bool armed = true;  // scan for the token at EOF
   int32_t v;
   for (;;) {
     ssize_t n = ::read(fd, &v, sizeof v);
     if (n == sizeof v) {
-      if (v > 0 && count < kMaxGroups) {
+      if (v == 0) {
+        armed = false;
+      } else if (v > 0 && count < kMaxGroups) {
+        armed = true;
         groups[count++] = v;
       } else if (v < 0) {
         for (int i = 0; i < count; ++i) {
@@ -58,7 +63,7 @@ constexpr int kMaxGroups = 65536;
     break;  // EOF: the agent is gone
   }
   for (int i = 0; i < count; ++i) kill(-groups[i], SIGKILL);
-  kill_token_holders(token, true);
+  if (armed) kill_token_holders(token, true);
   _exit(0);
 }
 
@@ -87,6 +92,7 @@ OrphanKiller::OrphanKiller(const std::string& agent_token) {
   }
   ::close(fds[0]);
   pipe_fd_ = pid > 0 ? fds[1] : -1;
+  pid_ = pid > 0 ? pid : 0;
   if (pid < 0) ::close(fds[1]);
 }
 
@@ -98,5 +104,6 @@ void OrphanKiller::send(int32_t value) {
 
 void OrphanKiller::track(pid_t pgid) { send(pgid); }
 void OrphanKiller::untrack(pid_t pgid) { send(-pgid); }
+void OrphanKiller::disarm() { send(0); }
 
 }  // namespace ccrun::agent

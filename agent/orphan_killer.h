@@ -5,10 +5,11 @@
 // processes). The orphan killer is a small process forked once per agent: the
 // agent tells it, through a pipe, each worker process group it starts and
 // each it has reaped; when the pipe reaches EOF (the agent is gone, however
-// it died) the orphan killer SIGKILLs every group still listed, then every process
-// that carries the agent's token (descendants.h: those that left their
-// worker's group with setsid or setpgid), then exits. Its process name
-// stays "ccrun-janitor", the name ps has always shown for it.
+// it died) the orphan killer SIGKILLs every group still listed, then, unless
+// the agent disarmed it after a clean stop, every process that carries the
+// agent's token (descendants.h: those that left their worker's group with
+// setsid or setpgid), then exits. Its process name stays "ccrun-janitor",
+// the name ps has always shown for it.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -29,11 +30,19 @@ class OrphanKiller {
 
   void track(pid_t pgid);    // a worker group now exists
   void untrack(pid_t pgid);  // it was reaped; forget it
+  // Every worker was reaped and the agent's tree walk (descendants.h) killed
+  // what they left: no token scan at EOF, unless a group is tracked again.
+  // Spares every clean exit one read per process on the node.
+  void disarm();
+  // The orphan killer's pid (0 when it could not be started): a child of the
+  // agent that its tree walk leaves out.
+  pid_t pid() const { return pid_; }
 
  private:
   explicit OrphanKiller(const std::string& agent_token);
   void send(int32_t value);
   int pipe_fd_ = -1;
+  pid_t pid_ = 0;
 };
 
 }  // namespace ccrun::agent

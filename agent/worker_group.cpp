@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -78,6 +79,30 @@ void write_str(int fd, const char* s) {
   _exit(127);
 }
 
+struct ChildArgs {
+  const ExecImage* image;
+  int out_fd, err_fd;
+  pid_t agent;
+};
+
+int child_main(void* arg) {
+  auto* a = static_cast<ChildArgs*>(arg);
+  exec_child(*a->image, a->out_fd, a->err_fd, a->agent);
+}
+
+// Starts the worker's process as vfork does (CLONE_VM | CLONE_VFORK: no
+// copy of the agent's page tables; the agent is suspended until the child
+// execs or exits), on a stack of its own, as glibc's posix_spawn does. The
+// child touches no memory of the agent but its stack and errno (the agent
+// reads neither while suspended), and changes only its own signal
+// dispositions and descriptors (neither CLONE_SIGHAND nor CLONE_FILES).
+// Every signal must be blocked (see start()).
+pid_t spawn_child(const ExecImage& image, int out_fd, int err_fd, pid_t agent,
+                  std::vector<char>& stack) {
+  ChildArgs args{&image, out_fd, err_fd, agent};
+  return ::clone(child_main, stack.data() + stack.size(), CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+}
+
 }  // namespace
 
 WorkerGroup::~WorkerGroup() {
@@ -91,12 +116,36 @@ WorkerGroup::~WorkerGroup() {
       ::kill(w->pid, SIGKILL);
       int status;
       waitpid(w->pid, &status, 0);
+      w->reaped = true;
       OrphanKiller::instance().untrack(w->pid);
     }
   }
   // Pipe callbacks point at this group: none may run after it is gone.
   logs_.close_all();
-  if (!agent_token_.empty()) kill_token_holders(agent_token_.c_str(), true);
+  if (!agent_token_.empty()) {
+    kill_holders(agent_token_, true);  // every worker was reaped above
+    OrphanKiller::instance().disarm();  // nothing of the job is left to scan for
+  }
+}
+
+// The workers not reaped yet (their subtrees are theirs, not orphans) and
+// the orphan killer: the agent's children that no walk enters.
+std::vector<pid_t> WorkerGroup::live_pids() const {
+  std::vector<pid_t> out;
+  if (pid_t killer = OrphanKiller::instance().pid()) out.push_back(killer);
+  for (const auto& w : workers_) {
+    if (!w->reaped) out.push_back(w->pid);
+  }
+  return out;
+}
+
+// Kills the descendants of the workers that hold `token` (see
+// descendants.h): a walk of the agent's own tree, the live workers'
+// subtrees left out.
+void WorkerGroup::kill_holders(const std::string& token, bool with_children) {
+  if (token.empty()) return;
+  std::vector<pid_t> live = live_pids();
+  kill_tree_holders(token.c_str(), with_children, live.data(), live.size());
 }
 
 std::vector<pid_t> WorkerGroup::pids() const {
@@ -108,7 +157,13 @@ std::vector<pid_t> WorkerGroup::pids() const {
 void WorkerGroup::start(const std::vector<WorkerSpec>& specs,
                         std::function<void(const WorkerExit&)> on_exit) {
   on_exit_ = std::move(on_exit);
+  // Orphaned descendants (setsid'd included) reparent to the agent, where
+  // kill_holders finds them (descendants.h).
+  become_subreaper();
   pid_t agent = getpid();
+  // The spawned child's stack (execvpe's path search uses it); reused: the
+  // agent waits for each child to exec before the next spawn.
+  std::vector<char> child_stack(256 * 1024);
   for (const auto& spec : specs) {
     int out[2], err[2];
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
@@ -118,11 +173,10 @@ void WorkerGroup::start(const std::vector<WorkerSpec>& specs,
     sigset_t all, old_mask;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old_mask);
-    pid_t pid = fork();
-    if (pid == 0) exec_child(image, out[1], err[1], agent);
+    pid_t pid = spawn_child(image, out[1], err[1], agent, child_stack);
     pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     if (pid < 0) {
-      throw Error(std::string("cannot start worker ") + std::to_string(spec.rank) + ": fork: " +
+      throw Error(std::string("cannot start worker ") + std::to_string(spec.rank) + ": clone: " +
                   std::strerror(errno));
     }
     setpgid(pid, pid);  // also here: no race with the first kill(-pgid)
@@ -170,23 +224,26 @@ void WorkerGroup::on_pidfd(const std::shared_ptr<Worker>& w) {
   // The worker's group may hold children that keep its pipes open: they die
   // with it.
   ::kill(-w->pid, SIGKILL);
-  // So may its descendants that left the group (setsid): found by token.
-  if (!w->spec.token.empty()) kill_token_holders(w->spec.token.c_str(), false);
+  // So may its descendants that left the group (setsid): they are in the
+  // agent's tree (it is their subreaper), found there by the worker's token.
+  kill_holders(w->spec.token, false);
   OrphanKiller::instance().untrack(w->pid);
   if (w->open_pipes > 0) rescan_holders(w, std::chrono::milliseconds(100));
   maybe_finish(w);
 }
 
-// A descendant caught in the middle of an exec has no readable environ, so
-// the scan at the worker's exit can miss it; if it holds the worker's pipes,
-// they never close and the group never finishes. Scan again while they stay
-// open (100 ms, then doubling up to 2 s): a cost only when something escaped.
+// An orphan caught in the middle of an exec has no readable environ, so the
+// walk at the worker's exit can miss it (what lies below a token holder dies
+// whatever its environ; only the orphans the agent adopted are read). If it
+// holds the worker's pipes, they never close and the group never finishes.
+// Walk the agent's tree again while they stay open (100 ms, then doubling up
+// to 2 s): a cost only when something escaped, and only the job's processes.
 void WorkerGroup::rescan_holders(const std::shared_ptr<Worker>& w, std::chrono::milliseconds after) {
   if (w->spec.token.empty()) return;
   w->rescan.expires_after(after);
   w->rescan.async_wait([this, w, after](boost::system::error_code ec) {
     if (ec || w->open_pipes == 0) return;
-    kill_token_holders(w->spec.token.c_str(), false);
+    kill_holders(w->spec.token, false);
     rescan_holders(w, std::min(after * 2, std::chrono::milliseconds(2000)));
   });
 }
@@ -198,7 +255,10 @@ void WorkerGroup::maybe_finish(const std::shared_ptr<Worker>& w) {
   if (on_exit_) on_exit_(w->exit);
   bool all = true;
   for (auto& x : workers_) all = all && x->reported;
-  if (all && !agent_token_.empty()) kill_token_holders(agent_token_.c_str(), true);
+  if (all && !agent_token_.empty()) {
+    kill_holders(agent_token_, true);
+    OrphanKiller::instance().disarm();  // until the next start() tracks a group
+  }
   if (all && stopped_) {
     if (kill_timer_) kill_timer_->cancel();
     auto done = std::move(stopped_);

@@ -4,7 +4,11 @@
 // io_context. Each worker runs in its own process group, is killed if the
 // agent dies (PR_SET_PDEATHSIG, plus a check that the agent is still its
 // parent after fork), and has its exit collected through a pidfd: no
-// polling, no SIGCHLD handler.
+// polling, no SIGCHLD handler. The agent is the workers' child subreaper:
+// what a worker leaves behind (setsid'd processes included) reparents to
+// it and is killed, and reaped, by a walk of the agent's own process tree
+// when the worker exits (descendants.h); the waitpid of a worker names its
+// pid, so a reparented zombie is never taken for a worker.
 //
 //   WorkerGroup group(io, logs);
 //   group.start(specs, [](const WorkerExit& e) { ... });
@@ -96,6 +100,8 @@ class WorkerGroup {
   void on_pidfd(const std::shared_ptr<Worker>& w);
   void maybe_finish(const std::shared_ptr<Worker>& w);
   void rescan_holders(const std::shared_ptr<Worker>& w, std::chrono::milliseconds after);
+  std::vector<pid_t> live_pids() const;
+  void kill_holders(const std::string& token, bool with_children);
 
   boost::asio::io_context& io_;
   LogMux& logs_;

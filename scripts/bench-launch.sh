@@ -3,18 +3,37 @@
 # torchrun from Debian's python3-torch (1.13, patched at run time by
 # scripts/torchrun_patched.py for Python 3.11), in one run. Writes a Markdown
 # table to stdout and into docs/benchmarks.md between the bench-launch markers.
+# The "busy node" column repeats ccrun's measurements with 1,000 idle
+# processes (sleep) running beside them, as on a GPU node with data-loader
+# workers and monitoring agents: ccrun's cost must not grow with them.
 #
-#   scripts/bench-launch.sh           # nproc 1, 8, 32; 5 runs each
-#   scripts/bench-launch.sh --smoke   # nproc 1, 1 run, for CI
+#   scripts/bench-launch.sh           # nproc 1, 8, 32, 128; 5 runs each; 1,000 idle processes
+#   scripts/bench-launch.sh --smoke   # nproc 1, 1 run, 100 idle processes, for CI
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bench_common.sh" "$@"  # here, build, python, smoke
+load=$(cut -d' ' -f1 /proc/loadavg)
 cmake --build "$build" --target ccrun >/dev/null
 ccrun=$build/launcher/ccrun
 torchrun=("$python" "$here/scripts/torchrun_patched.py")
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+busy_pids=()
+cleanup() {
+  ((${#busy_pids[@]})) && kill "${busy_pids[@]}" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
 
-if ((smoke)); then sizes=(1); runs=1; else sizes=(1 8 32); runs=5; fi
+if ((smoke)); then sizes=(1); runs=1; busy_count=100; else sizes=(1 8 32 128); runs=5; busy_count=1000; fi
+
+# Starts / stops the busy node's idle processes (ours: killed by pid).
+busy_start() {
+  for _ in $(seq "$busy_count"); do sleep 3600 & busy_pids+=($!); done
+}
+busy_stop() {
+  kill "${busy_pids[@]}" 2>/dev/null
+  wait "${busy_pids[@]}" 2>/dev/null || true
+  busy_pids=()
+}
 
 free_port() { "$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -39,15 +58,8 @@ measure() {
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.1f", a / b; else print "n/a" }'; }
-
-table="| measurement | ccrun | torchrun (torch 1.13) | ratio |
-|---|---|---|---|"
-for n in "${sizes[@]}"; do
-  read -r cw cr < <(measure "$ccrun" --nproc-per-node "$n" --master-port "$(free_port)" --no-python /bin/true)
-  read -r tw tr < <(measure "${torchrun[@]}" --nproc_per_node "$n" --master_port "$(free_port)" --no_python /bin/true)
-  table+=$'\n'"| launch /bin/true x $n: wall seconds (median of $runs) | $cw | $tw | $(ratio "$tw" "$cw")x faster |"
-  table+=$'\n'"| launch /bin/true x $n: launcher peak RSS, KiB | $cr | $tr | $(ratio "$tr" "$cr")x less |"
-done
+# "+4%": how much more b costs than a
+more() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a > 0) printf "%+.0f%%", (b - a) * 100 / a; else print "n/a" }'; }
 
 # Failure to restart: rank 0 crashes in attempt 0 after writing the time;
 # every worker of attempt 1 writes the time it starts.
@@ -59,9 +71,36 @@ restart_latency() {
   crash=$(cat "$out/crash"); first=$(sort -n "$out/start" | head -1)
   awk -v a="$first" -v b="$crash" 'BEGIN{printf "%.1f", (a - b) / 1e6}'
 }
-c_ms=$(restart_latency "$ccrun" --nproc-per-node 4 --max-restarts 1 --master-port "$(free_port)" --no-python)
+ccrun_restart_ms() {  # median of $runs
+  for _ in $(seq "$runs"); do
+    restart_latency "$ccrun" --nproc-per-node 4 --max-restarts 1 --master-port "$(free_port)" --no-python
+    echo
+  done | median
+}
+
+# ccrun on a quiet node and on a busy one; torchrun on the quiet one.
+declare -A cw cr bw br
+for n in "${sizes[@]}"; do
+  read -r "cw[$n]" "cr[$n]" < <(measure "$ccrun" --nproc-per-node "$n" --master-port "$(free_port)" --no-python /bin/true)
+done
+c_ms=$(ccrun_restart_ms)
+busy_start
+for n in "${sizes[@]}"; do
+  read -r "bw[$n]" "br[$n]" < <(measure "$ccrun" --nproc-per-node "$n" --master-port "$(free_port)" --no-python /bin/true)
+done
+b_ms=$(ccrun_restart_ms)
+busy_stop
+
+table="| measurement | ccrun | ccrun, busy node ($busy_count idle processes) | torchrun (torch 1.13) | ratio (quiet) |
+|---|---|---|---|---|"
+for n in "${sizes[@]}"; do
+  read -r tw tr < <(measure "${torchrun[@]}" --nproc_per_node "$n" --master_port "$(free_port)" --no_python /bin/true)
+  table+=$'\n'"| launch /bin/true x $n: wall seconds (median of $runs) | ${cw[$n]} | ${bw[$n]} ($(more "${cw[$n]}" "${bw[$n]}")) | $tw | $(ratio "$tw" "${cw[$n]}")x faster |"
+  table+=$'\n'"| launch /bin/true x $n: launcher peak RSS, KiB | ${cr[$n]} | ${br[$n]} | $tr | $(ratio "$tr" "${cr[$n]}")x less |"
+done
+
 t_ms=$(restart_latency "${torchrun[@]}" --nproc_per_node 4 --max_restarts 1 --master_port "$(free_port)" --no_python)
-table+=$'\n'"| worker crash to restarted workers running, ms (4 workers, default monitor interval) | $c_ms | $t_ms | $(ratio "$t_ms" "$c_ms")x faster |"
+table+=$'\n'"| worker crash to restarted workers running, ms (4 workers, default monitor interval; ccrun median of $runs, torchrun 1 run) | $c_ms | $b_ms ($(more "$c_ms" "$b_ms")) | $t_ms | $(ratio "$t_ms" "$c_ms")x faster |"
 
 # Fan-out: a 3-host job started from one command, from the command to every
 # worker running (each writes the time it starts). Hosts are 127.0.0.1-3 on
@@ -83,7 +122,7 @@ fanout_ms() {  # ssh_command -> median ms over $runs runs
   printf '%s\n' "${ms[@]}" | median
 }
 fake_ms=$(fanout_ms "$here/tests/launcher/fake_ssh.sh")
-table+=$'\n'"| 3-host job, command to every worker running, ms (fake ssh: the fan-out's own cost, median of $runs) | $fake_ms | no fan-out | |"
+table+=$'\n'"| 3-host job, command to every worker running, ms (fake ssh: the fan-out's own cost, median of $runs) | $fake_ms | | no fan-out | |"
 if [[ $(id -u) == 0 && -x /usr/sbin/sshd ]] && command -v ssh >/dev/null; then
   sshd_dir=$tmp/sshd; mkdir -p "$sshd_dir" /run/sshd
   ssh-keygen -q -t ed25519 -N '' -f "$sshd_dir/host_key"
@@ -105,17 +144,18 @@ StrictModes no
 PidFile $sshd_dir/pid
 EOF_SSHD
   /usr/sbin/sshd -f "$sshd_dir/config" -E "$sshd_dir/log"
-  trap 'kill "$(cat "$sshd_dir/pid" 2>/dev/null)" 2>/dev/null; rm -rf "$tmp"' EXIT
+  trap 'kill "$(cat "$sshd_dir/pid" 2>/dev/null)" 2>/dev/null; cleanup' EXIT
   ssh_cmd="ssh -p $sshd_port -i $sshd_dir/key -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR"
   real_ms=$(fanout_ms "$ssh_cmd")
-  table+=$'\n'"| 3-host job, command to every worker running, ms (real sshd on loopback, handshakes included, median of $runs) | $real_ms | no fan-out | |"
+  table+=$'\n'"| 3-host job, command to every worker running, ms (real sshd on loopback, handshakes included, median of $runs) | $real_ms | | no fan-out | |"
 else
-  table+=$'\n'"| 3-host job over a real sshd | skipped: needs root and /usr/sbin/sshd | | |"
+  table+=$'\n'"| 3-host job over a real sshd | skipped: needs root and /usr/sbin/sshd | | | |"
 fi
 
 echo "$table"
 if ((!smoke)); then
-  section="Measured by \`scripts/bench-launch.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores. Peak RSS is
+  section="Measured by \`scripts/bench-launch.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores, load average
+$load at the start. Peak RSS is
 /usr/bin/time's maximum resident set of the launcher's process tree member with the
 largest RSS (the launcher itself: its workers are /bin/true).
 

@@ -5,14 +5,15 @@ import json
 import re
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import time
 
 import pytest
 
-from helpers import (binary, free_port, read_stderr_until, run_ccrun, spawn_ccrun, start_daemon,
-                     wait_until_signals_held)
+from helpers import (binary, ccrun_cmd, free_port, read_stderr_until, run_ccrun, spawn_ccrun,
+                     start_daemon, wait_until_signals_held)
 
 CRASH_CODES = (134, 136, 139)  # SIGABRT, SIGFPE, SIGSEGV as a shell reports them
 CRASH_WORDS = ("Segmentation", "munmap_chunk", "double free", "malloc", "terminate called",
@@ -252,12 +253,75 @@ def test_setsid_descendants_stop_with_the_group():
     r = run_ccrun("--standalone", "--nproc-per-node", "1", "--no-python", "/bin/sh", "-c",
                   f"setsid {tag} & exit 0")
     assert r.returncode == 0, r.stderr
-    # One caught mid-fork by the agent's scan is the orphan killer's, whose last scan
-    # runs as the agent exits: gone within moments, never left running.
+    # Killed by the agent's walk of its own tree (it is their subreaper); a
+    # SIGKILLed process may take a moment to go: gone within moments, never
+    # left running.
     deadline = time.time() + 10
     while session_pids(0, tag) and time.time() < deadline:
         time.sleep(0.05)
     assert session_pids(0, tag) == []
+
+
+def test_a_setsid_grandchild_dies_with_its_worker_while_the_others_run():
+    # Rank 0 leaves a setsid'd grandchild (its parent, a subshell, exits
+    # first: the orphan reparents to the agent, its subreaper) and exits;
+    # rank 1 runs on with its own. Rank 0's must go at once, rank 1's stay.
+    tag = f"sleep 6{os.getpid() % 1000:03d}"
+    prog = (f'(setsid {tag}$RANK &); echo up; '
+            f'if [ "$RANK" = 0 ]; then exit 0; fi; sleep 60')
+    p = spawn_ccrun("--standalone", "--nproc-per-node", "2", "--no-python", "/bin/sh", "-c", prog)
+    try:
+        wait_for_lines(p, "up", 2)
+        deadline = time.time() + 10
+        while (session_pids(p.pid, f"{tag}0") or not session_pids(p.pid, f"{tag}1")) \
+                and time.time() < deadline:
+            time.sleep(0.05)
+        assert session_pids(p.pid, f"{tag}0") == [], "rank 0's grandchild outlived rank 0"
+        assert session_pids(p.pid, f"{tag}1") != [], "rank 1's grandchild died with rank 0"
+        assert p.poll() is None
+        p.send_signal(signal.SIGTERM)
+        rc, _, err = finish(p)
+        assert rc == 143, err
+        deadline = time.time() + 10
+        while session_pids(p.pid, tag) and time.time() < deadline:
+            time.sleep(0.05)
+        assert session_pids(p.pid, tag) == []
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+
+
+def count_openat(args):
+    """openat calls by ccrun and its janitor (not its workers: they exec)."""
+    import tempfile
+    with tempfile.NamedTemporaryFile("r", suffix=".strace") as log:
+        r = subprocess.run(["strace", "-f", "-c", "-e", "trace=openat", "-o", log.name,
+                            *ccrun_cmd(*args)], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        for line in log.read().splitlines():
+            fields = line.split()
+            if fields and fields[-1] == "openat":
+                return int(fields[3])
+    return 0
+
+
+def test_finding_descendants_costs_nothing_per_unrelated_process():
+    # Was: every worker exit read every process's /proc/<pid>/environ, so a
+    # node with 1,000 other processes cost 8 x 1,000 reads per x8 launch.
+    if shutil.which("strace") is None:
+        pytest.skip("skipped: strace is not installed")
+    args = ("--standalone", "--nproc-per-node", "8", "--no-python", "/bin/true")
+    quiet = count_openat(args)
+    idle = [subprocess.Popen(["sleep", "600"]) for _ in range(1000)]
+    try:
+        busy = count_openat(args)
+    finally:
+        for s in idle:
+            s.kill()
+        for s in idle:
+            s.wait()
+    # The same job: the same files, give or take a few the libraries open.
+    assert busy - quiet < 50, f"{quiet} openat calls on a quiet node, {busy} beside 1,000 processes"
 
 
 def test_a_huge_line_does_not_exhaust_memory():
