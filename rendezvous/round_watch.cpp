@@ -3,6 +3,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <climits>
+
 #include "ccrun/error.h"
 
 namespace ccrun::rendezvous {
@@ -14,10 +17,41 @@ bool transient(const Error& e) {
   return dynamic_cast<const ConnectionError*>(&e) || dynamic_cast<const TimeoutError*>(&e);
 }
 
+int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr int64_t kNever = INT64_MAX;
+
 }  // namespace
 
+BeatSchedule::BeatSchedule(std::chrono::milliseconds interval, int node_rank, int watch)
+    : interval_ms_(std::max<int64_t>(interval.count(), 1)) {
+  int64_t spread = spread_ms(interval);
+  write_phase_ = int64_t(node_rank) * spread % interval_ms_;
+  read_phase_ = (int64_t(watch) * spread + spread) % interval_ms_;
+}
+
+int64_t BeatSchedule::spread_ms(std::chrono::milliseconds interval) {
+  return std::max<int64_t>(std::min<int64_t>(50, interval.count() / 4), 1);
+}
+
+int64_t BeatSchedule::next(int64_t phase, int64_t not_before) const {
+  int64_t t = not_before - not_before % interval_ms_ + phase;
+  return t < not_before ? t + interval_ms_ : t;
+}
+
+int64_t BeatSchedule::next_write(int64_t not_before) const { return next(write_phase_, not_before); }
+int64_t BeatSchedule::next_read(int64_t not_before) const { return next(read_phase_, not_before); }
+
 RoundWatch::RoundWatch(RoundWatchOptions o, StoreConnector connect, RoundWatchHooks hooks)
-    : o_(std::move(o)), connect_(std::move(connect)), hooks_(std::move(hooks)), keys_(o_.run_id) {
+    : o_(std::move(o)),
+      connect_(std::move(connect)),
+      hooks_(std::move(hooks)),
+      keys_(o_.run_id),
+      schedule_(o_.interval, o_.node_rank, o_.watch) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -72,19 +106,7 @@ void RoundWatch::run() {
   auto lost_since = Clock::time_point{};
   while (!stop_) {
     try {
-      beat(*conn);
-      lost_since = {};
-      try {
-        conn->wait({keys_.end(o_.round)}, o_.interval);
-      } catch (const TimeoutError&) {
-        continue;
-      }
-      RoundEnd end = RoundEnd::from_json(conn->get(keys_.end(o_.round)));
-      if (end.kind == RoundEndKind::kNodeDead) {
-        // The survivors of this round are the next round's expected nodes.
-        conn->compare_set(keys_.expected(o_.round + 1), "", std::to_string(o_.num_nodes - 1));
-      }
-      deliver({end.kind, end.node, end.detail});
+      watch_round(*conn);
       return;
     } catch (const InterruptedError&) {
       return;  // the agent is stopping
@@ -105,8 +127,48 @@ void RoundWatch::run() {
   }
 }
 
-void RoundWatch::beat(store::Store& s) {
-  if (beat_ > 0 && o_.watch != o_.node_rank) read_watched(s);
+// Beats on the schedule until the round ends (delivered) or the watch stops.
+// A store error leaves it to run(), which comes back here while the store
+// is not lost (the first write then comes at once again).
+void RoundWatch::watch_round(store::Store& s) {
+  int64_t half = o_.interval.count() / 2;
+  write_beat(s);
+  int64_t next_write = schedule_.next_write(wall_ms() + half);
+  bool watching = o_.watch != o_.node_rank;
+  int64_t next_read = watching ? schedule_.next_read(wall_ms() + half) : kNever;
+  while (!stop_) {
+    if (wait_for_end(s, std::min(next_write, next_read))) return;
+    int64_t now = wall_ms();
+    if (now >= next_read) {
+      read_watched(s);
+      next_read = schedule_.next_read(now + half);
+    }
+    if (now >= next_write) {
+      write_beat(s);
+      next_write = schedule_.next_write(now + half);
+    }
+  }
+}
+
+// Waits on the round's end until `until_ms` (wall clock); true once the end
+// came and was delivered.
+bool RoundWatch::wait_for_end(store::Store& s, int64_t until_ms) {
+  int64_t left = until_ms - wall_ms();
+  if (left >= 1) {
+    try {
+      s.wait({keys_.end(o_.round)}, std::chrono::milliseconds(left));
+    } catch (const TimeoutError&) {
+      return false;
+    }
+  } else if (!s.check({keys_.end(o_.round)})) {
+    return false;
+  }
+  RoundEnd end = RoundEnd::from_json(s.get(keys_.end(o_.round)));
+  deliver({end.kind, end.node, end.detail});
+  return true;
+}
+
+void RoundWatch::write_beat(store::Store& s) {
   // Only this node writes its counter: a set (on etcd a plain put), read
   // as a counter by the node that watches it.
   std::vector<std::string> keys{keys_.heartbeat(o_.round, o_.node_rank),
@@ -119,17 +181,17 @@ void RoundWatch::beat(store::Store& s) {
   }
   s.multi_set(keys, values);
   if (done && o_.node_rank == 0) check_all_done(s);
-  ++beat_;
 }
 
-// The watched node's counter is not read on the first beat: every node has
-// just joined, and reads then would load the store while the last joiners
-// still read the round. Taking it as 1 (its first beat), and on the second
-// beat a counter still at 0 as one stall more, finds a silent node after the
-// same keep_alive_max_attempt intervals as reading it at once would.
+// The watched node's counter is not read the first time it is due: every
+// node has just joined, and reads then would load the store while the last
+// joiners still read the round. Taking it as 1 (its first beat), and at the
+// second read a counter still at 0 as one stall more, finds a silent node
+// after the same keep_alive_max_attempt intervals as reading it at once would.
 void RoundWatch::read_watched(store::Store& s) {
+  if (reads_++ == 0) return;
   int64_t v = s.add(keys_.heartbeat(o_.round, o_.watch), 0);
-  if (beat_ > 1 && v < last_ && !said_lost_) {
+  if (reads_ > 2 && v < last_ && !said_lost_) {
     // Counters only grow: the store lost its keys (a restarted
     // ccrun-rendezvous starts empty). Each beat tells it this node's whole
     // state again, so nothing more is needed than saying so.
@@ -137,14 +199,20 @@ void RoundWatch::read_watched(store::Store& s) {
                  "it its state again", o_.run_id, o_.round);
     said_lost_ = true;
   }
-  stalls_ = (v == last_ || (beat_ == 1 && v == 0)) ? stalls_ + 1 : 0;
+  stalls_ = (v == last_ || (reads_ == 2 && v == 0)) ? stalls_ + 1 : 0;
   last_ = v;
   if (stalls_ < o_.max_attempt) return;
   RoundEnd dead{RoundEndKind::kNodeDead, o_.watch,
                 "node " + std::to_string(o_.watch) + " (" + o_.watch_addr +
                     ") sent no heartbeat for " + format_duration(o_.interval * o_.max_attempt),
                 o_.num_nodes - 1};
-  s.compare_set(keys_.end(o_.round), "", dead.to_json());
+  std::string record = dead.to_json();
+  if (s.compare_set(keys_.end(o_.round), "", record) == record) {
+    // This node ended the round: the survivors are the next round's
+    // expected nodes (set before any of them can rejoin: they first stop
+    // their workers).
+    s.compare_set(keys_.expected(o_.round + 1), "", std::to_string(o_.num_nodes - 1));
+  }
 }
 
 void RoundWatch::check_all_done(store::Store& s) {

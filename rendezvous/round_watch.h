@@ -4,7 +4,11 @@
 // connection of its own, every keep_alive_interval:
 //   1. reads the heartbeat counter of the one node it watches (the previous
 //      node rank; round_plan.h): one small read. A counter that did not move
-//      for keep_alive_max_attempt intervals ends the round (kNodeDead);
+//      for keep_alive_max_attempt intervals ends the round (kNodeDead). The
+//      beats keep a schedule on the wall clock (BeatSchedule): node k writes
+//      at k x spread past each interval's start, and reads node k - 1's
+//      counter `spread` after that one wrote, so a death is seen within the
+//      window plus `spread`, not plus a whole interval;
 //   2. writes its own counter and its status for `ccrun status` (and, at the
 //      exit barrier, its done mark) in one multi_set: a restarted
 //      ccrun-rendezvous, which starts empty, is told again at the next beat;
@@ -45,6 +49,28 @@ struct RoundWatchOptions {
   int max_attempt = 3;
 };
 
+// When a node writes its beat and reads the counter it watches, as times
+// on the wall clock (ms since the epoch) modulo the interval: node k writes
+// at phase k x spread, and reads its watched node's counter `spread` after
+// that node's phase. Node k - 1 writes `spread` before node k, so for every
+// node but 0 the read and the write fall at the same moment. Clock skew
+// between hosts only delays a detection (a read that comes before the write
+// sees it one interval later); it never declares a live node dead: stalls
+// are still counted in whole intervals.
+class BeatSchedule {
+ public:
+  BeatSchedule(std::chrono::milliseconds interval, int node_rank, int watch);
+  // The first write (read) time at or after `not_before`.
+  [[nodiscard]] int64_t next_write(int64_t not_before) const;
+  [[nodiscard]] int64_t next_read(int64_t not_before) const;
+  // The offset between consecutive node ranks: min(50 ms, interval / 4).
+  [[nodiscard]] static int64_t spread_ms(std::chrono::milliseconds interval);
+
+ private:
+  [[nodiscard]] int64_t next(int64_t phase, int64_t not_before) const;
+  int64_t interval_ms_, write_phase_, read_phase_;
+};
+
 struct RoundWatchHooks {
   std::function<std::string()> status;  // this node's status record (JSON), each beat
   std::function<bool()> done;           // has this node marked done?
@@ -65,7 +91,9 @@ class RoundWatch {
  private:
   void run();
   std::shared_ptr<store::Store> connect();
-  void beat(store::Store& s);
+  void watch_round(store::Store& s);
+  bool wait_for_end(store::Store& s, int64_t until_ms);
+  void write_beat(store::Store& s);
   void read_watched(store::Store& s);
   void check_all_done(store::Store& s);
   bool pause(std::chrono::milliseconds d);  // false: stopping
@@ -75,7 +103,8 @@ class RoundWatch {
   StoreConnector connect_;
   RoundWatchHooks hooks_;
   JobKeys keys_;
-  int beat_ = 0;             // beats completed
+  BeatSchedule schedule_;
+  int reads_ = 0;            // reads of the watched counter
   int64_t beats_sent_ = 0;   // this node's counter (each try counts)
   int64_t last_ = 1;         // the watched counter as last read
   int stalls_ = 0;           // intervals it did not move

@@ -106,8 +106,8 @@ against one ccrun-rendezvous over loopback TCP; keep-alive ${keep_alive} s x 3. 
 $largest here: the open-file limit is $fd_limit and cannot be raised in this container, and the
 daemon holds 2 connections per agent. Requests and payload bytes (keys and values) are counted in
 the clients; the daemon's CPU and RSS are read from /proc. \"Detect\" runs from the moment one agent
-stops heart-beating to the last other agent's kNodeDead; the bound in brackets is
-(keep_alive_max_attempt + 1) x keep_alive_interval. The simulation leaves out network latency
+stops heart-beating to the last other agent's kNodeDead; the bound in brackets is the target,
+keep_alive_interval x keep_alive_max_attempt + 1 s. The simulation leaves out network latency
 between hosts, process start-up and each node's other load (docs/rendezvous.md).
 
 $table

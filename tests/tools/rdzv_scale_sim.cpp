@@ -286,7 +286,7 @@ int run(const Options& o) {
   out["steady"] = steady(o, o.steady_s);
   size_t victim = agents.size() / 2;
   out["detect_s"] = detect(agents, victim);
-  out["detect_bound_s"] = o.keep_alive_s * (o.max_attempt + 1);
+  out["detect_bound_s"] = o.keep_alive_s * o.max_attempt + 1;  // the window + 1 s
   agents.erase(agents.begin() + long(victim));
   req0 = g_requests;
   out["restart_s"] = form(agents);
