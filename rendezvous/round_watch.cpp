@@ -135,7 +135,9 @@ void RoundWatch::watch_round(store::Store& s) {
   write_beat(s);
   int64_t next_write = schedule_.next_write(wall_ms() + half);
   bool watching = o_.watch != o_.node_rank;
-  int64_t next_read = watching ? schedule_.next_read(wall_ms() + half) : kNever;
+  // Each read checks the watched node's latest write slot, from the first
+  // slot on; its first write (at once, like this node's) counts as its beat 1.
+  int64_t next_read = watching ? schedule_.next_read(wall_ms()) : kNever;
   while (!stop_) {
     if (wait_for_end(s, std::min(next_write, next_read))) return;
     int64_t now = wall_ms();
@@ -183,15 +185,15 @@ void RoundWatch::write_beat(store::Store& s) {
   if (done && o_.node_rank == 0) check_all_done(s);
 }
 
-// The watched node's counter is not read the first time it is due: every
-// node has just joined, and reads then would load the store while the last
-// joiners still read the round. Taking it as 1 (its first beat), and at the
-// second read a counter still at 0 as one stall more, finds a silent node
-// after the same keep_alive_max_attempt intervals as reading it at once would.
+// Reads come `spread` after each of the watched node's write slots, so each
+// read asks "did it write in its latest slot?": a counter that did not move
+// (or is still 0: it never wrote) is one missed slot, and
+// keep_alive_max_attempt missed slots in a row, the window, make it dead.
+// It is declared then, `spread` after its last slot: within the window plus
+// `spread` of its last beat.
 void RoundWatch::read_watched(store::Store& s) {
-  if (reads_++ == 0) return;
   int64_t v = s.add(keys_.heartbeat(o_.round, o_.watch), 0);
-  if (reads_ > 2 && v < last_ && !said_lost_) {
+  if (++reads_ > 2 && v < last_ && !said_lost_) {
     // Counters only grow: the store lost its keys (a restarted
     // ccrun-rendezvous starts empty). Each beat tells it this node's whole
     // state again, so nothing more is needed than saying so.
@@ -199,7 +201,7 @@ void RoundWatch::read_watched(store::Store& s) {
                  "it its state again", o_.run_id, o_.round);
     said_lost_ = true;
   }
-  stalls_ = (v == last_ || (reads_ == 2 && v == 0)) ? stalls_ + 1 : 0;
+  stalls_ = (v == last_ || v == 0) ? stalls_ + 1 : 0;
   last_ = v;
   if (stalls_ < o_.max_attempt) return;
   RoundEnd dead{RoundEndKind::kNodeDead, o_.watch,
