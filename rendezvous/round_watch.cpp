@@ -139,8 +139,11 @@ void RoundWatch::watch_round(store::Store& s) {
   // slot on; its first write (at once, like this node's) counts as its beat 1.
   int64_t next_read = watching ? schedule_.next_read(wall_ms()) : kNever;
   while (!stop_) {
-    if (wait_for_end(s, std::min(next_write, next_read))) return;
-    int64_t now = wall_ms();
+    int64_t due = std::min(next_write, next_read);
+    if (wait_for_end(s, due)) return;
+    // The wait's timeout may end a little early (the server's timer): the
+    // slot is due, not one more wait of a millisecond.
+    int64_t now = std::max(wall_ms(), due);
     if (now >= next_read) {
       read_watched(s);
       next_read = schedule_.next_read(now + half);
