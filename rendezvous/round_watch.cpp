@@ -140,7 +140,7 @@ void RoundWatch::watch_round(store::Store& s) {
   int64_t next_read = watching ? schedule_.next_read(wall_ms()) : kNever;
   while (!stop_) {
     int64_t due = std::min(next_write, next_read);
-    if (wait_for_end(s, due)) return;
+    if (wait_for_end(s, due) || stop_) return;  // stopped: not one beat more
     // The wait's timeout may end a little early (the server's timer): the
     // slot is due, not one more wait of a millisecond.
     int64_t now = std::max(wall_ms(), due);
