@@ -73,7 +73,7 @@ WorkerSpec Agent::worker_spec(int lr) {
   fs::remove(error_file, ec);
   EnvContext ctx{&spec_, &info_, run_id_, restart_count_, store_.etcd ? "" : store_.endpoint.host,
                  store_.endpoint.port, gloo_ifname_};
-  w.argv = spec_.entrypoint;
+  w.argv = worker_arguments(spec_.entrypoint, lr);
   w.env = worker_environment(ctx, lr, error_file);
   w.token = agent_token_ + "." + std::to_string(restart_count_) + "." + std::to_string(lr);
   w.env.push_back(std::string(kAgentTokenVar) + "=" + w.token);

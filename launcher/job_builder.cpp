@@ -41,7 +41,8 @@ std::unique_ptr<CLI::App> make_app(Flags& f) {
       "        --rdzv-id job7 --max-restarts 3 --no-python ./trainer --steps 1000\n"
       "  ccrun --hostfile hosts.txt --nproc-per-node 8 train.py     # every host, over ssh\n"
       "  srun --ntasks-per-node=1 ccrun --nproc-per-node gpu train.py  # under Slurm\n"
-      "  ccrun --config configs/single_node.yaml");
+      "  ccrun --config configs/single_node.yaml\n"
+      "${local_rank} in the program's arguments becomes each worker's local rank.");
   app->prefix_command();  // everything from the program on belongs to it
   app->get_formatter()->column_width(44);
   for (const auto& s : settings()) {
