@@ -30,12 +30,12 @@ std::vector<std::string> worker_environment(const EnvContext& c, int local_rank,
   set("LOCAL_RANK", std::to_string(local_rank));
   set("RANK", std::to_string(info.rank_offset + local_rank));
   set("GROUP_RANK", std::to_string(info.node_rank));
-  set("ROLE_RANK", std::to_string(info.rank_offset + local_rank));
+  set("ROLE_RANK", std::to_string(info.role_rank_offset + local_rank));
   set("ROLE_NAME", spec.role);
   set("LOCAL_WORLD_SIZE", std::to_string(nproc));
   set("WORLD_SIZE", std::to_string(info.world_size));
   set("GROUP_WORLD_SIZE", std::to_string(info.num_nodes));
-  set("ROLE_WORLD_SIZE", std::to_string(info.world_size));
+  set("ROLE_WORLD_SIZE", std::to_string(info.role_world_size));
   set("MASTER_ADDR", info.master_addr);
   set("MASTER_PORT", std::to_string(info.master_port));
   set("TORCHELASTIC_RESTART_COUNT", std::to_string(c.restart_count));

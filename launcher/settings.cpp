@@ -101,7 +101,7 @@ const Setting kSettings[] = {
      "Restarts", [](S s) { return seconds_text(s.hang_timeout); }, Y::kScalar, true},
     {"signals_to_handle", "--signals-to-handle,--signals_to_handle", "Signals forwarded to the workers",
      "Restarts", [](S s) { return join(s.signals_to_handle, ","); }, Y::kList, true},
-    {"role", "--role", "Worker role name (ROLE_NAME)", "Program", [](S s) { return s.role; }, Y::kScalar,
+    {"role", "--role", "Worker role name (ROLE_NAME); ROLE_RANK counts per role", "Program", [](S s) { return s.role; }, Y::kScalar,
      true},
     {"module", "-m,--module", "Run the program as a Python module (python -m)", "Program", nullptr,
      Y::kNone},

@@ -6,7 +6,8 @@ import os
 import signal
 import sys
 
-from helpers import communicate_all, free_port, parse_env_lines, run_ccrun, spawn_ccrun
+from helpers import communicate_all, free_port, parse_env_lines, run_ccrun, spawn_ccrun, \
+    start_daemon
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = sys.executable
@@ -37,3 +38,30 @@ def test_local_rank_macro_in_the_arguments():
     assert lines == ["[0]:--local_rank=0 0 pid$$ ${LOCAL_RANK}",
                      "[1]:--local_rank=1 1 pid$$ ${LOCAL_RANK}"]
 
+
+# Item 6: ROLE_RANK and ROLE_WORLD_SIZE count the nodes of one --role, in
+# node-rank order (torchrun's _assign_worker_ranks).
+def test_role_ranks_count_per_role_static():
+    port = str(free_port())
+    nodes = [("trainer", 2), ("ps", 1), ("trainer", 1)]
+    outs = agents([["--nnodes", "3", "--node-rank", str(n), "--master-port", port,
+                    "--role", role, "--nproc-per-node", str(nproc), "--no-python", PY, PRINT_ENV]
+                   for n, (role, nproc) in enumerate(nodes)])
+    envs = envs_of(outs)
+    got = {rank: (e["ROLE_NAME"], e["ROLE_RANK"], e["ROLE_WORLD_SIZE"]) for rank, e in envs.items()}
+    assert got == {0: ("trainer", "0", "3"), 1: ("trainer", "1", "3"), 2: ("ps", "0", "1"),
+                   3: ("trainer", "2", "3")}
+    assert all(e["WORLD_SIZE"] == "4" for e in envs.values())
+
+
+def test_role_ranks_count_per_role_c10d():
+    with start_daemon("--host", "127.0.0.1") as d:
+        outs = agents([["--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                        f"127.0.0.1:{d.port}", "--rdzv-id", "roles", "--role", role,
+                        "--nproc-per-node", "2", "--no-python", PY, PRINT_ENV]
+                       for role in ("reader", "learner")])
+    envs = envs_of(outs)
+    assert sorted(envs) == [0, 1, 2, 3]
+    for e in envs.values():
+        assert e["ROLE_WORLD_SIZE"] == "2" and e["WORLD_SIZE"] == "4"
+        assert e["ROLE_RANK"] == e["LOCAL_RANK"]  # each role is one node
