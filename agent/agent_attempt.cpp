@@ -67,7 +67,7 @@ WorkerSpec Agent::worker_spec(int lr) {
   WorkerSpec w;
   w.local_rank = lr;
   w.rank = info_.rank_offset + lr;
-  fs::path dir = run_logs_->rank_dir(restart_count_, w.rank);
+  fs::path dir = run_logs_->rank_dir(restart_count_, lr);
   std::string error_file = (dir / "error.json").string();
   std::error_code ec;
   fs::remove(error_file, ec);
@@ -145,7 +145,7 @@ void Agent::on_worker_exit(const WorkerExit& e) {
   }
   if (stopping_) return;  // stopped by us: not a root cause
   Failure f = node_failure(read_error_file(
-      (run_logs_->rank_dir(restart_count_, e.rank) / "error.json").string()));
+      (run_logs_->rank_dir(restart_count_, e.local_rank) / "error.json").string()));
   f.rank = e.rank;
   f.local_rank = e.local_rank;
   f.pid = e.pid;

@@ -39,6 +39,21 @@ def test_local_rank_macro_in_the_arguments():
                      "[1]:--local_rank=1 1 pid$$ ${LOCAL_RANK}"]
 
 
+# Item 5: attempt_<n>/<local_rank>/ on every node, the error file too.
+def test_second_node_logs_are_named_by_local_rank(tmp_path):
+    port = str(free_port())
+    prog = ['/bin/sh', '-c', 'echo "rank $RANK"; echo "$TORCHELASTIC_ERROR_FILE"']
+    outs = agents([["--nnodes", "2", "--node-rank", str(n), "--master-port", port,
+                    "--log-dir", str(tmp_path / str(n)), "--rdzv-id", "logs", "--no-python", *prog]
+                   for n in (0, 1)])
+    for n, (rc, out, err) in enumerate(outs):
+        assert rc == 0, err
+        [run] = (tmp_path / str(n)).glob("logs_*")
+        assert (run / "attempt_0" / "0" / "stdout.log").read_text().startswith(f"rank {n}\n")
+        assert not (run / "attempt_0" / "1").exists()
+        assert out.strip().endswith(str(run / "attempt_0" / "0" / "error.json"))
+
+
 # Item 6: ROLE_RANK and ROLE_WORLD_SIZE count the nodes of one --role, in
 # node-rank order (torchrun's _assign_worker_ranks).
 def test_role_ranks_count_per_role_static():
