@@ -117,7 +117,7 @@ const Setting kSettings[] = {
     {"redirects", "-r,--redirects", "Keep stdout(1)/stderr(2)/both(3) off the console: 3 or 0:1,1:2",
      "Logs", [](S s) { return std_streams_text(s.logs.default_redirects, s.logs.redirects); }, Y::kQuoted,
      true},
-    {"tee", "-t,--tee", "Also write stdout(1)/stderr(2)/both(3) to the log files", "Logs",
+    {"tee", "-t,--tee", "Show stdout(1)/stderr(2)/both(3) on the console and in the log files, -r or not", "Logs",
      [](S s) { return std_streams_text(s.logs.default_tee, s.logs.tee); }, Y::kQuoted, true},
     {"local_ranks_filter", "--local-ranks-filter,--local_ranks_filter",
      "Local ranks shown on the console, e.g. 0,2", "Logs", ranks_text, Y::kList, true},

@@ -80,3 +80,28 @@ def test_role_ranks_count_per_role_c10d():
     for e in envs.values():
         assert e["ROLE_WORLD_SIZE"] == "2" and e["WORLD_SIZE"] == "4"
         assert e["ROLE_RANK"] == e["LOCAL_RANK"]  # each role is one node
+
+
+# Item 2: -r 3 with -t 3 shows every line (tee wins for the console) and
+# writes the files.
+def test_tee_wins_over_redirects_for_the_console(tmp_path):
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", "-r", "3", "-t", "3",
+                  "--log-dir", str(tmp_path), "--rdzv-id", "tee", "--no-python", "/bin/sh", "-c",
+                  'echo "out $RANK"; echo "err $RANK" >&2')
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.splitlines()) == ["[0]:out 0", "[1]:out 1"]
+    assert "[1]:err 1" in r.stderr.splitlines()
+    [run] = tmp_path.glob("tee_*")
+    assert (run / "attempt_0" / "1" / "stdout.log").read_text() == "out 1\n"
+    # -r 3 -t 1: stdout on the console and in the file, stderr in the file only.
+    r = run_ccrun("--master-port", str(free_port()), "-r", "3", "-t", "1", "--no-python",
+                  "/bin/sh", "-c", 'echo out; echo err >&2')
+    assert r.stdout == "[0]:out\n" and "err" not in r.stderr
+
+
+def test_log_line_prefix_template():
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", "--role", "trainer",
+                  "--no-python", "/bin/echo", "hi",
+                  env={"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "<${role_name}/${rank}/$local_rank>"})
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.splitlines()) == ["<trainer/0/0>hi", "<trainer/1/1>hi"]
