@@ -2,6 +2,7 @@
 behaviour torchrun 2.x has (its agent, api.py and local_elastic_agent.py, and
 its own tests, test_run.py and local_elastic_agent_test.py), checked on the
 real binary. Two agents on one machine stand for two nodes."""
+import json
 import os
 import signal
 import sys
@@ -105,3 +106,38 @@ def test_log_line_prefix_template():
                   env={"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "<${role_name}/${rank}/$local_rank>"})
     assert r.returncode == 0, r.stderr
     assert sorted(r.stdout.splitlines()) == ["<trainer/0/0>hi", "<trainer/1/1>hi"]
+
+
+# Item 3: a scheduler's TORCHELASTIC_ERROR_FILE for ccrun itself gets the root
+# cause's record (torchrun's main is decorated with torch's @record).
+RECORDED = """
+from torch.distributed.elastic.multiprocessing.errors import record
+import os, time
+@record
+def main():
+    if os.environ["RANK"] == "1":
+        raise ValueError("boom on rank 1")
+    time.sleep(30)
+main()
+"""
+
+
+def test_launcher_error_file_gets_the_root_cause_record(tmp_path):
+    script = tmp_path / "fail.py"
+    script.write_text(RECORDED)
+    err = tmp_path / "launcher_error.json"
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", "--no-python", PY,
+                  str(script), env={"TORCHELASTIC_ERROR_FILE": str(err)})
+    assert r.returncode == 1, r.stderr
+    record = json.loads(err.read_text())
+    assert record["message"]["message"] == "ValueError: boom on rank 1"
+    assert "py_callstack" in record["message"]["extraInfo"]
+    assert record["message"]["errorCode"] == 1
+    # No @record in the worker: a record made from the failure.
+    r = run_ccrun("--master-port", str(free_port()), "--no-python", "/bin/sh", "-c",
+                  "echo dying >&2; exit 3", env={"TORCHELASTIC_ERROR_FILE": str(err)})
+    assert r.returncode == 1
+    record = json.loads(err.read_text())
+    assert record["message"]["message"].startswith("ChildFailedError: rank 0 (local_rank 0) on ")
+    assert record["message"]["errorCode"] == 3
+    assert "dying" in record["message"]["extraInfo"]["py_callstack"]
