@@ -112,7 +112,7 @@ const Setting kSettings[] = {
      nullptr, Y::kNone},
     {"run_path", "--run-path,--run_path", "Run the program with Python's runpy.run_path", "Program",
      nullptr, Y::kNone},
-    {"log_dir", "--log-dir,--log_dir", "Per attempt and rank log files under DIR/<run_id>/", "Logs",
+    {"log_dir", "--log-dir,--log_dir", "Per attempt and local rank log files under DIR/<run_id>_<random>/", "Logs",
      [](S s) { return s.logs.log_dir; }, Y::kScalar, true},
     {"redirects", "-r,--redirects", "Keep stdout(1)/stderr(2)/both(3) off the console: 3 or 0:1,1:2",
      "Logs", [](S s) { return std_streams_text(s.logs.default_redirects, s.logs.redirects); }, Y::kQuoted,
