@@ -119,6 +119,9 @@ const Setting kSettings[] = {
      true},
     {"tee", "-t,--tee", "Show stdout(1)/stderr(2)/both(3) on the console and in the log files, -r or not", "Logs",
      [](S s) { return std_streams_text(s.logs.default_tee, s.logs.tee); }, Y::kQuoted, true},
+    {"logs_specs", "--logs-specs,--logs_specs",
+     "torch 2.x's logs spec: only default (the logs are --log-dir, -r, -t)", "Logs",
+     [](S) -> std::string { return "default"; }, Y::kNone},
     {"local_ranks_filter", "--local-ranks-filter,--local_ranks_filter",
      "Local ranks shown on the console, e.g. 0,2", "Logs", ranks_text, Y::kList, true},
 };

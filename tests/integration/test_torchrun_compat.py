@@ -141,3 +141,16 @@ def test_launcher_error_file_gets_the_root_cause_record(tmp_path):
     assert record["message"]["message"].startswith("ChildFailedError: rank 0 (local_rank 0) on ")
     assert record["message"]["errorCode"] == 3
     assert "dying" in record["message"]["extraInfo"]["py_callstack"]
+
+
+# Item 8 (part): argparse's abbreviations of long flags, and --logs-specs.
+def test_unique_prefixes_of_long_flags_and_logs_specs():
+    r = run_ccrun("--master-port", str(free_port()), "--nproc=2", "--redirect=1", "--logs-specs",
+                  "default", "--no-py", "/bin/echo", "hidden")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ""
+    r = run_ccrun("--n", "2", "--no-python", "/bin/true")
+    assert r.returncode == 2
+    assert "ambiguous abbreviation" in r.stderr and "--nnodes" in r.stderr
+    r = run_ccrun("--logs-specs", "mine", "--no-python", "/bin/true")
+    assert r.returncode == 2 and "default" in r.stderr
