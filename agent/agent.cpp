@@ -201,6 +201,7 @@ rendezvous::RendezvousOptions Agent::rendezvous_options(uint16_t master_port) co
   ro.max_nodes = spec_.max_nodes;
   ro.node_rank = spec_.node_rank;
   ro.local_world_size = spec_.nproc_per_node;
+  ro.role = spec_.role;
   ro.local_addr = local_addr_;
   ro.master_addr = spec_.master_addr;
   ro.master_port = master_port;

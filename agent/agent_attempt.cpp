@@ -19,6 +19,27 @@ namespace ccrun::agent {
 namespace asio = boost::asio;
 namespace fs = std::filesystem;
 
+namespace {
+
+// -r/--redirects or -t/--tee for local rank `lr`: bit 1 stdout, bit 2 stderr.
+int stream_bits(int fallback, const std::map<int, int>& per_rank, int lr) {
+  auto it = per_rank.find(lr);
+  return it == per_rank.end() ? fallback : it->second;
+}
+
+// The prefix of a worker's console lines: torch 2.x's
+// TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE through the same substitute_macros,
+// else "[<rank>]:".
+std::string line_prefix(const LogSpec& logs, const std::string& role, int rank, int lr) {
+  if (!logs.prefix_lines) return "";
+  if (logs.line_prefix_template.empty()) return "[" + std::to_string(rank) + "]:";
+  return substitute_macros(logs.line_prefix_template, {{"role_name", role},
+                                                     {"rank", std::to_string(rank)},
+                                                     {"local_rank", std::to_string(lr)}});
+}
+
+}  // namespace
+
 Agent::Outcome Agent::run_attempt() {
   event_.reset();
   local_failures_.clear();
@@ -67,26 +88,28 @@ WorkerSpec Agent::worker_spec(int lr) {
   WorkerSpec w;
   w.local_rank = lr;
   w.rank = info_.rank_offset + lr;
-  fs::path dir = run_logs_->rank_dir(restart_count_, w.rank);
+  fs::path dir = run_logs_->rank_dir(restart_count_, lr);
   std::string error_file = (dir / "error.json").string();
   std::error_code ec;
   fs::remove(error_file, ec);
   EnvContext ctx{&spec_, &info_, run_id_, restart_count_, store_.etcd ? "" : store_.endpoint.host,
                  store_.endpoint.port, gloo_ifname_};
-  w.argv = spec_.entrypoint;
+  w.argv = worker_arguments(spec_.entrypoint, lr);
   w.env = worker_environment(ctx, lr, error_file);
   w.token = agent_token_ + "." + std::to_string(restart_count_) + "." + std::to_string(lr);
   w.env.push_back(std::string(kAgentTokenVar) + "=" + w.token);
   monitor_->add_worker_env(w.env, lr);
   if (file_timer_) w.env.push_back("TORCHELASTIC_TIMER_FILE=" + file_timer_->path());
-  auto it = spec_.logs.redirects.find(lr);
-  int redirect = it == spec_.logs.redirects.end() ? spec_.logs.default_redirects : it->second;
+  int redirect = stream_bits(spec_.logs.default_redirects, spec_.logs.redirects, lr);
+  int tee = stream_bits(spec_.logs.default_tee, spec_.logs.tee, lr);
   bool shown = spec_.logs.local_ranks_filter.empty() || spec_.logs.local_ranks_filter.count(lr);
   bool files = run_logs_->kept();
   for (int fd : {1, 2}) {
     StreamOptions& o = fd == 1 ? w.out : w.err;
-    o.prefix = spec_.logs.prefix_lines ? "[" + std::to_string(w.rank) + "]:" : "";
-    o.to_console = shown && !(redirect & fd);  // bit 1: stdout, bit 2: stderr
+    o.prefix = line_prefix(spec_.logs, spec_.role, w.rank, lr);
+    // bit 1: stdout, bit 2: stderr; tee puts a redirected stream back on the
+    // console (torchrun: the file, and the console through its tail)
+    o.to_console = shown && (!(redirect & fd) || (tee & fd));
     o.console_fd = fd;
     o.file = files ? (dir / (fd == 1 ? "stdout.log" : "stderr.log")).string() : "";
   }
@@ -145,7 +168,7 @@ void Agent::on_worker_exit(const WorkerExit& e) {
   }
   if (stopping_) return;  // stopped by us: not a root cause
   Failure f = node_failure(read_error_file(
-      (run_logs_->rank_dir(restart_count_, e.rank) / "error.json").string()));
+      (run_logs_->rank_dir(restart_count_, e.local_rank) / "error.json").string()));
   f.rank = e.rank;
   f.local_rank = e.local_rank;
   f.pid = e.pid;

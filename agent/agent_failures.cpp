@@ -1,10 +1,14 @@
 // The agent's failure reporting (agent_impl.h): the failures of an attempt
-// collected from the store (or this node alone), the failure report, and
-// the two ends no decision takes: the store lost, a stop by signal.
+// collected from the store (or this node alone), the failure report (and the
+// launcher's own TORCHELASTIC_ERROR_FILE), and the two ends no decision
+// takes: the store lost, a stop by signal.
 #include "agent_impl.h"
 
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "ccrun/error.h"
@@ -69,6 +73,23 @@ void Agent::report(const std::string& reason) {
     if (!hang_.is_null()) j["hang"] = hang_;
     run_logs_->write_file("failure_report.json", j.dump(2) + "\n");
   }
+  write_launcher_error_file(final);
+}
+
+void Agent::write_launcher_error_file(const std::vector<Failure>& final) const {
+  const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
+  if (!path || !*path || final.empty()) return;
+  Failure root = root_cause(final);
+  std::string worker_record;
+  if (root.rank >= 0 && root.node_rank == info_.node_rank && run_logs_) {
+    std::ifstream in(run_logs_->rank_dir(root.attempt, root.local_rank) / "error.json");
+    worker_record.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::ofstream out(path, std::ios::trunc);
+  out << launcher_error_record(root, worker_record);
+  out.close();
+  // A scheduler reads it after ccrun exits: a failed write must be seen.
+  if (!out) spdlog::error("ccrun: cannot write TORCHELASTIC_ERROR_FILE {}", path);
 }
 
 int Agent::store_lost(const std::string& detail) {

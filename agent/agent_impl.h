@@ -232,6 +232,10 @@ class Agent {
   // failure_report.json in the log directory.
   void report(const std::string& reason);
 
+  // When ccrun itself runs with TORCHELASTIC_ERROR_FILE set (a scheduler set
+  // it), the root cause's error record is written there, as torchrun does.
+  void write_launcher_error_file(const std::vector<Failure>& final) const;
+
   // The store stopped answering for the keep-alive window: nothing can be
   // agreed with the other nodes any more, so this node ends now.
   int store_lost(const std::string& detail);

@@ -146,4 +146,33 @@ std::string report_json(const std::string& run_id, std::vector<Failure> final,
   return j.dump(2);
 }
 
+Failure root_cause(std::vector<Failure> failures) {
+  sort_by_time(failures);
+  return failures.empty() ? Failure{} : failures[0];
+}
+
+std::string launcher_error_record(const Failure& root, const std::string& worker_record) {
+  // torch's ProcessFailure.exitcode: the exit status, or -N for signal N.
+  int code = root.signal ? -root.signal : root.exit_code;
+  json j = json::parse(worker_record, nullptr, false);
+  if (j.is_object()) {
+    // torch's dump_error_file: the child's record, its errorCode overridden
+    // (unless "message" is a plain string, torch's newer format).
+    if (code != 0 && j.contains("message") && j["message"].is_object()) {
+      j["message"]["errorCode"] = code;
+    }
+    return j.dump();
+  }
+  std::string what = root.rank >= 0 ? "rank " + std::to_string(root.rank) + " (local_rank " +
+                                          std::to_string(root.local_rank) + ")"
+                                    : "node " + std::to_string(root.node_rank);
+  std::string detail = !root.message.empty() ? root.message : root.stderr_tail;
+  json message{{"message", "ChildFailedError: " + what + " on " + root.hostname + ": " +
+                               describe_exit(root)},
+               {"extraInfo",
+                {{"py_callstack", detail}, {"timestamp", std::to_string(root.time_ms / 1000)}}}};
+  if (code != 0) message["errorCode"] = code;
+  return json{{"message", message}}.dump();
+}
+
 }  // namespace ccrun::agent

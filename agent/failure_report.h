@@ -50,4 +50,16 @@ std::string format_report(const std::string& run_id, std::vector<Failure> failur
 std::string report_json(const std::string& run_id, std::vector<Failure> final,
                         std::vector<Failure> all, const std::string& reason);
 
+// The root cause of `failures`: the earliest (the report's first); a
+// default Failure when there is none.
+Failure root_cause(std::vector<Failure> failures);
+
+// What ccrun writes to its own TORCHELASTIC_ERROR_FILE when the job fails,
+// as torchrun's main (decorated with torch's @record) does for a scheduler:
+// `worker_record`, the text of the root cause's error file when this node
+// has it, with "errorCode" set to the exit code (-N for signal N); else a
+// record in torch's format ({"message": {"message", "extraInfo":
+// {"py_callstack", "timestamp"}, "errorCode"}}) made from `root`.
+std::string launcher_error_record(const Failure& root, const std::string& worker_record);
+
 }  // namespace ccrun::agent

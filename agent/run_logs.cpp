@@ -58,8 +58,8 @@ RunLogs::~RunLogs() {
   fs::remove_all(root_, ec);
 }
 
-fs::path RunLogs::rank_dir(int attempt, int rank) const {
-  fs::path dir = root_ / ("attempt_" + std::to_string(attempt)) / std::to_string(rank);
+fs::path RunLogs::rank_dir(int attempt, int local_rank) const {
+  fs::path dir = root_ / ("attempt_" + std::to_string(attempt)) / std::to_string(local_rank);
   std::error_code ec;
   fs::create_directories(dir, ec);
   return dir;

@@ -3,12 +3,13 @@
 // Every run of ccrun gets a directory of its own, as torchrun does:
 //
 //   <log_dir>/<run_id>_<8 hex digits>/
-//     attempt_<n>/<rank>/{stdout,stderr}.log, error.json
+//     attempt_<n>/<local_rank>/{stdout,stderr}.log, error.json
 //     failure_report.json      every failure of every attempt
 //     events.jsonl             one JSON line per join, start, failure,
 //                              restart and stop, with time and attempt
 //
-// so a second run with the same --rdzv-id never appends to the first run's
+// (named by local rank, as torchrun names them, so every node has
+// attempt_<n>/0/), so a second run with the same --rdzv-id never appends to the first run's
 // files or leaves its report beside the new one. Without --log-dir the
 // same layout lives in a temporary directory (the workers' error files
 // need a place), removed when the run ends.
@@ -34,8 +35,8 @@ class RunLogs {
   [[nodiscard]] bool kept() const { return kept_; }
   [[nodiscard]] const std::filesystem::path& root() const { return root_; }
 
-  // attempt_<attempt>/<rank>/, created.
-  std::filesystem::path rank_dir(int attempt, int rank) const;
+  // attempt_<attempt>/<local_rank>/, created.
+  std::filesystem::path rank_dir(int attempt, int local_rank) const;
 
   // Writes `name` under the root; a failure is reported on stderr (a full
   // disk must not pass silently) and returns false.

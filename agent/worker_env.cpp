@@ -1,4 +1,4 @@
-// The environment of each worker (see worker_env.h).
+// The environment and arguments of each worker (see worker_env.h).
 #include "worker_env.h"
 
 #include <arpa/inet.h>
@@ -6,7 +6,9 @@
 #include <netdb.h>
 #include <net/if.h>
 
+#include <cctype>
 #include <cstring>
+#include <string_view>
 
 #include "ccrun/job_keys.h"
 
@@ -28,12 +30,12 @@ std::vector<std::string> worker_environment(const EnvContext& c, int local_rank,
   set("LOCAL_RANK", std::to_string(local_rank));
   set("RANK", std::to_string(info.rank_offset + local_rank));
   set("GROUP_RANK", std::to_string(info.node_rank));
-  set("ROLE_RANK", std::to_string(info.rank_offset + local_rank));
+  set("ROLE_RANK", std::to_string(info.role_rank_offset + local_rank));
   set("ROLE_NAME", spec.role);
   set("LOCAL_WORLD_SIZE", std::to_string(nproc));
   set("WORLD_SIZE", std::to_string(info.world_size));
   set("GROUP_WORLD_SIZE", std::to_string(info.num_nodes));
-  set("ROLE_WORLD_SIZE", std::to_string(info.world_size));
+  set("ROLE_WORLD_SIZE", std::to_string(info.role_world_size));
   set("MASTER_ADDR", info.master_addr);
   set("MASTER_PORT", std::to_string(info.master_port));
   set("TORCHELASTIC_RESTART_COUNT", std::to_string(c.restart_count));
@@ -61,6 +63,54 @@ std::vector<std::string> worker_environment(const EnvContext& c, int local_rank,
   out.reserve(env.size());
   for (const auto& [k, v] : env) out.push_back(k + "=" + v);
   return out;
+}
+
+namespace {
+
+bool is_name_start(char c) { return c == '_' || std::isalpha(static_cast<unsigned char>(c)); }
+bool is_name_char(char c) { return c == '_' || std::isalnum(static_cast<unsigned char>(c)); }
+
+}  // namespace
+
+// The alternatives in Template's pattern, in its order: "$$", "$name",
+// "${name}", else a lone "$" kept (worker_env.h: "$$" is not unescaped).
+std::string substitute_macros(const std::string& arg,
+                            const std::map<std::string, std::string, std::less<>>& values) {
+  std::string out;
+  size_t i = 0;
+  while (i < arg.size()) {
+    size_t dollar = arg.find('$', i);
+    out.append(arg, i, dollar == std::string::npos ? std::string::npos : dollar - i);
+    if (dollar == std::string::npos) break;
+    i = dollar + 1;
+    bool braced = i < arg.size() && arg[i] == '{';
+    size_t start = braced ? i + 1 : i;
+    size_t end = start;
+    if (end < arg.size() && is_name_start(arg[end])) {
+      while (end < arg.size() && is_name_char(arg[end])) ++end;
+    }
+    if (i < arg.size() && arg[i] == '$') {  // "$$": an escape, kept as written
+      out += "$$";
+      ++i;
+    } else if (end == start || (braced && (end == arg.size() || arg[end] != '}'))) {
+      out += '$';  // no name, or "${" unclosed: kept, scanning goes on after "$"
+    } else {
+      auto it = values.find(std::string_view(arg.data() + start, end - start));
+      size_t stop = braced ? end + 1 : end;
+      out += it != values.end() ? it->second : arg.substr(dollar, stop - dollar);
+      i = stop;
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> worker_arguments(const std::vector<std::string>& entrypoint,
+                                          int local_rank) {
+  std::vector<std::string> argv = entrypoint;
+  const std::map<std::string, std::string, std::less<>> values{
+      {"local_rank", std::to_string(local_rank)}};
+  for (size_t k = 1; k < argv.size(); ++k) argv[k] = substitute_macros(argv[k], values);
+  return argv;
 }
 
 namespace {

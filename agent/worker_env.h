@@ -1,7 +1,8 @@
 //===- worker_env.h - The environment each worker starts with ---*- C++ -*-===//
 //
 // torchrun's variables (so PyTorch scripts run unchanged), ccrun's own
-// CCRUN_* variables for its collectives library, and the job's extra `env`.
+// CCRUN_* variables for its collectives library, and the job's extra `env`;
+// and the worker's arguments, with torchrun's ${local_rank} macro replaced.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -28,6 +29,21 @@ struct EnvContext {
 // The whole environment of local rank `local_rank`, as "NAME=value".
 std::vector<std::string> worker_environment(const EnvContext& ctx, int local_rank,
                                             const std::string& error_file);
+
+// torchrun's macros (Python's string.Template(text).safe_substitute(values)):
+// "$name" and "${name}" with `name` in `values` are replaced and every other
+// "$" is kept as written. One deliberate difference: "$$" stays "$$" (Python
+// makes it "$"), so a shell's "$$" in `sh -c '...'` keeps its meaning; it
+// still escapes, so "$${local_rank}" is not replaced (docs/cli.md).
+std::string substitute_macros(const std::string& text,
+                            const std::map<std::string, std::string, std::less<>>& values);
+
+// The worker's argv: `entrypoint` with ${local_rank} (and $local_rank) in
+// every argument after the program replaced by `local_rank` through
+// substitute_macros, as torchrun's macros.substitute does it. The program
+// itself is left alone, as torchrun leaves its entrypoint.
+std::vector<std::string> worker_arguments(const std::vector<std::string>& entrypoint,
+                                          int local_rank);
 
 // The network interface that carries `addr` ("lo" for 127.0.0.1), or "".
 std::string interface_of(const std::string& addr);

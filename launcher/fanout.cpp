@@ -33,7 +33,8 @@ namespace {
 // Variables forwarded to every host when set here (docs/cli.md).
 const char* const kForwardedNames[] = {"PYTHONPATH",       "PYTHON_EXEC",     "VIRTUAL_ENV",
                                        "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "CCRUN_LOG_LEVEL",
-                                       "CCRUN_STORE_TOKEN_FILE"};
+                                       "CCRUN_STORE_TOKEN_FILE",
+                                       "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"};
 const char* const kForwardedPrefixes[] = {"NCCL_", "TORCH_", "UCX_"};
 
 // How long a non-elastic job waits, after one node failed, for the other

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "ccrun/error.h"
+#include "flag_prefixes.h"
 #include "resolve.h"
 #include "slurm.h"
 
@@ -31,7 +32,8 @@ std::unique_ptr<CLI::App> make_app(Flags& f) {
       "ccrun: launch a distributed training job, torchrun-compatible.\n"
       "Every flag can also be set by PET_<FLAG> (e.g. PET_NPROC_PER_NODE=4)\n"
       "or by a YAML job file (--config); flags win over variables, variables\n"
-      "over the file.",
+      "over the file. A unique prefix of a long flag stands for it (--redirect=3),\n"
+      "as in torchrun.",
       "ccrun");
   app->footer(
       "Examples:\n"
@@ -41,7 +43,8 @@ std::unique_ptr<CLI::App> make_app(Flags& f) {
       "        --rdzv-id job7 --max-restarts 3 --no-python ./trainer --steps 1000\n"
       "  ccrun --hostfile hosts.txt --nproc-per-node 8 train.py     # every host, over ssh\n"
       "  srun --ntasks-per-node=1 ccrun --nproc-per-node gpu train.py  # under Slurm\n"
-      "  ccrun --config configs/single_node.yaml");
+      "  ccrun --config configs/single_node.yaml\n"
+      "${local_rank} in the program's arguments becomes each worker's local rank.");
   app->prefix_command();  // everything from the program on belongs to it
   app->get_formatter()->column_width(44);
   for (const auto& s : settings()) {
@@ -65,6 +68,19 @@ std::unique_ptr<CLI::App> make_app(Flags& f) {
       ->allow_extra_args(false);  // one value per --export: the program may follow
   app->add_flag("--exit-on-stdin-eof", f.exit_on_stdin_eof)->group("");  // hidden
   return app;
+}
+
+// Every option's spellings, for the abbreviations torchrun takes.
+std::vector<FlagNames> flag_names(const CLI::App& app) {
+  std::vector<FlagNames> out;
+  for (const CLI::Option* o : app.get_options()) {
+    FlagNames f;
+    for (const auto& n : o->get_lnames()) f.long_names.push_back("--" + n);
+    for (const auto& n : o->get_snames()) f.short_names.push_back("-" + n);
+    f.takes_value = o->get_items_expected_max() != 0;
+    out.push_back(std::move(f));
+  }
+  return out;
 }
 
 }  // namespace
@@ -104,7 +120,8 @@ bool Sources::given(const std::string& key) const {
 Command parse_command_line(const std::vector<std::string>& args, const Environment& env) {
   Flags f;
   auto app = make_app(f);
-  std::vector<std::string> argv_rev(args.rbegin(), args.rend());
+  std::vector<std::string> expanded = expand_flag_prefixes(flag_names(*app), args);
+  std::vector<std::string> argv_rev(expanded.rbegin(), expanded.rend());
   Command cmd;
   try {
     app->parse(argv_rev);

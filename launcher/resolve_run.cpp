@@ -43,6 +43,17 @@ void resolve_logs(const Sources& src, JobSpec& spec) {
   spec.logs.log_dir = raw("log_dir").value;
   parse_std_streams(raw("redirects"), spec.logs.default_redirects, spec.logs.redirects);
   parse_std_streams(raw("tee"), spec.logs.default_tee, spec.logs.tee);
+  // torch 2.x's --logs-specs names an entry point of its "torchrun.logs_specs"
+  // group; torch ships one, "default", which is what ccrun's logs are.
+  Raw specs = raw("logs_specs");
+  if (specs.value != "default") {
+    fail(specs, "the only logs spec is default (torch's DefaultLogsSpecs); ccrun's logs are set "
+                "by --log-dir, -r/--redirects, -t/--tee and --local-ranks-filter");
+  }
+  // torch 2.x's run.py reads it from the environment, as does ccrun.
+  if (auto t = src.env().get("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")) {
+    spec.logs.line_prefix_template = *t;
+  }
   Raw filter = raw("local_ranks_filter");
   std::stringstream fs_(filter.value);
   for (std::string r; std::getline(fs_, r, ',');) {

@@ -232,6 +232,7 @@ class Handler : public RendezvousHandler {
     n.nproc = o_.local_world_size;
     n.master_port = master_port;
     n.prev_rank = round_ >= 0 ? info_.node_rank : -1;
+    n.role = o_.role;
     return n;
   }
 
@@ -333,6 +334,8 @@ class Handler : public RendezvousHandler {
     info.num_nodes = shape.num_nodes;
     info.rank_offset = place.rank_offset;
     info.world_size = shape.world_size;
+    info.role_rank_offset = place.role_rank_offset;
+    info.role_world_size = place.role_world_size;
     JoinedNode me = self_node(0);
     info.self = NodeInfo{place.addr, me.hostname, me.nproc};
     info.master_addr = shape.master_addr;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <numeric>
+#include <unordered_map>
 
 #include "ccrun/error.h"
 
@@ -37,27 +38,30 @@ auto read_fields(const std::string& text, const char* what, F fill) {
 
 std::string JoinedNode::to_json() const {
   return json{{"addr", addr}, {"hostname", hostname}, {"nproc", nproc},
-              {"master_port", master_port}, {"prev_rank", prev_rank}}
+              {"master_port", master_port}, {"prev_rank", prev_rank}, {"role", role}}
       .dump();
 }
 
 JoinedNode JoinedNode::from_json(const std::string& text) {
   return read_fields(text, "node", [](const json& j) {
-    return JoinedNode{j.at("addr"), j.at("hostname"), j.at("nproc"), j.at("master_port"),
-                      j.value("prev_rank", -1)};
+    return JoinedNode{j.at("addr"),          j.at("hostname"),
+                      j.at("nproc"),         j.at("master_port"),
+                      j.value("prev_rank", -1), j.value("role", std::string("default"))};
   });
 }
 
 std::string Place::to_json() const {
   return json{{"node_rank", node_rank}, {"rank_offset", rank_offset}, {"watch", watch},
-              {"watch_addr", watch_addr}, {"addr", addr}}
+              {"watch_addr", watch_addr}, {"addr", addr},
+              {"role_rank_offset", role_rank_offset}, {"role_world_size", role_world_size}}
       .dump();
 }
 
 Place Place::from_json(const std::string& text) {
   return read_fields(text, "place", [](const json& j) {
-    return Place{j.at("node_rank"), j.at("rank_offset"), j.at("watch"), j.at("watch_addr"),
-                 j.at("addr")};
+    return Place{j.at("node_rank"),        j.at("rank_offset"),     j.at("watch"),
+                 j.at("watch_addr"),       j.at("addr"),            j.at("role_rank_offset"),
+                 j.at("role_world_size")};
   });
 }
 
@@ -88,12 +92,18 @@ RoundPlan plan_round(const std::vector<JoinedNode>& by_slot, bool keep_previous_
   RoundPlan plan;
   plan.places.resize(size_t(n));
   plan.shape.num_nodes = n;
+  std::unordered_map<std::string, int> role_sum;  // nproc so far, per role
   for (int rank = 0; rank < n; ++rank) {
     const JoinedNode& node = by_slot[size_t(order[size_t(rank)])];
     const JoinedNode& watched = by_slot[size_t(order[size_t((rank + n - 1) % n)])];
-    plan.places[size_t(order[size_t(rank)])] =
-        Place{rank, plan.shape.world_size, (rank + n - 1) % n, watched.addr, node.addr};
+    Place& place = plan.places[size_t(order[size_t(rank)])];
+    place = Place{rank, plan.shape.world_size, (rank + n - 1) % n, watched.addr, node.addr};
+    place.role_rank_offset = role_sum[node.role];  // step 2a, first pass
+    role_sum[node.role] += node.nproc;
     plan.shape.world_size += node.nproc;
+  }
+  for (int slot = 0; slot < n; ++slot) {  // step 2a, second pass
+    plan.places[size_t(slot)].role_world_size = role_sum[by_slot[size_t(slot)].role];
   }
   if (n > 0) {
     plan.shape.master_addr = by_slot[size_t(order[0])].addr;

@@ -13,6 +13,10 @@
 //      itself (static: the slot is the given node rank). So a restart with
 //      unchanged membership keeps every node's rank, as torchrun does.
 //   2. RANK offsets: the sum of nproc over the lower node ranks.
+//   2a. Role ranks (torchrun's _assign_worker_ranks): ROLE_RANK offset = the
+//      sum of nproc over the lower node ranks of the same role, and
+//      ROLE_WORLD_SIZE = the sum of nproc over the nodes of that role; two
+//      passes over the nodes with one running sum per role, O(N).
 //   3. The master: node rank 0's address and the port it published.
 //   4. Liveness: node rank k watches node rank k - 1's heartbeat (node 0
 //      watches the last one), so each node reads one counter per interval.
@@ -32,6 +36,7 @@ struct JoinedNode {
   int nproc = 1;         // its local world size
   int master_port = 0;   // a free port of its host, MASTER_PORT if it gets rank 0
   int prev_rank = -1;    // its node rank in the previous round, -1 if none
+  std::string role = "default";  // its --role (absent in the record: "default")
 
   [[nodiscard]] std::string to_json() const;
   // Throws ccrun::Error naming the key's text when it is not a NodeInfo.
@@ -45,6 +50,8 @@ struct Place {
   int watch = 0;           // the node rank whose heartbeat it watches
   std::string watch_addr;  // that node's address, for the message if it dies
   std::string addr;        // its own address, as published
+  int role_rank_offset = 0;  // ROLE_RANK of its LOCAL_RANK 0 (step 2a)
+  int role_world_size = 0;   // ROLE_WORLD_SIZE of its role (step 2a)
 
   [[nodiscard]] std::string to_json() const;
   [[nodiscard]] static Place from_json(const std::string& text);

@@ -73,6 +73,9 @@ struct LogSpec {
   std::set<int> local_ranks_filter;
   // Prefix console lines with "[rank]:" (torchrun does when tee is on).
   bool prefix_lines = true;
+  // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE (torch 2.x): the prefix, with
+  // ${role_name}, ${rank} and ${local_rank} replaced; empty = "[<rank>]:".
+  std::string line_prefix_template;
 };
 
 // One host of a host list (--hostfile, `hosts:` in the job file), after

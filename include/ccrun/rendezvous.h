@@ -48,6 +48,10 @@ struct RendezvousInfo {
   int num_nodes = 1;         // GROUP_WORLD_SIZE
   int rank_offset = 0;       // RANK of this node's LOCAL_RANK 0
   int world_size = 1;        // sum of local_world_size over nodes
+  // ROLE_RANK of LOCAL_RANK 0 and ROLE_WORLD_SIZE: the same counts over the
+  // nodes of this node's role only (torchrun's role ranks).
+  int role_rank_offset = 0;
+  int role_world_size = 1;
   NodeInfo self;             // this node, as the others see it
   std::string master_addr;   // node 0's address, as the others reach it
   int master_port = 0;       // MASTER_PORT for the workers
@@ -76,6 +80,7 @@ struct RendezvousOptions : RendezvousTiming {
   int max_nodes = 1;
   int node_rank = 0;                // static only
   int local_world_size = 1;
+  std::string role = "default";     // --role: ROLE_RANK counts per role
   std::string local_addr;           // this node's address for the others
   std::string master_addr;          // static: node 0's address
   int master_port = 0;              // static: the store's port

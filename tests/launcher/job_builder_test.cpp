@@ -271,3 +271,11 @@ TEST_CASE("hang_timeout: the flag, PET_, YAML, default and bad values", "[launch
   CHECK_THAT(error_of({"--hang-timeout", "-1", "a"}), Catch::Contains("--hang-timeout \"-1\""));
   CHECK_THAT(error_of({"--hang-timeout", "soon", "a"}), Catch::Contains("--hang-timeout \"soon\""));
 }
+
+TEST_CASE("logs specs: torch 2.x's only spec, default", "[launcher]") {
+  Environment env;
+  CHECK_NOTHROW(parse_command_line({"--logs-specs", "default", "--no-python", "x"}, env));
+  CHECK_NOTHROW(parse_command_line({"--logs_specs=default", "--no-python", "x"}, env));
+  CHECK_THROWS_WITH(parse_command_line({"--logs-specs", "mine", "--no-python", "x"}, env),
+                    Catch::Contains("default"));
+}

@@ -1,0 +1,156 @@
+"""ccrun run as a torchrun user runs torchrun (issue 20): each case is one
+behaviour torchrun 2.x has (its agent, api.py and local_elastic_agent.py, and
+its own tests, test_run.py and local_elastic_agent_test.py), checked on the
+real binary. Two agents on one machine stand for two nodes."""
+import json
+import os
+import signal
+import sys
+
+from helpers import communicate_all, free_port, parse_env_lines, run_ccrun, spawn_ccrun, \
+    start_daemon
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PY = sys.executable
+PRINT_ENV = os.path.join(HERE, "print_env.py")
+
+
+def agents(args_per_node, timeout=120):
+    """Starts one ccrun per entry (its arguments), returns (rc, out, err) of each."""
+    procs = [spawn_ccrun(*args) for args in args_per_node]
+    return communicate_all(procs, timeout, kill=lambda p: os.killpg(p.pid, signal.SIGKILL))
+
+
+def envs_of(outs):
+    envs = {}
+    for rc, out, err in outs:
+        assert rc == 0, err
+        envs.update(parse_env_lines(out))
+    return envs
+
+
+# Item 4: torchrun's macros.substitute on every argument after the program
+# ("$$" excepted: kept as written, docs/cli.md "Differences from torchrun").
+def test_local_rank_macro_in_the_arguments():
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", "--no-python",
+                  "/bin/echo", "--local_rank=${local_rank}", "$local_rank", "pid$$", "${LOCAL_RANK}")
+    assert r.returncode == 0, r.stderr
+    lines = sorted(r.stdout.splitlines())
+    assert lines == ["[0]:--local_rank=0 0 pid$$ ${LOCAL_RANK}",
+                     "[1]:--local_rank=1 1 pid$$ ${LOCAL_RANK}"]
+
+
+# Item 5: attempt_<n>/<local_rank>/ on every node, the error file too.
+def test_second_node_logs_are_named_by_local_rank(tmp_path):
+    port = str(free_port())
+    prog = ['/bin/sh', '-c', 'echo "rank $RANK"; echo "$TORCHELASTIC_ERROR_FILE"']
+    outs = agents([["--nnodes", "2", "--node-rank", str(n), "--master-port", port,
+                    "--log-dir", str(tmp_path / str(n)), "--rdzv-id", "logs", "--no-python", *prog]
+                   for n in (0, 1)])
+    for n, (rc, out, err) in enumerate(outs):
+        assert rc == 0, err
+        [run] = (tmp_path / str(n)).glob("logs_*")
+        assert (run / "attempt_0" / "0" / "stdout.log").read_text().startswith(f"rank {n}\n")
+        assert not (run / "attempt_0" / "1").exists()
+        assert out.strip().endswith(str(run / "attempt_0" / "0" / "error.json"))
+
+
+# Item 6: ROLE_RANK and ROLE_WORLD_SIZE count the nodes of one --role, in
+# node-rank order (torchrun's _assign_worker_ranks).
+def test_role_ranks_count_per_role_static():
+    port = str(free_port())
+    nodes = [("trainer", 2), ("ps", 1), ("trainer", 1)]
+    outs = agents([["--nnodes", "3", "--node-rank", str(n), "--master-port", port,
+                    "--role", role, "--nproc-per-node", str(nproc), "--no-python", PY, PRINT_ENV]
+                   for n, (role, nproc) in enumerate(nodes)])
+    envs = envs_of(outs)
+    got = {rank: (e["ROLE_NAME"], e["ROLE_RANK"], e["ROLE_WORLD_SIZE"]) for rank, e in envs.items()}
+    assert got == {0: ("trainer", "0", "3"), 1: ("trainer", "1", "3"), 2: ("ps", "0", "1"),
+                   3: ("trainer", "2", "3")}
+    assert all(e["WORLD_SIZE"] == "4" for e in envs.values())
+
+
+def test_role_ranks_count_per_role_c10d():
+    with start_daemon("--host", "127.0.0.1") as d:
+        outs = agents([["--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                        f"127.0.0.1:{d.port}", "--rdzv-id", "roles", "--role", role,
+                        "--nproc-per-node", "2", "--no-python", PY, PRINT_ENV]
+                       for role in ("reader", "learner")])
+    envs = envs_of(outs)
+    assert sorted(envs) == [0, 1, 2, 3]
+    for e in envs.values():
+        assert e["ROLE_WORLD_SIZE"] == "2" and e["WORLD_SIZE"] == "4"
+        assert e["ROLE_RANK"] == e["LOCAL_RANK"]  # each role is one node
+
+
+# Item 2: -r 3 with -t 3 shows every line (tee wins for the console) and
+# writes the files.
+def test_tee_wins_over_redirects_for_the_console(tmp_path):
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", "-r", "3", "-t", "3",
+                  "--log-dir", str(tmp_path), "--rdzv-id", "tee", "--no-python", "/bin/sh", "-c",
+                  'echo "out $RANK"; echo "err $RANK" >&2')
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.splitlines()) == ["[0]:out 0", "[1]:out 1"]
+    assert "[1]:err 1" in r.stderr.splitlines()
+    [run] = tmp_path.glob("tee_*")
+    assert (run / "attempt_0" / "1" / "stdout.log").read_text() == "out 1\n"
+    # -r 3 -t 1: stdout on the console and in the file, stderr in the file only.
+    r = run_ccrun("--master-port", str(free_port()), "-r", "3", "-t", "1", "--no-python",
+                  "/bin/sh", "-c", 'echo out; echo err >&2')
+    assert r.stdout == "[0]:out\n" and "err" not in r.stderr
+
+
+def test_log_line_prefix_template():
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", "--role", "trainer",
+                  "--no-python", "/bin/echo", "hi",
+                  env={"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "<${role_name}/${rank}/$local_rank>"})
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.splitlines()) == ["<trainer/0/0>hi", "<trainer/1/1>hi"]
+
+
+# Item 3: a scheduler's TORCHELASTIC_ERROR_FILE for ccrun itself gets the root
+# cause's record (torchrun's main is decorated with torch's @record).
+RECORDED = """
+from torch.distributed.elastic.multiprocessing.errors import record
+import os, time
+@record
+def main():
+    if os.environ["RANK"] == "1":
+        raise ValueError("boom on rank 1")
+    time.sleep(30)
+main()
+"""
+
+
+def test_launcher_error_file_gets_the_root_cause_record(tmp_path):
+    script = tmp_path / "fail.py"
+    script.write_text(RECORDED)
+    err = tmp_path / "launcher_error.json"
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", "--no-python", PY,
+                  str(script), env={"TORCHELASTIC_ERROR_FILE": str(err)})
+    assert r.returncode == 1, r.stderr
+    record = json.loads(err.read_text())
+    assert record["message"]["message"] == "ValueError: boom on rank 1"
+    assert "py_callstack" in record["message"]["extraInfo"]
+    assert record["message"]["errorCode"] == 1
+    # No @record in the worker: a record made from the failure.
+    r = run_ccrun("--master-port", str(free_port()), "--no-python", "/bin/sh", "-c",
+                  "echo dying >&2; exit 3", env={"TORCHELASTIC_ERROR_FILE": str(err)})
+    assert r.returncode == 1
+    record = json.loads(err.read_text())
+    assert record["message"]["message"].startswith("ChildFailedError: rank 0 (local_rank 0) on ")
+    assert record["message"]["errorCode"] == 3
+    assert "dying" in record["message"]["extraInfo"]["py_callstack"]
+
+
+# Item 8 (part): argparse's abbreviations of long flags, and --logs-specs.
+def test_unique_prefixes_of_long_flags_and_logs_specs():
+    r = run_ccrun("--master-port", str(free_port()), "--nproc=2", "--redirect=1", "--logs-specs",
+                  "default", "--no-py", "/bin/echo", "hidden")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ""
+    r = run_ccrun("--n", "2", "--no-python", "/bin/true")
+    assert r.returncode == 2
+    assert "ambiguous abbreviation" in r.stderr and "--nnodes" in r.stderr
+    r = run_ccrun("--logs-specs", "mine", "--no-python", "/bin/true")
+    assert r.returncode == 2 and "default" in r.stderr
