@@ -37,10 +37,11 @@
 #       b. CCRUN_GPU_BUNDLE=<dir> holding bin/{ccrun,ccrun_collectives_tests,
 #          nccl_overhead_bench,train_linreg_cuda} and lib/ (the shared
 #          libraries a bare machine lacks), as
-#            /work/shared/tools/device-bundle.sh <dir> build/launcher/ccrun \
+#            ../shared/tools/device-bundle.sh <dir> build/launcher/ccrun \
 #              build/tests/ccrun_collectives_tests build/tests/nccl_overhead_bench \
 #              build/examples/train_linreg_cuda
-#          makes them on a machine that has the dependencies, CUDA and NCCL
+#          (the project's shared tools, beside the checkout) makes them on a
+#          machine that has the dependencies, CUDA and NCCL
 #          headers (configured with -DCCRUN_WITH_NCCL=ON); then no compiler
 #          and no -dev package is needed here. That script leaves out NCCL and
 #          libcudart but copies libcublas*.so (hundreds of MB): delete
