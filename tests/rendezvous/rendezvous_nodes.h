@@ -3,6 +3,7 @@
 #pragma once
 
 #include <catch2/catch.hpp>
+#include <spdlog/spdlog.h>
 
 #include <future>
 #include <memory>
@@ -47,6 +48,10 @@ inline std::vector<std::unique_ptr<Node>> join_all(std::shared_ptr<store::Store>
     n->handler = create_rendezvous_handler(o, [store] { return store; });
     nodes.push_back(std::move(n));
   }
+  // spdlog's registry is made at its first use; made here, before the
+  // threads, so that ThreadSanitizer does not see two threads race to make it
+  // inside the uninstrumented library.
+  (void)spdlog::default_logger_raw();
   std::vector<std::thread> threads;
   for (auto& n : nodes) {
     threads.emplace_back([&n] { n->info = n->handler->next_rendezvous(); });
