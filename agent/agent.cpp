@@ -38,12 +38,6 @@ std::string random_hex(int words) {
 
 Agent::Agent(const JobSpec& spec) : spec_(spec), agent_token_(random_hex(4)) {}
 
-int64_t Agent::now_ms() {
-  return std::chrono::duration_cast<milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 int Agent::run() {
   OrphanKiller::start(agent_token_);  // forked before any thread of ours exists
   setup_signals();

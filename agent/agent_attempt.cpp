@@ -139,7 +139,7 @@ Failure Agent::node_failure(const std::string& message) const {
   f.node_rank = info_.node_rank;
   f.hostname = host_name();
   f.addr = local_addr_;
-  f.time_ms = now_ms();
+  f.time_ms = wall_clock_ms();
   f.attempt = restart_count_;
   f.message = message;
   return f;

@@ -53,7 +53,7 @@ void Agent::report(const std::string& reason) {
     Failure f;
     f.node_rank = dead_node_->node_rank;
     f.message = dead_node_->detail;
-    f.time_ms = now_ms();
+    f.time_ms = wall_clock_ms();
     f.attempt = restart_count_;
     final.push_back(f);
     all_failures_.push_back(f);

@@ -88,9 +88,6 @@ class Agent {
   // Where the node is (the overview above).
   enum class State { kForming, kRunning, kStopping, kBarrier, kLeaving };
 
-  // Milliseconds since the epoch (failure records' time).
-  static int64_t now_ms();
-
   // The job's sequence, signals and the loop that carries out each decision (agent.cpp).
   // The one line every job ends with, and the last event.
   void summarize(int status);

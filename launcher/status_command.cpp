@@ -31,12 +31,6 @@ constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitUnknown = 3;
 
-int64_t wall_ms() {
-  return std::chrono::duration_cast<milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string format_time(int64_t ms) {
   time_t secs = time_t(ms / 1000);
   tm utc{};
@@ -90,7 +84,7 @@ json status_json(const JobState& st) {
   if (st.phase == JobPhase::kRunning && st.nodes_waiting > 0) {
     out["nodes_waiting"] = st.nodes_waiting;
   }
-  int64_t now = wall_ms();
+  int64_t now = wall_clock_ms();
   int attempt = 0, world = 0;
   for (int i = 0; i < int(st.node_statuses.size()); ++i) {
     if (st.node_statuses[i].empty()) {

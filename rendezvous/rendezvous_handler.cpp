@@ -212,13 +212,10 @@ class Handler : public RendezvousHandler {
   // For `ccrun status`: who this node is and when it last beat (wall clock:
   // the reader is another machine), with its ranks' progress.
   std::string status_record() {
-    int64_t now_ms = std::chrono::duration_cast<milliseconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
     json status{{"host", info_.self.hostname}, {"addr", info_.self.addr},
                 {"node_rank", info_.node_rank}, {"first_rank", info_.rank_offset},
                 {"nproc", info_.self.local_world_size}, {"attempt", attempt_.load()},
-                {"beat_ms", now_ms}, {"pid", getpid()}};
+                {"beat_ms", wall_clock_ms()}, {"pid", getpid()}};
     std::lock_guard<std::mutex> lock(progress_mu_);
     json ranks = json::parse(progress_, nullptr, false);
     if (!progress_.empty() && !ranks.is_discarded()) status["ranks"] = std::move(ranks);

@@ -4,7 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <climits>
+#include <cstdint>
 
 #include "ccrun/error.h"
 
@@ -15,12 +15,6 @@ using Clock = std::chrono::steady_clock;
 
 bool transient(const Error& e) {
   return dynamic_cast<const ConnectionError*>(&e) || dynamic_cast<const TimeoutError*>(&e);
-}
-
-int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 constexpr int64_t kNever = INT64_MAX;
@@ -133,17 +127,17 @@ void RoundWatch::run() {
 void RoundWatch::watch_round(store::Store& s) {
   int64_t half = o_.interval.count() / 2;
   write_beat(s);
-  int64_t next_write = schedule_.next_write(wall_ms() + half);
+  int64_t next_write = schedule_.next_write(wall_clock_ms() + half);
   bool watching = o_.watch != o_.node_rank;
   // Each read checks the watched node's latest write slot, from the first
   // slot on; its first write (at once, like this node's) counts as its beat 1.
-  int64_t next_read = watching ? schedule_.next_read(wall_ms()) : kNever;
+  int64_t next_read = watching ? schedule_.next_read(wall_clock_ms()) : kNever;
   while (!stop_) {
     int64_t due = std::min(next_write, next_read);
     if (wait_for_end(s, due) || stop_) return;  // stopped: not one beat more
     // The wait's timeout may end a little early (the server's timer): the
     // slot is due, not one more wait of a millisecond.
-    int64_t now = std::max(wall_ms(), due);
+    int64_t now = std::max(wall_clock_ms(), due);
     if (now >= next_read) {
       read_watched(s);
       next_read = schedule_.next_read(now + half);
@@ -158,7 +152,7 @@ void RoundWatch::watch_round(store::Store& s) {
 // Waits on the round's end until `until_ms` (wall clock); true once the end
 // came and was delivered.
 bool RoundWatch::wait_for_end(store::Store& s, int64_t until_ms) {
-  int64_t left = until_ms - wall_ms();
+  int64_t left = until_ms - wall_clock_ms();
   if (left >= 1) {
     try {
       s.wait({keys_.end(o_.round)}, std::chrono::milliseconds(left));

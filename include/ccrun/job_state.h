@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,6 +24,16 @@
 #include "ccrun/store.h"
 
 namespace ccrun {
+
+// Now, in milliseconds since the Unix epoch on the wall clock: how the job's
+// records carry times (a status's beat_ms, a failure's time_ms), since their
+// readers are other machines; also the clock the nodes' heartbeat schedule
+// shares (rendezvous/round_watch.h).
+inline int64_t wall_clock_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 // Why a round ended. Every kind but kStoreLost is written to round/<R>/end;
 // kStoreLost is what a node's own watcher concludes when the store stops
