@@ -12,6 +12,7 @@
 #include "ccrun/stop_signals.h"
 #include "fanout.h"
 #include "job_builder.h"
+#include "log_level.h"
 #include "status_command.h"
 
 // SIGINT, SIGTERM, SIGHUP and SIGQUIT are held from load on; the agent and
@@ -25,15 +26,20 @@ int main(int argc, char** argv) {
     return launcher::run_status_command(std::vector<std::string>(argv + 2, argv + argc));
   }
   launcher::Command cmd;
+  launcher::LogLevelChoice log_level;
   try {
     cmd = launcher::parse_command_line(std::vector<std::string>(argv + 1, argv + argc),
                                        launcher::Environment::from_process());
+    log_level = launcher::choose_log_level(std::getenv("CCRUN_LOG_LEVEL"), std::getenv("LOGLEVEL"));
   } catch (const Error& e) {
     std::fprintf(stderr, "ccrun: %s\n", e.what());
+    agent::write_launcher_error(error_type_name(e), e.what());
     return 2;
   } catch (const std::exception& e) {
     // A bad value the checks missed: still a usage error, never an abort.
-    std::fprintf(stderr, "ccrun: cannot read the command line or job file: %s\n", e.what());
+    std::string what = std::string("cannot read the command line or job file: ") + e.what();
+    std::fprintf(stderr, "ccrun: %s\n", what.c_str());
+    agent::write_launcher_error("ccrun::ConfigError", what);
     return 2;
   }
   if (!cmd.message.empty() || cmd.print_config) release_stop_signals();
@@ -50,9 +56,11 @@ int main(int argc, char** argv) {
       return launcher::run_fanout(cmd.spec, launcher::Environment::from_process());
     } catch (const ConfigError& e) {
       std::fprintf(stderr, "ccrun: %s\n", e.what());
+      agent::write_launcher_error(error_type_name(e), e.what());
       return 2;
     } catch (const Error& e) {
       std::fprintf(stderr, "ccrun: %s\n", e.what());
+      agent::write_launcher_error(error_type_name(e), e.what());
       return 1;
     }
   }
@@ -60,7 +68,8 @@ int main(int argc, char** argv) {
   auto logger = spdlog::stderr_color_mt("ccrun");
   logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");
   spdlog::set_default_logger(logger);
-  if (auto level = std::getenv("CCRUN_LOG_LEVEL")) spdlog::set_level(spdlog::level::from_str(level));
+  spdlog::set_level(log_level.level);
+  if (!log_level.warning.empty()) spdlog::warn("ccrun: {}", log_level.warning);
   std::fflush(stdout);
   return agent::run(cmd.spec);
 }

@@ -32,7 +32,7 @@ namespace {
 
 // Variables forwarded to every host when set here (docs/cli.md).
 const char* const kForwardedNames[] = {"PYTHONPATH",       "PYTHON_EXEC",     "VIRTUAL_ENV",
-                                       "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "CCRUN_LOG_LEVEL",
+                                       "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "CCRUN_LOG_LEVEL", "LOGLEVEL",
                                        "CCRUN_STORE_TOKEN_FILE",
                                        "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"};
 const char* const kForwardedPrefixes[] = {"NCCL_", "TORCH_", "UCX_"};
