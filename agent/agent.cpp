@@ -57,9 +57,11 @@ int Agent::run() {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ccrun: %s\n", e.what());
     end_reason_ = e.what();
+    end_error_type_ = error_type_name(e);
     status = signalled_ ? exit_signalled() : 1;
   }
   summarize(status);
+  write_own_error_file(status);
   cleanup();
   return status;
 }
@@ -337,7 +339,9 @@ void Agent::cleanup() {
 
 int run(const JobSpec& spec) {
   if (spec.entrypoint.empty()) {
-    std::fprintf(stderr, "ccrun: no program to run; give one after the flags\n");
+    const char* what = "no program to run; give one after the flags";
+    std::fprintf(stderr, "ccrun: %s\n", what);
+    write_launcher_error("ccrun::ConfigError", what);
     return 2;
   }
   Agent agent(spec);

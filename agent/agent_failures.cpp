@@ -11,6 +11,8 @@
 #include <iterator>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "ccrun/error.h"
 #include "ccrun/signal_names.h"
 
@@ -76,20 +78,46 @@ void Agent::report(const std::string& reason) {
   write_launcher_error_file(final);
 }
 
-void Agent::write_launcher_error_file(const std::vector<Failure>& final) const {
+namespace {
+
+// Writes `record` to ccrun's own TORCHELASTIC_ERROR_FILE; false when unset.
+bool write_error_file(const std::string& record) {
   const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
-  if (!path || !*path || final.empty()) return;
+  if (!path || !*path) return false;
+  std::ofstream out(path, std::ios::trunc);
+  out << record;
+  out.close();
+  // A scheduler reads it after ccrun exits: a failed write must be seen.
+  if (!out) spdlog::error("ccrun: cannot write TORCHELASTIC_ERROR_FILE {}", path);
+  return true;
+}
+
+}  // namespace
+
+void write_launcher_error(const std::string& type, const std::string& what) {
+  write_error_file(own_error_record(type, what, wall_clock_ms() / 1000));
+}
+
+void Agent::write_launcher_error_file(const std::vector<Failure>& final) {
+  if (final.empty()) return;
   Failure root = root_cause(final);
   std::string worker_record;
   if (root.rank >= 0 && root.node_rank == info_.node_rank && run_logs_) {
     std::ifstream in(run_logs_->rank_dir(root.attempt, root.local_rank) / "error.json");
     worker_record.assign(std::istreambuf_iterator<char>(in), {});
   }
-  std::ofstream out(path, std::ios::trunc);
-  out << launcher_error_record(root, worker_record);
-  out.close();
-  // A scheduler reads it after ccrun exits: a failed write must be seen.
-  if (!out) spdlog::error("ccrun: cannot write TORCHELASTIC_ERROR_FILE {}", path);
+  error_file_written_ = write_error_file(launcher_error_record(root, worker_record));
+}
+
+void Agent::write_own_error_file(int status) {
+  if (status == 0 || error_file_written_) return;
+  if (status > 128) {
+    write_launcher_error("SignalException", "ccrun (pid " + std::to_string(getpid()) +
+                                                ") got signal: " + std::to_string(status - 128) +
+                                                " (" + signal_name(status - 128) + ")");
+  } else {
+    write_launcher_error(end_error_type_, end_reason_);
+  }
 }
 
 int Agent::store_lost(const std::string& detail) {

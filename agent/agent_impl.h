@@ -231,7 +231,10 @@ class Agent {
 
   // When ccrun itself runs with TORCHELASTIC_ERROR_FILE set (a scheduler set
   // it), the root cause's error record is written there, as torchrun does.
-  void write_launcher_error_file(const std::vector<Failure>& final) const;
+  void write_launcher_error_file(const std::vector<Failure>& final);
+  // When no worker's record was written: ccrun's own error (end_reason_, of
+  // type end_error_type_) or the signal that stopped it (status 128+N).
+  void write_own_error_file(int status);
 
   // The store stopped answering for the keep-alive window: nothing can be
   // agreed with the other nodes any more, so this node ends now.
@@ -274,6 +277,8 @@ class Agent {
   bool lost_in_barrier_ = false;
   int attempts_ = 0;  // rendezvous rounds that started workers (or would have)
   std::string end_reason_;
+  std::string end_error_type_ = "ccrun::Error";  // the type of what ended the job
+  bool error_file_written_ = false;              // TORCHELASTIC_ERROR_FILE has a record
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   int exited_ok_ = 0;
 };

@@ -146,6 +146,14 @@ std::string report_json(const std::string& run_id, std::vector<Failure> final,
   return j.dump(2);
 }
 
+std::string own_error_record(const std::string& type, const std::string& what,
+                             int64_t unix_seconds) {
+  json message{{"message", type + ": " + what},
+               {"extraInfo",
+                {{"py_callstack", what}, {"timestamp", std::to_string(unix_seconds)}}}};
+  return json{{"message", message}}.dump();
+}
+
 Failure root_cause(std::vector<Failure> failures) {
   sort_by_time(failures);
   return failures.empty() ? Failure{} : failures[0];

@@ -62,4 +62,10 @@ Failure root_cause(std::vector<Failure> failures);
 // {"py_callstack", "timestamp"}, "errorCode"}}) made from `root`.
 std::string launcher_error_record(const Failure& root, const std::string& worker_record);
 
+// ccrun's own error in the same format ("<type>: <what>", `what` again as
+// py_callstack: ccrun has no Python stack to give), timestamped
+// `unix_seconds`.
+std::string own_error_record(const std::string& type, const std::string& what,
+                             int64_t unix_seconds);
+
 }  // namespace ccrun::agent

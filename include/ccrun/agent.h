@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <string>
+
 #include "ccrun/job_spec.h"
 
 namespace ccrun::agent {
@@ -19,5 +21,14 @@ namespace ccrun::agent {
 // node exited 0, 1 when the job failed, 128+N when stopped by signal N.
 // Blocks; installs its own signal handling for spec.signals_to_handle.
 [[nodiscard]] int run(const JobSpec& spec);
+
+// When ccrun itself runs with TORCHELASTIC_ERROR_FILE set (TorchX, a nested
+// launcher), writes ccrun's own error there in torch's record format, as
+// torchrun's main (decorated with @record) does for its own exceptions:
+// {"message": {"message": "<type>: <what>", "extraInfo": {"py_callstack",
+// "timestamp"}}}. For errors that end ccrun before or beside its workers (a
+// bad flag, a rendezvous that timed out, a lost store, a signal); a failed
+// worker's record is written by run() instead. Does nothing when unset.
+void write_launcher_error(const std::string& type, const std::string& what);
 
 }  // namespace ccrun::agent

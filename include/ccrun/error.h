@@ -82,6 +82,23 @@ class RendezvousClosedError : public Error {
   using Error::Error;
 };
 
+// The name of `e`'s ccrun error class ("ccrun::TimeoutError"), or
+// "std::exception" for any other: the type part of an error record that
+// follows torch's "<Type>: <message>" form.
+inline const char* error_type_name(const std::exception& e) {
+  if (dynamic_cast<const NotAStoreError*>(&e)) return "ccrun::NotAStoreError";
+  if (dynamic_cast<const ProtocolError*>(&e)) return "ccrun::ProtocolError";
+  if (dynamic_cast<const TimeoutError*>(&e)) return "ccrun::TimeoutError";
+  if (dynamic_cast<const ConnectionError*>(&e)) return "ccrun::ConnectionError";
+  if (dynamic_cast<const ConfigError*>(&e)) return "ccrun::ConfigError";
+  if (dynamic_cast<const NotSupportedError*>(&e)) return "ccrun::NotSupportedError";
+  if (dynamic_cast<const AuthError*>(&e)) return "ccrun::AuthError";
+  if (dynamic_cast<const InterruptedError*>(&e)) return "ccrun::InterruptedError";
+  if (dynamic_cast<const RendezvousClosedError*>(&e)) return "ccrun::RendezvousClosedError";
+  if (dynamic_cast<const Error*>(&e)) return "ccrun::Error";
+  return "std::exception";
+}
+
 // A duration as messages spell it: "250ms", "2.5s", "30s", "2m30s".
 inline std::string format_duration(std::chrono::milliseconds d) {
   auto ms = d.count();

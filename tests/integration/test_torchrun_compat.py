@@ -143,6 +143,32 @@ def test_launcher_error_file_gets_the_root_cause_record(tmp_path):
     assert "dying" in record["message"]["extraInfo"]["py_callstack"]
 
 
+# Item 3, ccrun's own errors: torchrun's main is decorated with @record, so a
+# rendezvous that timed out, a bad flag or a signal leaves a record too.
+def test_launcher_error_file_gets_ccruns_own_errors(tmp_path):
+    err = tmp_path / "launcher_error.json"
+    env = {"TORCHELASTIC_ERROR_FILE": str(err)}
+    r = run_ccrun("--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                  f"127.0.0.1:{free_port()}", "--rdzv-conf", "join_timeout=1", "--no-python",
+                  "/bin/true", env=env)
+    assert r.returncode == 1, r.stderr
+    message = json.loads(err.read_text())["message"]
+    assert message["message"].startswith("ccrun::TimeoutError: rendezvous")
+    assert "1 of at least 2 nodes joined" in message["message"]
+    assert int(message["extraInfo"]["timestamp"]) > 1.7e9
+    r = run_ccrun("--nnodes", "x", "/bin/true", env=env)
+    assert r.returncode == 2
+    assert json.loads(err.read_text())["message"]["message"].startswith(
+        'ccrun::ConfigError: --nnodes "x"')
+    p = spawn_ccrun("--master-port", str(free_port()), "--no-python", "/bin/sh", "-c",
+                    "echo up; exec sleep 60", env=env)
+    assert p.stdout.readline().strip().endswith("up")
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=60) == 143
+    assert json.loads(err.read_text())["message"]["message"].startswith(
+        "SignalException: ccrun (pid")
+
+
 # Item 8 (part): argparse's abbreviations of long flags, and --logs-specs.
 def test_unique_prefixes_of_long_flags_and_logs_specs():
     r = run_ccrun("--master-port", str(free_port()), "--nproc=2", "--redirect=1", "--logs-specs",
