@@ -107,7 +107,7 @@ Sources::Sources(FlagLookup flag, const Environment& env, const YamlJob& yaml)
 Raw Sources::get(const std::string& key) const {
   const Setting& s = *find_setting(key);
   if (auto v = flag_(key)) return Raw{*v, first_flag(s), false};
-  if (auto v = env_.get(pet_name(key))) return Raw{*v, pet_name(key), false};
+  if (auto v = env_.get(pet_name(key))) return Raw{pet_value(s, *v), pet_name(key), false};
   if (auto it = slurm_.find(key); it != slurm_.end()) return it->second;
   if (auto it = yaml_.raws.find(key); it != yaml_.raws.end()) return it->second;
   return Raw{default_text(s), first_flag(s) + " (default)", false};

@@ -162,6 +162,10 @@ std::string pet_name(const std::string& key) {
   return n;
 }
 
+std::string pet_value(const Setting& s, const std::string& value) {
+  return !s.text && value.empty() ? "true" : value;
+}
+
 std::string first_flag(const Setting& s) {
   std::string f = s.flags;
   auto parts = std::stringstream(f);

@@ -70,6 +70,11 @@ std::string default_text(const Setting& s);
 const Setting* find_setting(const std::string& key);
 // PET_<KEY>: the variable that may give a setting.
 std::string pet_name(const std::string& key);
+// The value of setting `s` given by its PET_ variable's text `value`: as written, except that a
+// switch's variable set but empty is on. Kubeflow's training operator writes PET_STANDALONE=""
+// for a PyTorchJob's elasticPolicy.standalone: true (torchrun fails on it, int("")); "0",
+// "false", ... still turn a switch off.
+std::string pet_value(const Setting& s, const std::string& value);
 // The setting's first long flag ("--nproc-per-node").
 std::string first_flag(const Setting& s);
 // "; did you mean \"x\"?" for the nearest of `known`, or "" when none is near.

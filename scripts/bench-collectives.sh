@@ -67,3 +67,4 @@ $rounds alternating rounds per side; bus bandwidth as nccl-tests defines it, fro
 $table"
   python3 "$here/scripts/write_bench_section.py" "$here/docs/benchmarks.md" bench-collectives Collectives "$section"
 fi
+plot_section bench-collectives "$table" $((!smoke))

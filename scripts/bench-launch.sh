@@ -162,3 +162,4 @@ largest RSS (the launcher itself: its workers are /bin/true).
 $table"
   python3 "$here/scripts/write_bench_section.py" "$here/docs/benchmarks.md" bench-launch Launch "$section"
 fi
+plot_section bench-launch "$table" $((!smoke))

@@ -172,3 +172,4 @@ $table
 $stable"
   python3 "$here/scripts/write_bench_section.py" "$here/docs/benchmarks.md" bench-rendezvous Rendezvous "$section"
 fi
+plot_section bench-rendezvous "$table" $((!smoke))

@@ -123,3 +123,4 @@ $ttable"
   "$python" "$here/scripts/write_bench_section.py" "$here/docs/benchmarks.md" bench-scale \
     "Rendezvous at scale" "$section"
 fi
+plot_section bench-scale "$table"$'\n\n'"$ttable" $((!smoke))

@@ -125,3 +125,4 @@ if ((!smoke && own_torch)); then
 $table"
   python3 "$here/scripts/write_bench_section.py" "$here/docs/benchmarks.md" bench-store Store "$section"
 fi
+plot_section bench-store "$table" $((!smoke && own_torch))

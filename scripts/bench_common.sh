@@ -11,3 +11,24 @@ smoke=0
 # An if, not `[[ ]] && smoke=1`: a sourced file's last status is source's,
 # and a false one would end a `set -e` caller.
 if [[ ${1:-} == --smoke ]]; then smoke=1; fi
+
+# plot_section NAME TABLE WRITTEN: draws NAME's figure with scripts/plot_bench.py (Debian's
+# python3-matplotlib). WRITTEN=1: the script has just written NAME's section of
+# docs/benchmarks.md, and docs/NAME.png is drawn from that section (the image the doc shows above
+# the table). WRITTEN=0 (--smoke, or a table the doc does not keep): TABLE, the markdown the script
+# printed, is drawn into a temporary file, so the plotting is exercised and docs/ stays as it is.
+plot_section() {
+  local name=$1 table=$2 written=$3
+  if ((written)); then
+    /usr/bin/python3 "$here/scripts/plot_bench.py" "$name" "$here/docs/benchmarks.md" "$here/docs/$name.png"
+  else
+    local dir
+    dir=$(mktemp -d)
+    printf '%s\n' "$table" >"$dir/table.md"
+    /usr/bin/python3 "$here/scripts/plot_bench.py" "$name" "$dir/table.md" "$dir/$name.png" &&
+      echo "$name: plot drawn from the table above (not kept: docs/ is written by full runs only)"
+    local rc=$?
+    rm -rf "$dir"
+    return $rc
+  fi
+}

@@ -105,6 +105,15 @@ TEST_CASE("PET_ variables, and flags beat them", "[launcher]") {
   CHECK_THAT(error_of({"a"}, Environment{{{"PET_NNODES", "x"}}}), Catch::Contains("PET_NNODES \"x\""));
 }
 
+TEST_CASE("a switch's PET_ variable set but empty is on, as Kubeflow's operator writes it", "[launcher]") {
+  CHECK(parse({"--no-python", "a"}, Environment{{{"PET_STANDALONE", ""}}}).standalone);
+  CHECK_FALSE(parse({"--no-python", "a"}, Environment{{{"PET_STANDALONE", "0"}}}).standalone);
+  CHECK_FALSE(parse({"--no-python", "a"}, Environment{{{"PET_STANDALONE", "false"}}}).standalone);
+  CHECK(parse({"a"}, Environment{{{"PET_NO_PYTHON", ""}}}).entrypoint.front() == "a");
+  // Settings with a value keep an empty one empty (and say so).
+  CHECK_THAT(error_of({"a"}, Environment{{{"PET_MASTER_ADDR", ""}}}), Catch::Contains("PET_MASTER_ADDR"));
+}
+
 TEST_CASE("nproc auto, cpu and gpu", "[launcher]") {
   CHECK(parse({"--nproc-per-node", "gpu", "--no-python", "a"},
               Environment{{{"CUDA_VISIBLE_DEVICES", "0,1,3"}}}).nproc_per_node == 3);
