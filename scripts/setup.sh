@@ -25,6 +25,7 @@ packages=(
   clang libclang-rt-14-dev
   ccache etcd-server openssh-server
   elfutils  # eu-stack: every rank's native stack in a hang verdict (issue 17)
+  libhwloc-dev  # --numa-binding reads the CPUs, caches, NUMA nodes and GPUs with hwloc (issue 20)
 )
 
 missing=()
