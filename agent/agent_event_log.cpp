@@ -31,7 +31,7 @@ void Agent::record_end_event(int status) const {
   if (spec_.event_log_handler != EventLogHandler::kConsole) return;
   // torch records FAILED when its agent raised (a signal, a rendezvous
   // error) and SUCCEEDED when the agent's run returned, its workers' result
-  // whatever it was (launcher/api.py: "NOT that workers have succeeded").
+  // whatever it was (torch/distributed/launcher/api.py: "NOT that workers have succeeded").
   bool failed = agent_error_ || status > 128;
   std::string state = failed ? "FAILED" : "SUCCEEDED";
   auto secs = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_);

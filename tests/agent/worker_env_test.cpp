@@ -44,7 +44,7 @@ TEST_CASE("substitute_macros: several names, as torch's log line prefix uses it"
   CHECK(ccrun::agent::substitute_macros("$rank/$ranks/${rank}", v) == "7/$ranks/7");
 }
 
-TEST_CASE("--virtual-local-rank: each rank's entry of the agent's CUDA_VISIBLE_DEVICES", "[worker_env]") {
+TEST_CASE("virtual local rank: each rank gets its entry of the agent's CUDA_VISIBLE_DEVICES", "[worker_env]") {
   using ccrun::agent::virtual_visible_device;
   // torch 2.x's LocalElasticAgent._set_local_rank_env
   CHECK(virtual_visible_device(std::nullopt, 3) == "3");
