@@ -56,12 +56,14 @@ int Agent::run() {
     status = exit_signalled();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ccrun: %s\n", e.what());
+    agent_error_ = true;
     end_reason_ = e.what();
     end_error_type_ = error_type_name(e);
     status = signalled_ ? exit_signalled() : 1;
   }
   summarize(status);
   write_own_error_file(status);
+  record_end_event(status);
   cleanup();
   return status;
 }
@@ -218,6 +220,7 @@ std::string Agent::store_endpoint() const {
 }
 
 int Agent::loop() {
+  plan_placements();  // before the store: a rank that cannot be bound fails at once
   start_job();
   RestartBudget budget{spec_.max_restarts, spec_.max_restarts,
                        spec_.rdzv.backend == rendezvous::Backend::kStatic, 1, spec_.min_nodes};
@@ -262,6 +265,12 @@ void Agent::start_job() {
   run_logs_ = std::make_unique<RunLogs>(spec_.logs.log_dir, run_id_);
   serve_file_timer();
   if (run_logs_->kept()) spdlog::info("ccrun: logs in {}", run_logs_->root().string());
+  bool filters = !spec_.logs.duplicate_stdout_filters.empty() || !spec_.logs.duplicate_stderr_filters.empty();
+  if (filters && !run_logs_->kept()) {
+    spdlog::warn("ccrun: the filtered_stdout.log/filtered_stderr.log of --duplicate-*-filters are "
+                 "written to {}, which is removed when the run ends; give --log-dir DIR to keep them",
+                 run_logs_->root().string());
+  }
 }
 
 void Agent::join_round() {

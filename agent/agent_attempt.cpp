@@ -55,6 +55,7 @@ Agent::Outcome Agent::run_attempt() {
   hang_ = nullptr;
   monitor_.reset();
   monitor_ = make_monitor();
+  open_filtered_logs();
   std::vector<WorkerSpec> specs;
   for (int lr = 0; lr < spec_.nproc_per_node; ++lr) specs.push_back(worker_spec(lr));
   if (signalled_) {
@@ -98,6 +99,7 @@ WorkerSpec Agent::worker_spec(int lr) {
   w.env = worker_environment(ctx, lr, error_file);
   w.token = agent_token_ + "." + std::to_string(restart_count_) + "." + std::to_string(lr);
   w.env.push_back(std::string(kAgentTokenVar) + "=" + w.token);
+  if (size_t(lr) < placements_.size()) w.placement = placements_[size_t(lr)];
   monitor_->add_worker_env(w.env, lr);
   if (file_timer_) w.env.push_back("TORCHELASTIC_TIMER_FILE=" + file_timer_->path());
   int redirect = stream_bits(spec_.logs.default_redirects, spec_.logs.redirects, lr);
@@ -112,8 +114,24 @@ WorkerSpec Agent::worker_spec(int lr) {
     o.to_console = shown && (!(redirect & fd) || (tee & fd));
     o.console_fd = fd;
     o.file = files ? (dir / (fd == 1 ? "stdout.log" : "stderr.log")).string() : "";
+    // torch copies the tee'd streams of the ranks shown (its tee_stdouts)
+    if (shown && (tee & fd)) o.duplicate = filtered_[fd - 1];
   }
   return w;
+}
+
+void Agent::open_filtered_logs() {
+  const std::vector<std::string>* filters[] = {&spec_.logs.duplicate_stdout_filters,
+                                               &spec_.logs.duplicate_stderr_filters};
+  for (int i = 0; i < 2; ++i) {
+    filtered_[i].reset();
+    if (filters[i]->empty()) continue;
+    fs::path dir = run_logs_->root() / ("attempt_" + std::to_string(restart_count_));
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    filtered_[i] = std::make_shared<FilteredLog>(
+        (dir / (i == 0 ? "filtered_stdout.log" : "filtered_stderr.log")).string(), *filters[i]);
+  }
 }
 
 void Agent::start_workers(const std::vector<WorkerSpec>& specs) {

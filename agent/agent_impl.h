@@ -141,6 +141,19 @@ class Agent {
   // then opens the run's log directory and the FileTimer.
   void start_job();
 
+  // --numa-binding: every local rank's CPUs and memory nodes, planned once
+  // per job from hwloc's topology (agent_placement.cpp) and said; throws
+  // ccrun::Error naming the cause when a rank cannot be bound.
+  void plan_placements();
+
+  // --duplicate-stdout/stderr-filters: this attempt's filtered_{stdout,
+  // stderr}.log under the run's directory (filtered_), opened when asked for.
+  void open_filtered_logs();
+
+  // --event-log-handler console: torch's end-of-run event, one JSON line on
+  // stderr (agent_event_log.cpp); null and dynamic_rendezvous drop it.
+  void record_end_event(int status) const;
+
   // Joins the next rendezvous round (info_), and says so.
   void join_round();
 
@@ -259,6 +272,9 @@ class Agent {
   std::unique_ptr<rendezvous::RendezvousHandler> rdzv_;
   std::string run_id_ = "none", local_addr_, gloo_ifname_;
   std::unique_ptr<RunLogs> run_logs_;  // the run's log directory (--log-dir)
+  std::vector<Placement> placements_;  // by local rank (--numa-binding); empty = none
+  bool agent_error_ = false;  // the agent itself failed (not its workers)
+  std::shared_ptr<FilteredLog> filtered_[2];  // this attempt's stdout, stderr copies
 
   RendezvousInfo info_;
   int restart_count_ = 0;

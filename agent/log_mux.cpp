@@ -31,6 +31,33 @@ int write_all(int fd, const std::string& s) {
 }
 }  // namespace
 
+FilteredLog::FilteredLog(std::string p, std::vector<std::string> n)
+    : path(std::move(p)), needles(std::move(n)) {
+  fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) spdlog::warn("cannot write {}: {}", path, std::strerror(errno));
+}
+
+FilteredLog::~FilteredLog() {
+  if (fd >= 0) ::close(fd);
+}
+
+bool FilteredLog::matches(const std::string& line) const {
+  for (const auto& n : needles) {
+    if (line.find(n) != std::string::npos) return true;
+  }
+  return false;
+}
+
+void FilteredLog::write(const std::string& text) {
+  if (fd < 0) return;
+  if (int err = write_all(fd, text); err != 0) {
+    std::fprintf(stderr, "ccrun: cannot write %s: %s; its later lines are not saved\n", path.c_str(),
+                 std::strerror(err));
+    ::close(fd);
+    fd = -1;
+  }
+}
+
 struct LogMux::Stream : std::enable_shared_from_this<Stream> {
   Stream(asio::io_context& io, int fd, StreamOptions o, std::function<void()> done)
       : pipe(io, fd), options(std::move(o)), on_closed(std::move(done)) {
@@ -91,6 +118,7 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
     out += '\n';
     // A closed console must not stop the job: its errors are ignored.
     if (shown) (void)write_all(options.console_fd, out);
+    if (options.duplicate && options.duplicate->matches(text)) options.duplicate->write(out);
     if (file_fd >= 0) {
       if (int err = write_all(file_fd, line + "\n"); err != 0) {
         std::fprintf(stderr, "ccrun: cannot write %s: %s; its later lines are not saved\n",

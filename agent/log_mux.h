@@ -19,8 +19,28 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace ccrun::agent {
+
+// torch 2.x's --duplicate-stdout-filters/--duplicate-stderr-filters: one
+// file, shared by the ranks' streams, that also gets each line holding any
+// of `needles` (a plain substring), with the line's prefix. Opened by
+// open(); a failed write is reported once and ends the copy.
+struct FilteredLog {
+  FilteredLog(std::string path, std::vector<std::string> needles);
+  ~FilteredLog();
+  FilteredLog(const FilteredLog&) = delete;  // owns a descriptor
+  FilteredLog& operator=(const FilteredLog&) = delete;
+  // Whether `line` holds one of the needles.
+  [[nodiscard]] bool matches(const std::string& line) const;
+  // Appends `text` (whole lines) with one write.
+  void write(const std::string& text);
+
+  std::string path;
+  std::vector<std::string> needles;
+  int fd = -1;
+};
 
 struct StreamOptions {
   std::string prefix;     // "[3]:"; empty = none
@@ -30,6 +50,8 @@ struct StreamOptions {
   // Sees each whole line before the console does and may rewrite it;
   // false keeps it off the console (the file and the tail still get it).
   std::function<bool(std::string& line)> console_filter;
+  // Matching lines are copied here too (the line as the console shows it).
+  std::shared_ptr<FilteredLog> duplicate;
 };
 
 class LogMux {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "ccrun/error.h"
 #include "ccrun/job_keys.h"
 
 extern char** environ;
@@ -28,6 +29,12 @@ std::vector<std::string> worker_environment(const EnvContext& c, int local_rank,
   int nproc = spec.nproc_per_node;
   auto set = [&](const std::string& k, const std::string& v) { env[k] = v; };
   set("LOCAL_RANK", std::to_string(local_rank));
+  if (spec.virtual_local_rank) {  // each worker sees its own GPU as device 0
+    auto it = env.find("CUDA_VISIBLE_DEVICES");
+    set("CUDA_VISIBLE_DEVICES",
+        virtual_visible_device(it == env.end() ? std::nullopt : std::optional(it->second), local_rank));
+    set("LOCAL_RANK", "0");
+  }
   set("RANK", std::to_string(info.rank_offset + local_rank));
   set("GROUP_RANK", std::to_string(info.node_rank));
   set("ROLE_RANK", std::to_string(info.role_rank_offset + local_rank));
@@ -63,6 +70,26 @@ std::vector<std::string> worker_environment(const EnvContext& c, int local_rank,
   out.reserve(env.size());
   for (const auto& [k, v] : env) out.push_back(k + "=" + v);
   return out;
+}
+
+std::string virtual_visible_device(const std::optional<std::string>& agent_visible, int local_rank) {
+  if (!agent_visible) return std::to_string(local_rank);
+  std::vector<std::string> gpus;
+  size_t start = 0;
+  for (;;) {  // Python's str.split(","): every piece, empty ones too
+    size_t comma = agent_visible->find(',', start);
+    gpus.push_back(agent_visible->substr(start, comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (local_rank >= int(gpus.size())) {
+    throw Error("--virtual-local-rank: local rank " + std::to_string(local_rank) +
+                " exceeds available GPUs in CUDA_VISIBLE_DEVICES=" + *agent_visible +
+                "; run at most " + std::to_string(gpus.size()) + " worker(s) per node or widen it");
+  }
+  std::string gpu = gpus[size_t(local_rank)];
+  size_t b = gpu.find_first_not_of(" \t\n\r"), e = gpu.find_last_not_of(" \t\n\r");
+  return b == std::string::npos ? "" : gpu.substr(b, e - b + 1);
 }
 
 namespace {

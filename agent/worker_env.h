@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,12 @@ struct EnvContext {
 // The whole environment of local rank `local_rank`, as "NAME=value".
 std::vector<std::string> worker_environment(const EnvContext& ctx, int local_rank,
                                             const std::string& error_file);
+
+// --virtual-local-rank: the CUDA_VISIBLE_DEVICES of local rank `local_rank`,
+// as torch 2.x sets it: the rank's entry of the agent's own list (trimmed),
+// or the rank itself when the agent has none. Throws ccrun::Error when the
+// list is shorter than the rank.
+std::string virtual_visible_device(const std::optional<std::string>& agent_visible, int local_rank);
 
 // torchrun's macros (Python's string.Template(text).safe_substitute(values)):
 // "$name" and "${name}" with `name` in `values` are replaced and every other

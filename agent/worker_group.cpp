@@ -2,6 +2,7 @@
 #include "worker_group.h"
 
 #include <fcntl.h>
+#include <linux/mempolicy.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sched.h>
@@ -36,11 +37,18 @@ struct WorkerGroup::Worker {
 
 namespace {
 
+#ifndef MPOL_PREFERRED_MANY
+#define MPOL_PREFERRED_MANY 5  // Linux 5.15's uapi value, for older headers
+#endif
+
 // Everything the child needs, built before fork (no allocation after it).
 struct ExecImage {
   std::vector<std::string> storage;
   std::vector<char*> argv, envp;
-  ExecImage(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  const Placement* placement = nullptr;
+  ExecImage(const std::vector<std::string>& args, const std::vector<std::string>& env,
+            const Placement& where)
+      : placement(&where) {
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
     for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
@@ -51,6 +59,27 @@ struct ExecImage {
 void write_str(int fd, const char* s) {
   ssize_t r = ::write(fd, s, std::strlen(s));
   (void)r;
+}
+
+// --numa-binding, in the child: raw system calls on masks the agent built.
+// A CPU mask the kernel refuses ends the worker (torch fails the launch); the
+// memory preference is advice, and a kernel without MPOL_PREFERRED_MANY
+// (before 5.15) keeps its default, local allocation, which the CPU binding
+// already makes near.
+void apply_placement(const Placement& p) {
+  if (!p.cpus.empty() &&
+      syscall(SYS_sched_setaffinity, 0, p.cpus.size() * sizeof(unsigned long), p.cpus.data()) != 0) {
+    int err = errno;
+    write_str(2, "ccrun: --numa-binding: cannot bind the worker to its CPUs: ");
+    write_str(2, std::strerror(err));
+    write_str(2, "\n");
+    _exit(127);
+  }
+  if (!p.nodes.empty()) {
+    long mode = p.node_count > 1 ? MPOL_PREFERRED_MANY : MPOL_PREFERRED;
+    long r = syscall(SYS_set_mempolicy, mode, p.nodes.data(), p.nodes.size() * 64 + 1);
+    (void)r;  // advice only: see above
+  }
 }
 
 // Runs in the child, with every signal blocked (see start()): the agent's
@@ -69,6 +98,7 @@ void write_str(int fd, const char* s) {
   dup2(out_fd, 1);
   dup2(err_fd, 2);
   syscall(SYS_close_range, 3u, ~0u, 0u);
+  apply_placement(*image.placement);
   execvpe(image.argv[0], image.argv.data(), image.envp.data());
   int err = errno;
   write_str(2, "ccrun: cannot execute \"");
@@ -179,7 +209,7 @@ void WorkerGroup::start(const std::vector<WorkerSpec>& specs,
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
       throw Error(std::string("cannot create pipes for a worker: ") + std::strerror(errno));
     }
-    ExecImage image(spec.argv, spec.env);
+    ExecImage image(spec.argv, spec.env, spec.placement);
     sigset_t all, old_mask;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old_mask);

@@ -33,6 +33,14 @@
 
 namespace ccrun::agent {
 
+// Where a worker runs (--numa-binding), as bit masks the child hands to
+// sched_setaffinity and set_mempolicy before it execs.
+struct Placement {
+  std::vector<unsigned long> cpus;   // CPU mask; empty = the agent's affinity
+  std::vector<unsigned long> nodes;  // preferred NUMA nodes; empty = the default policy
+  int node_count = 0;                // bits set in `nodes`
+};
+
 // How to start one worker.
 struct WorkerSpec {
   int local_rank = 0;
@@ -42,6 +50,7 @@ struct WorkerSpec {
   StreamOptions out, err;        // where its stdout and stderr go
   std::string token;             // its CCRUN_AGENT_TOKEN ("" = none): every
                                  // process holding it dies when it exits
+  Placement placement;
 };
 
 // How one worker ended.

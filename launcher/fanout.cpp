@@ -216,8 +216,8 @@ class Fanout {
     node->pidfd = std::make_unique<asio::posix::stream_descriptor>(io_, pidfd);
     Node* n = node.get();
     std::string prefix = node->host + ": ";
-    mux_.add(out[0], agent::StreamOptions{prefix, true, 1, "", {}}, [this, n] { pipe_closed(*n); });
-    agent::StreamOptions err_options{prefix, true, 2, "", {}};
+    mux_.add(out[0], agent::StreamOptions{prefix, true, 1, "", {}, nullptr}, [this, n] { pipe_closed(*n); });
+    agent::StreamOptions err_options{prefix, true, 2, "", {}, nullptr};
     err_options.console_filter = [this, n](std::string& line) { return report_line(*n, line); };
     n->err_stream = mux_.add(err[0], err_options, [this, n] { pipe_closed(*n); });
     n->pidfd->async_wait(asio::posix::stream_descriptor::wait_read, [this, n](boost::system::error_code ec) {
@@ -401,6 +401,10 @@ std::vector<std::string> agent_args(const JobSpec& spec, size_t index) {
   }
   std::vector<std::string> a;
   auto add = [&](const Setting& s) {
+    if (!s.text) {  // a switch
+      if (s.on && s.on(host)) a.push_back(first_flag(s));
+      return;
+    }
     std::string value = s.text(host);
     if (!value.empty()) a.insert(a.end(), {first_flag(s), value});
   };

@@ -40,8 +40,9 @@ void setting(YAML::Emitter& out, const Setting& set, const JobSpec& s, bool& in_
   if (in_rdzv && !rdzv) out << YAML::EndMap;
   if (rdzv && !in_rdzv) out << YAML::Key << "rdzv" << YAML::Value << YAML::BeginMap;
   in_rdzv = rdzv;
-  // A switch printed is --standalone, the one the spec keeps.
-  std::string key = set.key, text = set.text ? set.text(s) : (s.standalone ? "true" : "false");
+  // A switch printed says `on`, or is --standalone, which the spec keeps.
+  bool on = set.on ? set.on(s) : s.standalone;
+  std::string key = set.key, text = set.text ? set.text(s) : (on ? "true" : "false");
   if (set.yaml == YamlForm::kIfSet && text.empty()) return;
   if (rdzv) key = key.substr(std::string("rdzv_").size());
   out << YAML::Key << key << YAML::Value;

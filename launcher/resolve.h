@@ -59,8 +59,12 @@ void resolve_rendezvous(const Sources& src, JobSpec& spec);
 // max_restarts, monitor_interval, stop_grace, signals_to_handle, role.
 void resolve_restarts(const Sources& src, JobSpec& spec);
 // log_dir, redirects, tee, local_ranks_filter (checked against
-// nproc_per_node: needs resolve_nodes first).
+// nproc_per_node: needs resolve_nodes first), the duplicate filters and
+// event_log_handler.
 void resolve_logs(const Sources& src, JobSpec& spec);
+// numa_binding and virtual_local_rank: where each worker runs and which
+// GPU it sees.
+void resolve_placement(const Sources& src, JobSpec& spec);
 // The worker's argv from the remaining command line (or the job file's
 // program/args), module, no_python, run_path; and env:. Returns false when
 // no program was given.

@@ -6,6 +6,8 @@
 #include <sstream>
 
 #include "ccrun/error.h"
+#include "ccrun/event_log_handler.h"
+#include "ccrun/numa_binding.h"
 #include "ccrun/signal_names.h"
 #include "resolve.h"
 
@@ -67,6 +69,24 @@ void resolve_logs(const Sources& src, JobSpec& spec) {
     }
     spec.logs.local_ranks_filter.insert(rank);
   }
+  spec.logs.duplicate_stdout_filters = split_escaped_commas(raw("duplicate_stdout_filters").value);
+  spec.logs.duplicate_stderr_filters = split_escaped_commas(raw("duplicate_stderr_filters").value);
+  Raw handler = raw("event_log_handler");
+  try {
+    spec.event_log_handler = parse_event_log_handler(handler.value);
+  } catch (const ConfigError& e) {
+    fail(handler, std::string(e.what()) + " (torch's registry of event handlers)");
+  }
+}
+
+void resolve_placement(const Sources& src, JobSpec& spec) {
+  Raw numa = src.get("numa_binding");
+  try {
+    spec.numa_binding = parse_numa_binding(numa.value);
+  } catch (const ConfigError& e) {
+    fail(numa, e.what());
+  }
+  spec.virtual_local_rank = to_bool(src.get("virtual_local_rank"));
 }
 
 bool resolve_program(const Sources& src, std::vector<std::string> rest, JobSpec& spec) {

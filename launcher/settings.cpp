@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "ccrun/error.h"
+#include "ccrun/event_log_handler.h"
+#include "ccrun/numa_binding.h"
 #include "ccrun/rendezvous_backend.h"
 #include "fanout.h"
 
@@ -39,6 +41,18 @@ std::string ranks_text(S s) {
 }
 
 std::string none(S) { return ""; }  // kept in the JobSpec as something else (hosts)
+
+// --numa-binding's help: every mode of ccrun/numa_binding.h's table.
+const std::string kNumaHelp = [] {
+  std::string out = "Bind local rank N to the CPUs (and memory) near GPU N:";
+  for (const auto& m : kNumaBindingNames) {
+    out += std::string(" ") + std::string(m.name) + " = " + std::string(m.help) + ";";
+  }
+  out.back() = '.';
+  return out;
+}();
+const std::string kEventHelp = "Where the agent's end-of-run event (torch's JSON) goes: " +
+                               event_log_handler_names() + " (console: stderr)";
 
 // The rendezvous help line names every backend (rendezvous_backend.h).
 static_assert(rendezvous::kBackendNames.size() == 3, "name the new backend in --rdzv-backend's help");
@@ -124,6 +138,20 @@ const Setting kSettings[] = {
      [](S) -> std::string { return "default"; }, Y::kNone},
     {"local_ranks_filter", "--local-ranks-filter,--local_ranks_filter",
      "Local ranks shown on the console, e.g. 0,2", "Logs", ranks_text, Y::kList, true},
+    {"duplicate_stdout_filters", "--duplicate-stdout-filters,--duplicate_stdout_filters",
+     "Tee'd (-t) stdout lines holding any of these strings (a,b; ,, is a comma) also go to "
+     "attempt_<n>/filtered_stdout.log", "Logs",
+     [](S s) { return join_escaped_commas(s.logs.duplicate_stdout_filters); }, Y::kIfSet, true},
+    {"duplicate_stderr_filters", "--duplicate-stderr-filters,--duplicate_stderr_filters",
+     "The same for stderr, into attempt_<n>/filtered_stderr.log", "Logs",
+     [](S s) { return join_escaped_commas(s.logs.duplicate_stderr_filters); }, Y::kIfSet, true},
+    {"event_log_handler", "--event-log-handler,--event_log_handler", kEventHelp.c_str(), "Logs",
+     [](S s) { return std::string(event_log_handler_name(s.event_log_handler)); }, Y::kScalar, true},
+    {"numa_binding", "--numa-binding,--numa_binding", kNumaHelp.c_str(), "Program",
+     [](S s) { return std::string(numa_binding_name(s.numa_binding)); }, Y::kIfSet, true},
+    {"virtual_local_rank", "--virtual-local-rank,--virtual_local_rank",
+     "Every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES naming only its own GPU", "Program",
+     nullptr, Y::kScalar, true, [](S s) { return s.virtual_local_rank; }},
 };
 
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -261,6 +289,34 @@ std::string std_streams_text(int def, const std::map<int, int>& per_rank) {
 std::string join(const std::vector<std::string>& items, const char* sep) {
   std::string out;
   for (const auto& s : items) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+std::vector<std::string> split_escaped_commas(const std::string& text) {
+  std::vector<std::string> out;
+  if (text.empty()) return out;
+  std::string item;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != ',') {
+      item += text[i];
+    } else if (i + 1 < text.size() && text[i + 1] == ',') {
+      item += ',';
+      ++i;
+    } else {
+      out.push_back(item);
+      item.clear();
+    }
+  }
+  out.push_back(item);
+  return out;
+}
+
+std::string join_escaped_commas(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += ',';
+    for (char c : items[i]) out += c == ',' ? std::string(",,") : std::string(1, c);
+  }
   return out;
 }
 

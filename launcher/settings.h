@@ -57,8 +57,11 @@ struct Setting {
   std::string (*text)(const JobSpec& spec);
   YamlForm yaml = YamlForm::kScalar;
   // Whether the ssh fan-out gives it to every host's agent (when its text
-  // is not empty).
+  // is not empty; a switch, when `on`).
   bool forwarded = false;
+  // A switch's value in `spec` (--print-config, the fan-out); nullptr for
+  // options and for --standalone, which print_config reads itself.
+  bool (*on)(const JobSpec& spec) = nullptr;
 };
 
 // The table of settings, in --help order.
@@ -97,5 +100,9 @@ std::string std_streams_text(int def, const std::map<int, int>& per_rank);
 std::string join(const std::vector<std::string>& items, const char* sep);
 // Seconds in the shortest form that reads back the same ("0.1", "30").
 std::string seconds_text(std::chrono::milliseconds ms);
+// torch's comma-separated list ("a,b"; ",," is a comma inside an item), and
+// back: --duplicate-stdout-filters and --duplicate-stderr-filters.
+std::vector<std::string> split_escaped_commas(const std::string& text);
+std::string join_escaped_commas(const std::vector<std::string>& items);
 
 }  // namespace ccrun::launcher

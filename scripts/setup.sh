@@ -27,6 +27,7 @@ packages=(
   elfutils  # eu-stack: every rank's native stack in a hang verdict (issue 17)
   python3-matplotlib  # scripts/plot_bench.py: the benchmarks' figures in docs/ (issue 22)
   python3-yaml  # tests/launcher/test_kubernetes.py reads the manifests of configs/k8s/ (issue 22)
+  libhwloc-dev  # --numa-binding reads the CPUs, caches, NUMA nodes and GPUs with hwloc (issue 20)
 )
 
 missing=()

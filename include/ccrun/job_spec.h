@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "ccrun/event_log_handler.h"
+#include "ccrun/numa_binding.h"
 #include "ccrun/rendezvous_backend.h"
 
 namespace ccrun {
@@ -76,6 +78,11 @@ struct LogSpec {
   // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE (torch 2.x): the prefix, with
   // ${role_name}, ${rank} and ${local_rank} replaced; empty = "[<rank>]:".
   std::string line_prefix_template;
+  // --duplicate-stdout-filters / --duplicate-stderr-filters (torch 2.x): the
+  // tee'd lines (-t) holding any of these strings are also written, with
+  // their prefix, to attempt_<n>/filtered_{stdout,stderr}.log; empty = none.
+  std::vector<std::string> duplicate_stdout_filters;
+  std::vector<std::string> duplicate_stderr_filters;
 };
 
 // One host of a host list (--hostfile, `hosts:` in the job file), after
@@ -128,6 +135,16 @@ struct JobSpec {
   std::map<std::string, std::string> env;
 
   LogSpec logs;
+  // --event-log-handler (torch 2.x): where the agent's end-of-run event goes
+  // (ccrun/event_log_handler.h).
+  EventLogHandler event_log_handler = EventLogHandler::kNull;
+
+  // --numa-binding (torch 2.x): bind local rank N to the CPUs near GPU N
+  // (agent/numa_plan.h); kNone = no binding.
+  NumaBinding numa_binding = NumaBinding::kNone;
+  // --virtual-local-rank (torch 2.x): every worker gets LOCAL_RANK=0 and
+  // CUDA_VISIBLE_DEVICES naming only its own GPU.
+  bool virtual_local_rank = false;
 
   // How a host list starts one agent per host (launcher/fanout.h).
   struct Fanout {

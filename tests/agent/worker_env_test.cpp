@@ -43,3 +43,14 @@ TEST_CASE("substitute_macros: several names, as torch's log line prefix uses it"
   CHECK(ccrun::agent::substitute_macros("[${role_name}${local_rank}]:", v) == "[trainer3]:");
   CHECK(ccrun::agent::substitute_macros("$rank/$ranks/${rank}", v) == "7/$ranks/7");
 }
+
+TEST_CASE("virtual local rank: each rank gets its entry of the agent's CUDA_VISIBLE_DEVICES", "[worker_env]") {
+  using ccrun::agent::virtual_visible_device;
+  // torch 2.x's LocalElasticAgent._set_local_rank_env
+  CHECK(virtual_visible_device(std::nullopt, 3) == "3");
+  CHECK(virtual_visible_device(std::string("4, 6,7"), 1) == "6");
+  CHECK(virtual_visible_device(std::string("GPU-ab,GPU-cd"), 1) == "GPU-cd");
+  CHECK(virtual_visible_device(std::string(""), 0) == "");
+  CHECK_THROWS_WITH(virtual_visible_device(std::string("4,6"), 2),
+                    Catch::Contains("local rank 2 exceeds available GPUs in CUDA_VISIBLE_DEVICES=4,6"));
+}

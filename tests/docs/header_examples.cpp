@@ -22,6 +22,8 @@
 #include "ccrun/job_keys.h"
 #include "ccrun/job_state.h"
 #include "ccrun/prefix_store.h"
+#include "ccrun/event_log_handler.h"
+#include "ccrun/numa_binding.h"
 #include "ccrun/rendezvous_backend.h"
 #include "ccrun/signal_names.h"
 #include "ccrun/store.h"
@@ -188,3 +190,22 @@ void rendezvous_backend_h() {
 }
 
 }  // namespace ccrun::rendezvous::docs_examples
+
+namespace ccrun::docs_examples {
+
+void numa_binding_h() {
+  // example: ccrun/numa_binding.h
+  NumaBinding m = parse_numa_binding("exclusive");  // throws ConfigError naming the valid ones
+  std::string_view name = numa_binding_name(m);     // "exclusive"
+  // end
+  (void)name;
+}
+
+void event_log_handler_h() {
+  // example: ccrun/event_log_handler.h
+  EventLogHandler h = parse_event_log_handler("console");  // throws ConfigError naming the valid ones
+  // end
+  (void)h;
+}
+
+}  // namespace ccrun::docs_examples

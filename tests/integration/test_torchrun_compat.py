@@ -180,3 +180,86 @@ def test_unique_prefixes_of_long_flags_and_logs_specs():
     assert "ambiguous abbreviation" in r.stderr and "--nnodes" in r.stderr
     r = run_ccrun("--logs-specs", "mine", "--no-python", "/bin/true")
     assert r.returncode == 2 and "default" in r.stderr
+
+
+# Item 8: torch 2.x's --numa-binding, on this machine's real CPUs. hwloc's
+# HWLOC_XMLFILE gives the CPU-only test machine two GPUs near its CPUs 0
+# and 1 (tests/agent/data/two_cpus_2_gpus.xml); each worker reports the
+# affinity the kernel gave it.
+TOPO = os.path.join(os.path.dirname(HERE), "agent", "data", "two_cpus_2_gpus.xml")
+AFFINITY = ["/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status"]
+
+
+def bound_cpus(mode, env):
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", "--numa-binding",
+                  mode, "--no-python", *AFFINITY, env=env)
+    assert r.returncode == 0, r.stderr
+    return dict(line.split(":Cpus_allowed_list:") for line in r.stdout.split("\n") if line), r.stderr
+
+
+def test_numa_binding_sets_each_workers_affinity():
+    if os.sched_getaffinity(0) != {0, 1}:
+        import pytest
+        pytest.skip("needs CPUs 0 and 1 (the XML topology's)")
+    env = {"HWLOC_XMLFILE": TOPO, "CUDA_VISIBLE_DEVICES": "0,1"}
+    cpus, err = bound_cpus("exclusive", env)
+    assert {k: v.strip() for k, v in cpus.items()} == {"[0]": "0", "[1]": "1"}
+    assert "local rank 1 on CPUs 1, memory of NUMA node(s) 0" in err
+    cpus, _ = bound_cpus("node", env)
+    assert {v.strip() for v in cpus.values()} == {"0-1"}
+    cpus, _ = bound_cpus("core-complex", env)  # one L3 a CPU here
+    assert {k: v.strip() for k, v in cpus.items()} == {"[0]": "0", "[1]": "1"}
+
+
+def test_numa_binding_without_a_gpu_fails_before_any_worker():
+    env = {"CUDA_VISIBLE_DEVICES": ""}
+    r = run_ccrun("--numa-binding", "node", "--no-python", "/bin/echo", "ran", env=env)
+    assert r.returncode == 1 and "ran" not in r.stdout
+    assert "local rank 0 has no GPU: this node has 0 GPU(s)" in r.stderr
+    r = run_ccrun("--numa_binding", "numa", "--no-python", "/bin/true")
+    assert r.returncode == 2
+    assert "node, socket, exclusive or core-complex" in r.stderr
+
+
+# Item 8: --virtual-local-rank (torch 2.x's _set_local_rank_env).
+def test_virtual_local_rank():
+    prog = ["/bin/sh", "-c", 'echo "$LOCAL_RANK $CUDA_VISIBLE_DEVICES"']
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2",
+                  "--virtual-local-rank", "--no-python", *prog, env={"CUDA_VISIBLE_DEVICES": "5, 7"})
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.splitlines()) == ["[0]:0 5", "[1]:0 7"]
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "3",
+                  "--virtual_local_rank", "--no-python", *prog, env={"CUDA_VISIBLE_DEVICES": "5,7"})
+    assert r.returncode == 1
+    assert "local rank 2 exceeds available GPUs in CUDA_VISIBLE_DEVICES=5,7" in r.stderr
+
+
+# Item 8: --duplicate-stdout-filters: the tee'd lines holding a needle, of
+# every tee'd rank, also in attempt_<n>/filtered_stdout.log (",," a comma).
+def test_duplicate_stdout_filters(tmp_path):
+    prog = ["/bin/sh", "-c", "echo apple pie; echo banana; echo or,ange; echo err apple >&2"]
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", "--tee", "0:3",
+                  "-r", "3", "--log-dir", str(tmp_path), "--rdzv-id", "dup",
+                  "--duplicate-stdout-filters", "apple,or,,ange", "--no-python", *prog)
+    assert r.returncode == 0, r.stderr
+    [run] = tmp_path.glob("dup_*")
+    lines = (run / "attempt_0" / "filtered_stdout.log").read_text().splitlines()
+    assert lines == ["[0]:apple pie", "[0]:or,ange"]  # rank 1 is not tee'd
+    assert not (run / "attempt_0" / "filtered_stderr.log").exists()
+
+
+# Item 8: --event-log-handler console: torch's end-of-run event on stderr.
+def test_event_log_handler_console():
+    r = run_ccrun("--master-port", str(free_port()), "--event-log-handler", "console",
+                  "--rdzv-id", "ev", "--no-python", "/bin/true")
+    assert r.returncode == 0, r.stderr
+    [line] = [l for l in r.stderr.splitlines() if l.startswith('{"name"')]
+    event = json.loads(line)
+    assert event["name"] == "torchelastic.worker.status.SUCCEEDED"
+    assert event["source"] == "AGENT"
+    md = event["metadata"]
+    assert (md["run_id"], md["state"], md["rdzv_backend"], md["group_rank"]) == \
+        ("ev", "SUCCEEDED", "static", 0)
+    assert json.loads(md["metadata"]) == {"group_world_size": 1, "entry_point": "/bin/true"}
+    r = run_ccrun("--master-port", str(free_port()), "--no-python", "/bin/true")
+    assert '{"name"' not in r.stderr
