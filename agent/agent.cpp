@@ -203,6 +203,7 @@ rendezvous::RendezvousOptions Agent::rendezvous_options(uint16_t master_port) co
   ro.local_addr = local_addr_;
   ro.master_addr = spec_.master_addr;
   ro.master_port = master_port;
+  if (worker_store_) ro.worker_store_port = [ws = worker_store_.get()] { return int(ws->port()); };
   return ro;
 }
 
@@ -211,6 +212,13 @@ void Agent::setup_store() {
   local_addr_ = store_.local_addr;
   gloo_ifname_ = interface_of(local_addr_);
   run_id_ = spec_.standalone && spec_.rdzv.id == "none" ? random_hex(2) : spec_.rdzv.id;
+  if (shares_store_with_workers(spec_.rdzv.backend, spec_.standalone,
+                                std::getenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE"))) {
+    std::string bind = spec_.standalone                            ? "127.0.0.1"
+                       : local_addr_.find(':') != std::string::npos ? "::"
+                                                                    : "0.0.0.0";
+    worker_store_ = std::make_unique<WorkerStore>(bind);
+  }
   rdzv_ = rendezvous::create_rendezvous_handler(rendezvous_options(store_.master_port),
                                                 store_.connector());
 }
@@ -275,6 +283,7 @@ void Agent::start_job() {
 
 void Agent::join_round() {
   state_ = State::kForming;
+  if (worker_store_ && attempts_ > 0) worker_store_->renew();  // worker_store.h: why
   run_off_loop([this] { info_ = rdzv_->next_rendezvous(); });
   ++attempts_;
   std::string master = store::Endpoint{info_.master_addr, uint16_t(info_.master_port)}.to_string();
@@ -342,6 +351,7 @@ void Agent::cleanup() {
   file_timer_.reset();
   tasks_.reset();
   rdzv_.reset();
+  worker_store_.reset();
   if (store_.server) store_.server->stop();
   run_logs_.reset();
 }

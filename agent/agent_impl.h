@@ -65,6 +65,7 @@
 #include "signal_stream.h"
 #include "store_tasks.h"
 #include "worker_group.h"
+#include "worker_store.h"
 
 namespace ccrun::agent {
 
@@ -269,6 +270,7 @@ class Agent {
   State state_ = State::kForming;
 
   JobStore store_;  // hosted here or joined
+  std::unique_ptr<WorkerStore> worker_store_;  // dynamic: the workers' store, if shared
   std::unique_ptr<rendezvous::RendezvousHandler> rdzv_;
   std::string run_id_ = "none", local_addr_, gloo_ifname_;
   std::unique_ptr<RunLogs> run_logs_;  // the run's log directory (--log-dir)

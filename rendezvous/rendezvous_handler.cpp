@@ -222,7 +222,7 @@ class Handler : public RendezvousHandler {
     return status.dump();
   }
 
-  JoinedNode self_node(int master_port) const {
+  JoinedNode self_node(int master_port, bool agent_store = false) const {
     JoinedNode n;
     n.addr = o_.local_addr.empty() ? "127.0.0.1" : o_.local_addr;
     n.hostname = host_name();
@@ -230,13 +230,14 @@ class Handler : public RendezvousHandler {
     n.master_port = master_port;
     n.prev_rank = round_ >= 0 ? info_.node_rank : -1;
     n.role = o_.role;
+    n.agent_store = agent_store;
     return n;
   }
 
   // `also_key` (when not empty) := `also_value` in the same multi_set.
   void publish(int r, int slot, int master_port, const std::string& also_key = "",
-               const std::string& also_value = "") {
-    std::string published = self_node(master_port).to_json();
+               const std::string& also_value = "", bool agent_store = false) {
+    std::string published = self_node(master_port, agent_store).to_json();
     if (!also_key.empty()) {
       store_->multi_set({also_key, keys_.node(r, slot)}, {also_value, published});
     } else {
@@ -337,6 +338,7 @@ class Handler : public RendezvousHandler {
     info.self = NodeInfo{place.addr, me.hostname, me.nproc};
     info.master_addr = shape.master_addr;
     info.master_port = shape.master_port;
+    info.use_agent_store = shape.agent_store;
     place_ = place;
     return info;
   }
@@ -398,7 +400,9 @@ class Handler : public RendezvousHandler {
     // it (nothing in it depends on the round's size), so the planner finds
     // it there when the size comes. (A late node leaves it unread.)
     std::string member_key = keys_.member(r, slot);
-    publish(r, slot, pick_free_port(self_node(0).addr), member_key, token_);
+    int worker_store = o_.worker_store_port ? o_.worker_store_port() : 0;
+    publish(r, slot, worker_store ? worker_store : pick_free_port(self_node(0).addr), member_key,
+            token_, worker_store != 0);
     auto still_joined = [&] {
       return store_->check({member_key}) && store_->get(member_key) == token_;
     };
@@ -420,9 +424,7 @@ class Handler : public RendezvousHandler {
       late_ = true;
       return std::nullopt;
     }
-    auto info = settle(r, slot, *size, deadline, still_joined, timed_out);
-    if (info) info->use_agent_store = false;
-    return info;
+    return settle(r, slot, *size, deadline, still_joined, timed_out);
   }
 
   // Steps 2: closes the round when this joiner completes it, then waits for

@@ -38,7 +38,8 @@ auto read_fields(const std::string& text, const char* what, F fill) {
 
 std::string JoinedNode::to_json() const {
   return json{{"addr", addr}, {"hostname", hostname}, {"nproc", nproc},
-              {"master_port", master_port}, {"prev_rank", prev_rank}, {"role", role}}
+              {"master_port", master_port}, {"prev_rank", prev_rank}, {"role", role},
+              {"agent_store", agent_store}}
       .dump();
 }
 
@@ -46,7 +47,8 @@ JoinedNode JoinedNode::from_json(const std::string& text) {
   return read_fields(text, "node", [](const json& j) {
     return JoinedNode{j.at("addr"),          j.at("hostname"),
                       j.at("nproc"),         j.at("master_port"),
-                      j.value("prev_rank", -1), j.value("role", std::string("default"))};
+                      j.value("prev_rank", -1), j.value("role", std::string("default")),
+                      j.value("agent_store", false)};
   });
 }
 
@@ -67,14 +69,15 @@ Place Place::from_json(const std::string& text) {
 
 std::string RoundShape::to_json() const {
   return json{{"num_nodes", num_nodes}, {"world_size", world_size},
-              {"master_addr", master_addr}, {"master_port", master_port}}
+              {"master_addr", master_addr}, {"master_port", master_port},
+              {"agent_store", agent_store}}
       .dump();
 }
 
 RoundShape RoundShape::from_json(const std::string& text) {
   return read_fields(text, "plan", [](const json& j) {
     return RoundShape{j.at("num_nodes"), j.at("world_size"), j.at("master_addr"),
-                      j.at("master_port")};
+                      j.at("master_port"), j.value("agent_store", false)};
   });
 }
 
@@ -108,6 +111,7 @@ RoundPlan plan_round(const std::vector<JoinedNode>& by_slot, bool keep_previous_
   if (n > 0) {
     plan.shape.master_addr = by_slot[size_t(order[0])].addr;
     plan.shape.master_port = by_slot[size_t(order[0])].master_port;
+    plan.shape.agent_store = by_slot[size_t(order[0])].agent_store;
   }
   return plan;
 }

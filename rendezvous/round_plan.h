@@ -17,7 +17,8 @@
 //      sum of nproc over the lower node ranks of the same role, and
 //      ROLE_WORLD_SIZE = the sum of nproc over the nodes of that role; two
 //      passes over the nodes with one running sum per role, O(N).
-//   3. The master: node rank 0's address and the port it published.
+//   3. The master: node rank 0's address and the port it published, and
+//      whether that port is its agent's worker store.
 //   4. Liveness: node rank k watches node rank k - 1's heartbeat (node 0
 //      watches the last one), so each node reads one counter per interval.
 //
@@ -34,9 +35,10 @@ struct JoinedNode {
   std::string addr;      // where the other nodes reach it
   std::string hostname;
   int nproc = 1;         // its local world size
-  int master_port = 0;   // a free port of its host, MASTER_PORT if it gets rank 0
+  int master_port = 0;   // MASTER_PORT if it gets rank 0: its worker store's, or a free port
   int prev_rank = -1;    // its node rank in the previous round, -1 if none
   std::string role = "default";  // its --role (absent in the record: "default")
+  bool agent_store = false;  // master_port is its agent's worker store (ccrun/rendezvous.h)
 
   [[nodiscard]] std::string to_json() const;
   // Throws ccrun::Error naming the key's text when it is not a NodeInfo.
@@ -63,6 +65,7 @@ struct RoundShape {
   int world_size = 0;
   std::string master_addr;
   int master_port = 0;
+  bool agent_store = false;  // node rank 0's agent serves the workers' store
 
   [[nodiscard]] std::string to_json() const;
   [[nodiscard]] static RoundShape from_json(const std::string& text);

@@ -55,7 +55,11 @@ struct RendezvousInfo {
   NodeInfo self;             // this node, as the others see it
   std::string master_addr;   // node 0's address, as the others reach it
   int master_port = 0;       // MASTER_PORT for the workers
-  bool use_agent_store = false;  // workers use the agent's store (static)
+  // The workers meet in an agent's store (TORCHELASTIC_USE_AGENT_STORE=True,
+  // every worker a client of MASTER_ADDR:MASTER_PORT): static, the job's
+  // store; dynamic, the rank-0 agent's worker store (torch 2.x's shared
+  // TCPStore). False: the rank-0 worker hosts one at MASTER_PORT.
+  bool use_agent_store = false;
 };
 
 // Why the current round ends. Only the first event of a round is delivered.
@@ -84,6 +88,10 @@ struct RendezvousOptions : RendezvousTiming {
   std::string local_addr;           // this node's address for the others
   std::string master_addr;          // static: node 0's address
   int master_port = 0;              // static: the store's port
+  // Dynamic: the port of this agent's worker store for the round it joins
+  // (asked at each join; the agent renews the store between rounds). Empty,
+  // or 0: none, and the round's rank-0 worker hosts one at a free port.
+  std::function<int()> worker_store_port;
 };
 
 class RendezvousHandler {

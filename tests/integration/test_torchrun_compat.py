@@ -83,6 +83,48 @@ def test_role_ranks_count_per_role_c10d():
         assert e["ROLE_RANK"] == e["LOCAL_RANK"]  # each role is one node
 
 
+# Item 9: torch 2.x's rank-0 agent shares a store with its workers in a
+# dynamic rendezvous (TORCHELASTIC_USE_AGENT_STORE=True, every worker a client
+# of MASTER_PORT); TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 makes rank 0's first
+# worker host it, as before. Real torch DDP workers over gloo both ways.
+DDP_STEP = """
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(1) * (dist.get_rank() + 1)
+dist.all_reduce(t)
+print("SUM", int(t.item()), os.environ["TORCHELASTIC_USE_AGENT_STORE"], os.environ["MASTER_PORT"],
+      flush=True)
+"""
+
+
+def test_agent_store_shared_with_the_workers_c10d(tmp_path):
+    script = tmp_path / "ddp_step.py"
+    script.write_text(DDP_STEP)
+    for opt_out, shared in (("0", "True"), ("1", "False")):
+        with start_daemon("--host", "127.0.0.1") as d:
+            procs = [spawn_ccrun("--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                                 f"127.0.0.1:{d.port}", "--rdzv-id", "share" + opt_out,
+                                 "--nproc-per-node", "2", "--no-python", PY, str(script),
+                                 env={"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": opt_out})
+                     for _ in range(2)]
+            outs = communicate_all(procs, 120, kill=lambda p: os.killpg(p.pid, signal.SIGKILL))
+        lines = [l.split()[1:] for rc, out, err in outs for l in out.splitlines() if "SUM" in l]
+        assert all(rc == 0 for rc, _, _ in outs), [err for _, _, err in outs]
+        assert len(lines) == 4 and {tuple(l[:2]) for l in lines} == {("10", shared)}, lines
+        assert len({l[2] for l in lines}) == 1  # one MASTER_PORT for all
+
+
+def test_agent_store_is_renewed_for_each_round(tmp_path):
+    # attempt 0 fails; attempt 1's workers meet in a new, empty store.
+    r = run_ccrun("--standalone", "--nproc-per-node", "2", "--max-restarts", "1", "--no-python",
+                  "/bin/sh", "-c", 'echo "PORT $TORCHELASTIC_RESTART_COUNT $MASTER_PORT '
+                  '$TORCHELASTIC_USE_AGENT_STORE"; [ "$TORCHELASTIC_RESTART_COUNT" = 1 ]')
+    assert r.returncode == 0, r.stderr
+    ports = {tuple(l.split()[-3:]) for l in r.stdout.splitlines() if "PORT" in l}
+    assert {(a, s) for a, _, s in ports} == {("0", "True"), ("1", "True")}, ports
+    assert len({p for _, p, _ in ports}) == 2, ports
+
+
 # Item 2: -r 3 with -t 3 shows every line (tee wins for the console) and
 # writes the files.
 def test_tee_wins_over_redirects_for_the_console(tmp_path):

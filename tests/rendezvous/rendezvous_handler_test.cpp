@@ -58,6 +58,25 @@ TEST_CASE("dynamic: unique ranks, node 0 picks the master port", "[rendezvous]")
   CHECK(ranks == std::set<int>{0, 1, 2});
 }
 
+TEST_CASE("dynamic: node rank 0's worker store is the master, and the workers use it",
+          "[rendezvous]") {
+  // Node 1 has none (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 there): what counts
+  // is the store of whichever node gets rank 0, the same answer everywhere.
+  auto store = std::make_shared<HashStore>();
+  std::vector<RendezvousOptions> opts(2, options("c10d", 2, 2));
+  opts[0].local_addr = "127.0.0.1";
+  opts[1].local_addr = "127.0.0.2";
+  opts[0].worker_store_port = [] { return 4321; };
+  auto nodes = join_all(store, opts);
+  const auto& rank0 = nodes[0]->info.node_rank == 0 ? nodes[0]->info : nodes[1]->info;
+  bool shared = rank0.master_addr == "127.0.0.1";
+  for (auto& n : nodes) {
+    CHECK(n->info.use_agent_store == shared);
+    if (shared) CHECK(n->info.master_port == 4321);
+    CHECK(n->info.master_port == rank0.master_port);
+  }
+}
+
 TEST_CASE("dynamic: the last call closes a round with min nodes", "[rendezvous]") {
   auto store = std::make_shared<HashStore>();
   auto nodes = join_all(store, std::vector<RendezvousOptions>(2, options("c10d", 2, 4)));

@@ -26,6 +26,21 @@ TEST_CASE("plan: static order keeps slots; offsets add up nproc", "[round_plan]"
   CHECK(p.places[2].rank_offset == 3);
 }
 
+TEST_CASE("plan: node rank 0 tells whether its port is its agent's worker store",
+          "[round_plan]") {
+  JoinedNode served = node("b", 1, 0);
+  served.agent_store = true;
+  RoundPlan p = plan_round({node("a", 1, 1), served}, true);
+  CHECK(p.shape.master_addr == "b");
+  CHECK(p.shape.agent_store);
+  CHECK(RoundShape::from_json(p.shape.to_json()).agent_store);
+  CHECK(JoinedNode::from_json(served.to_json()).agent_store);
+  CHECK_FALSE(plan_round({node("a", 1, 0), served}, true).shape.agent_store);
+  // A record without the field (an older agent's) reads as not shared.
+  CHECK_FALSE(JoinedNode::from_json(R"({"addr":"a","hostname":"h","nproc":1,"master_port":1})")
+                  .agent_store);
+}
+
 TEST_CASE("plan: the previous round's nodes keep their order, newcomers follow", "[round_plan]") {
   // Slots in join order: a newcomer first, then the old ranks 1 and 0.
   RoundPlan p = plan_round({node("new", 1), node("one", 1, 1), node("zero", 1, 0)}, true);
