@@ -3,6 +3,7 @@
 #include "settings.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <sstream>
@@ -43,6 +44,13 @@ std::string none(S) { return ""; }  // kept in the JobSpec as something else (ho
 // The rendezvous help line names every backend (rendezvous_backend.h).
 static_assert(rendezvous::kBackendNames.size() == 3, "name the new backend in --rdzv-backend's help");
 
+// --rdzv-backend's words: the backends' name table.
+constexpr auto kBackendChoices = [] {
+  std::array<std::string_view, rendezvous::kBackendNames.size()> names{};
+  for (size_t i = 0; i < names.size(); ++i) names[i] = rendezvous::kBackendNames[i].name;
+  return names;
+}();
+
 const Setting kSettings[] = {
     {"nnodes", "--nnodes", "Nodes: N or MIN:MAX (elastic)", "Nodes",
      [](S s) {
@@ -55,7 +63,7 @@ const Setting kSettings[] = {
        return !s.hosts.empty() && !s.nproc_per_node_given.empty() ? s.nproc_per_node_given
                                                                   : std::to_string(s.nproc_per_node);
      },
-     Y::kScalar, true},
+     Y::kScalar, true, kNprocKeywords},
     {"node_rank", "--node-rank,--node_rank", "This node's rank (static rendezvous)", "Nodes",
      [](S s) { return std::to_string(s.node_rank); }, Y::kScalar, true},
     {"master_addr", "--master-addr,--master_addr", "Node 0's address (static rendezvous)", "Nodes",
@@ -67,7 +75,7 @@ const Setting kSettings[] = {
     {"standalone", "--standalone", "Single node: a local store on a free port, random id", "Nodes", nullptr},
     {"rdzv_backend", "--rdzv-backend,--rdzv_backend",
      "static, c10d (dynamic, on a ccrun store) or etcd (dynamic, on etcd v3)", "Rendezvous",
-     [](S s) { return std::string(rendezvous::backend_name(s.rdzv.backend)); }, Y::kRdzv, true},
+     [](S s) { return std::string(rendezvous::backend_name(s.rdzv.backend)); }, Y::kRdzv, true, kBackendChoices},
     {"rdzv_endpoint", "--rdzv-endpoint,--rdzv_endpoint", "Store of the c10d rendezvous: host[:port]",
      "Rendezvous", [](S s) { return s.rdzv.endpoint; }, Y::kRdzv, true},
     {"rdzv_id", "--rdzv-id,--rdzv_id", "Job id: agents with one id meet", "Rendezvous",
@@ -107,7 +115,7 @@ const Setting kSettings[] = {
      Y::kNone},
     {"start_method", "--start-method,--start_method",
      "spawn, fork or forkserver: accepted for torchrun compatibility; ccrun always fork+execs", "Program",
-     [](S) -> std::string { return "spawn"; }, Y::kNone},
+     [](S) -> std::string { return "spawn"; }, Y::kNone, false, kStartMethods},
     {"no_python", "--no-python,--no_python", "Execute the program directly, not with Python", "Program",
      nullptr, Y::kNone},
     {"run_path", "--run-path,--run_path", "Run the program with Python's runpy.run_path", "Program",

@@ -21,6 +21,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ccrun/job_spec.h"
@@ -59,7 +60,15 @@ struct Setting {
   // Whether the ssh fan-out gives it to every host's agent (when its text
   // is not empty).
   bool forwarded = false;
+  // The words it takes, when it takes one of a few (bash completion lists
+  // them: completion.h); empty for a free value.
+  std::span<const std::string_view> choices = {};
 };
+
+// The fixed words of settings that take one of a few (their resolvers check
+// them): --nproc-per-node's keywords (or a number), --start-method's values.
+inline constexpr std::string_view kNprocKeywords[] = {"auto", "cpu", "gpu"};
+inline constexpr std::string_view kStartMethods[] = {"spawn", "fork", "forkserver"};
 
 // The table of settings, in --help order.
 std::span<const Setting> settings();
