@@ -70,8 +70,9 @@ std::unique_ptr<CLI::App> make_app(Flags& f) {
       ->group("Job file");
   app->add_flag("--version", f.version, "Print ccrun's version and exit");
   f.choices[app->add_option("--print-completion", f.completion,
-                            "Print the bash completion script (SHELL: bash) and exit; the "
-                            "package installs it")]
+                            "Print the completion script of SHELL (bash) and exit; the "
+                            "package installs it")
+                 ->type_name("SHELL")]
       .push_back(kCompletionShell);
   app->add_option("--export", f.exports,
                   "Forward this variable to every host of the host list (repeatable; NAME or A,B)")
