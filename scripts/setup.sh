@@ -25,6 +25,11 @@ packages=(
   clang libclang-rt-14-dev
   ccache etcd-server openssh-server
   elfutils  # eu-stack: every rank's native stack in a hang verdict (issue 17)
+  # The Debian packages (issue 22, tests/integration/test_package.py): help2man makes the man
+  # pages at build time, file and dpkg-dev's dpkg-shlibdeps serve CPack's DEB generator,
+  # lintian checks the packages, man-db reads the pages, systemd's systemd-analyze verifies
+  # the ccrun-rendezvous unit (no running systemd needed).
+  help2man file dpkg-dev lintian man-db systemd
 )
 
 missing=()
