@@ -97,6 +97,7 @@ def test_a_job_runs_from_the_unpacked_root(root, tmp_path):
 ])
 def test_man_pages(root, program, words):
     man = tool("man", "man-db")
+    tool("help2man", "help2man")  # without it the build makes no man pages (it says so)
     page = root / "usr/share/man/man1" / f"{program}.1.gz"
     r = subprocess.run([man, "-l", str(page)], capture_output=True, text=True, timeout=60,
                        env={**os.environ, "MANPAGER": "cat", "MANWIDTH": "100"})
@@ -168,3 +169,15 @@ def test_dev_package_alone_is_a_cmake_package(debs, tmp_path):
         assert "ccrun's targets are missing" not in r.stderr
     else:
         assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_pkg_config_file_is_relocatable(root):
+    """ccrun-collectives.pc finds the prefix from its own place (${pcfiledir})."""
+    pkg_config = tool("pkg-config", "pkg-config")
+    r = subprocess.run([pkg_config, "--cflags", "--libs", "ccrun-collectives"], capture_output=True,
+                       text=True, timeout=30,
+                       env={**os.environ, "PKG_CONFIG_PATH": str(root / "usr/lib/pkgconfig")})
+    assert r.returncode == 0, r.stderr
+    flags = [f[:2] + os.path.normpath(f[2:]) if f[:2] in ("-I", "-L") else f for f in r.stdout.split()]
+    assert f"-I{root}/usr/include" in flags and f"-L{root}/usr/lib" in flags, flags
+    assert "-lccrun_collectives" in flags and ("-lnccl" in flags) == built_with_nccl()
