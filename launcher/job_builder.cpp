@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "ccrun/error.h"
+#include "completion.h"
 #include "flag_prefixes.h"
 #include "resolve.h"
 #include "slurm.h"
@@ -24,7 +25,13 @@ struct Flags {
   bool print_config = false, version = false;
   std::vector<std::string> exports;  // --export, repeatable
   bool exit_on_stdin_eof = false;    // hidden: set by the ssh fan-out
+  std::string completion;            // --print-completion SHELL
+  // The fixed values of the options that have them, for the completion.
+  std::map<const CLI::Option*, std::vector<std::string>> choices;
 };
+
+// The shells --print-completion writes a script for.
+constexpr const char* kCompletionShell = "bash";
 
 // CLI11's parser for every setting, bound to `f`.
 std::unique_ptr<CLI::App> make_app(Flags& f) {
@@ -56,11 +63,17 @@ std::unique_ptr<CLI::App> make_app(Flags& f) {
     }
     o->group(s.group);
     f.opts[s.key] = o;
+    f.choices[o].assign(s.choices.begin(), s.choices.end());
   }
   app->add_option("--config", f.config, "YAML job file (see configs/)")->group("Job file");
   app->add_flag("--print-config", f.print_config, "Print the effective job as YAML and exit")
       ->group("Job file");
   app->add_flag("--version", f.version, "Print ccrun's version and exit");
+  f.choices[app->add_option("--print-completion", f.completion,
+                            "Print the completion script of SHELL (bash) and exit; the "
+                            "package installs it")
+                 ->type_name("SHELL")]
+      .push_back(kCompletionShell);
   app->add_option("--export", f.exports,
                   "Forward this variable to every host of the host list (repeatable; NAME or A,B)")
       ->group("Hosts")
@@ -79,6 +92,21 @@ std::vector<FlagNames> flag_names(const CLI::App& app) {
     for (const auto& n : o->get_snames()) f.short_names.push_back("-" + n);
     f.takes_value = o->get_items_expected_max() != 0;
     out.push_back(std::move(f));
+  }
+  return out;
+}
+
+// Every visible option, for the completion script.
+std::vector<FlagCompletion> flag_completions(const CLI::App& app, const Flags& f) {
+  std::vector<FlagCompletion> out;
+  for (const CLI::Option* o : app.get_options()) {
+    if (o->get_group().empty()) continue;  // hidden
+    FlagCompletion c;
+    for (const auto& n : o->get_lnames()) c.names.push_back("--" + n);
+    for (const auto& n : o->get_snames()) c.names.push_back("-" + n);
+    c.takes_value = o->get_items_expected_max() != 0;
+    if (auto it = f.choices.find(o); it != f.choices.end()) c.choices = it->second;
+    out.push_back(std::move(c));
   }
   return out;
 }
@@ -133,6 +161,14 @@ Command parse_command_line(const std::vector<std::string>& args, const Environme
   }
   if (f.version) {
     cmd.message = std::string("ccrun ") + CCRUN_VERSION + "\n";
+    return cmd;
+  }
+  if (!f.completion.empty()) {
+    if (f.completion != kCompletionShell) {
+      throw ConfigError("--print-completion \"" + f.completion + "\": only " + kCompletionShell +
+                        " is supported (ccrun --print-completion bash)");
+    }
+    cmd.message = bash_completion_script("ccrun", flag_completions(*app, f));
     return cmd;
   }
   cmd.print_config = f.print_config;

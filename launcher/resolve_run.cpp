@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <iterator>
 #include <sstream>
 
 #include "ccrun/error.h"
@@ -34,7 +35,7 @@ void resolve_restarts(const Sources& src, JobSpec& spec) {
   // ccrun always fork+execs the program, which is what "spawn" amounts to
   // for a fresh interpreter; the value is checked and otherwise unused.
   Raw start = raw("start_method");
-  if (start.value != "spawn" && start.value != "fork" && start.value != "forkserver") {
+  if (std::find(std::begin(kStartMethods), std::end(kStartMethods), start.value) == std::end(kStartMethods)) {
     fail(start, "expected spawn, fork or forkserver (accepted for torchrun compatibility; "
                 "ccrun always fork+execs)");
   }

@@ -3,6 +3,7 @@
 #include "settings.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <sstream>
@@ -57,6 +58,15 @@ const std::string kEventHelp = "Where the agent's end-of-run event (torch's JSON
 // The rendezvous help line names every backend (rendezvous_backend.h).
 static_assert(rendezvous::kBackendNames.size() == 3, "name the new backend in --rdzv-backend's help");
 
+// The words of a setting that takes a name of one of the name tables
+// (rendezvous_backend.h, numa_binding.h, event_log_handler.h): their `name`s.
+template <const auto& table>
+constexpr auto kNamesOf = [] {
+  std::array<std::string_view, std::size(table)> names{};
+  for (size_t i = 0; i < names.size(); ++i) names[i] = table[i].name;
+  return names;
+}();
+
 const Setting kSettings[] = {
     {"nnodes", "--nnodes", "Nodes: N or MIN:MAX (elastic)", "Nodes",
      [](S s) {
@@ -69,7 +79,7 @@ const Setting kSettings[] = {
        return !s.hosts.empty() && !s.nproc_per_node_given.empty() ? s.nproc_per_node_given
                                                                   : std::to_string(s.nproc_per_node);
      },
-     Y::kScalar, true},
+     Y::kScalar, true, nullptr, kNprocKeywords},
     {"node_rank", "--node-rank,--node_rank", "This node's rank (static rendezvous)", "Nodes",
      [](S s) { return std::to_string(s.node_rank); }, Y::kScalar, true},
     {"master_addr", "--master-addr,--master_addr", "Node 0's address (static rendezvous)", "Nodes",
@@ -81,7 +91,8 @@ const Setting kSettings[] = {
     {"standalone", "--standalone", "Single node: a local store on a free port, random id", "Nodes", nullptr},
     {"rdzv_backend", "--rdzv-backend,--rdzv_backend",
      "static, c10d (dynamic, on a ccrun store) or etcd (dynamic, on etcd v3)", "Rendezvous",
-     [](S s) { return std::string(rendezvous::backend_name(s.rdzv.backend)); }, Y::kRdzv, true},
+     [](S s) { return std::string(rendezvous::backend_name(s.rdzv.backend)); }, Y::kRdzv, true, nullptr,
+     kNamesOf<rendezvous::kBackendNames>},
     {"rdzv_endpoint", "--rdzv-endpoint,--rdzv_endpoint", "Store of the c10d rendezvous: host[:port]",
      "Rendezvous", [](S s) { return s.rdzv.endpoint; }, Y::kRdzv, true},
     {"rdzv_id", "--rdzv-id,--rdzv_id", "Job id: agents with one id meet", "Rendezvous",
@@ -121,7 +132,7 @@ const Setting kSettings[] = {
      Y::kNone},
     {"start_method", "--start-method,--start_method",
      "spawn, fork or forkserver: accepted for torchrun compatibility; ccrun always fork+execs", "Program",
-     [](S) -> std::string { return "spawn"; }, Y::kNone},
+     [](S) -> std::string { return "spawn"; }, Y::kNone, false, nullptr, kStartMethods},
     {"no_python", "--no-python,--no_python", "Execute the program directly, not with Python", "Program",
      nullptr, Y::kNone},
     {"run_path", "--run-path,--run_path", "Run the program with Python's runpy.run_path", "Program",
@@ -146,9 +157,11 @@ const Setting kSettings[] = {
      "The same for stderr, into attempt_<n>/filtered_stderr.log", "Logs",
      [](S s) { return join_escaped_commas(s.logs.duplicate_stderr_filters); }, Y::kIfSet, true},
     {"event_log_handler", "--event-log-handler,--event_log_handler", kEventHelp.c_str(), "Logs",
-     [](S s) { return std::string(event_log_handler_name(s.event_log_handler)); }, Y::kScalar, true},
+     [](S s) { return std::string(event_log_handler_name(s.event_log_handler)); }, Y::kScalar, true,
+     nullptr, kNamesOf<kEventLogHandlerNames>},
     {"numa_binding", "--numa-binding,--numa_binding", kNumaHelp.c_str(), "Program",
-     [](S s) { return std::string(numa_binding_name(s.numa_binding)); }, Y::kIfSet, true},
+     [](S s) { return std::string(numa_binding_name(s.numa_binding)); }, Y::kIfSet, true,
+     nullptr, kNamesOf<kNumaBindingNames>},
     {"virtual_local_rank", "--virtual-local-rank,--virtual_local_rank",
      "Every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES naming only its own GPU", "Program",
      nullptr, Y::kScalar, true, [](S s) { return s.virtual_local_rank; }},

@@ -21,6 +21,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ccrun/job_spec.h"
@@ -62,7 +63,15 @@ struct Setting {
   // A switch's value in `spec` (--print-config, the fan-out); nullptr for
   // options and for --standalone, which print_config reads itself.
   bool (*on)(const JobSpec& spec) = nullptr;
+  // The words it takes, when it takes one of a few (bash completion lists
+  // them: completion.h); empty for a free value.
+  std::span<const std::string_view> choices = {};
 };
+
+// The fixed words of settings that take one of a few (their resolvers check
+// them): --nproc-per-node's keywords (or a number), --start-method's values.
+inline constexpr std::string_view kNprocKeywords[] = {"auto", "cpu", "gpu"};
+inline constexpr std::string_view kStartMethods[] = {"spawn", "fork", "forkserver"};
 
 // The table of settings, in --help order.
 std::span<const Setting> settings();

@@ -1,6 +1,7 @@
 """Helpers for the Python tests: where the binaries are, and a daemon starter."""
 import os
 import re
+import shlex
 import socket
 import subprocess
 
@@ -49,6 +50,23 @@ def communicate_all(procs, timeout, kill=None):
                     p.kill()
                     p.wait()
     return results
+
+
+def bash_complete(script, words):
+    """What the bash completion in `script` offers for the command line `words`
+    (words[0] the command, the last the word being completed, "" for none; a
+    "--flag=value" is three words, as bash splits it at "="): the completion
+    function that `complete -p` names is run, then its COMPREPLY read back."""
+    line = " ".join(shlex.quote(w) for w in words)
+    code = (f"source {shlex.quote(script)} || exit 3\n"
+            f"spec=$(complete -p {shlex.quote(words[0])}) || exit 4\n"
+            "fn=${spec##*-F }; fn=${fn%% *}\n"
+            f"COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; COMPREPLY=()\n"
+            "$fn; printf '%s\\n' \"${COMPREPLY[@]}\"\n")
+    r = subprocess.run(["bash", "--norc", "--noprofile", "-c", code], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return sorted(w for w in r.stdout.split("\n") if w)
 
 
 def free_port():
