@@ -5,6 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+
 #include "ccrun/error.h"
 #include "completion.h"
 #include "flag_prefixes.h"
@@ -136,13 +138,20 @@ Raw Sources::get(const std::string& key) const {
   const Setting& s = *find_setting(key);
   if (auto v = flag_(key)) return Raw{*v, first_flag(s), false};
   if (auto v = env_.get(pet_name(key))) return Raw{pet_value(s, *v), pet_name(key), false};
+  for (const char* name : s.more_env) {
+    if (auto v = env_.get(name)) return Raw{pet_value(s, *v), name, false};
+  }
   if (auto it = slurm_.find(key); it != slurm_.end()) return it->second;
   if (auto it = yaml_.raws.find(key); it != yaml_.raws.end()) return it->second;
   return Raw{default_text(s), first_flag(s) + " (default)", false};
 }
 
 bool Sources::given(const std::string& key) const {
-  return flag_(key) || env_.get(pet_name(key)) || slurm_.count(key) > 0 || yaml_.raws.count(key) > 0;
+  const Setting& s = *find_setting(key);
+  bool more = std::any_of(s.more_env.begin(), s.more_env.end(),
+                          [&](const char* name) { return env_.get(name).has_value(); });
+  return flag_(key) || env_.get(pet_name(key)) || more || slurm_.count(key) > 0 ||
+         yaml_.raws.count(key) > 0;
 }
 
 Command parse_command_line(const std::vector<std::string>& args, const Environment& env) {

@@ -53,6 +53,17 @@ void resolve_rendezvous(const Sources& src, JobSpec& spec) {
                  notice.data());
   }
   Raw endpoint = raw("rdzv_endpoint");
+  if (endpoint.value.empty() && spec.rdzv.backend == Backend::kC10d && !spec.standalone) {
+    // torch's parse_rendezvous_endpoint: an empty endpoint is localhost:29400.
+    endpoint.value = "localhost:" + std::to_string(rendezvous::kDefaultRendezvousPort);
+    endpoint.where += " (empty: torchrun's localhost)";
+    if (spec.max_nodes > 1) {
+      std::fprintf(stderr, "ccrun: --rdzv-backend c10d without --rdzv-endpoint: the store is "
+                           "localhost:%d, as torchrun takes it; agents of other machines cannot "
+                           "reach it (give --rdzv-endpoint HOST:PORT of one node)\n",
+                   int(rendezvous::kDefaultRendezvousPort));
+    }
+  }
   std::optional<store::Endpoint> ep = parse_rdzv_endpoint(endpoint, spec.rdzv.backend);
   spec.rdzv.endpoint = endpoint.value;
   Raw id = raw("rdzv_id");

@@ -118,8 +118,11 @@ const Setting kSettings[] = {
     {"monitor_interval", "--monitor-interval,--monitor_interval",
      "Seconds (accepted for torchrun compatibility; ccrun watches workers by events)", "Restarts",
      [](S s) { return seconds_text(s.monitor_interval); }},
-    {"stop_grace", "--stop-grace,--stop_grace", "Seconds between SIGTERM and SIGKILL", "Restarts",
-     [](S s) { return seconds_text(s.stop_grace); }, Y::kScalar, true},
+    {"stop_grace", "--stop-grace,--stop_grace,--shutdown-timeout,--shutdown_timeout",
+     "Seconds between SIGTERM and SIGKILL (torch 2.x's --shutdown-timeout; also "
+     "PET_SHUTDOWN_TIMEOUT, TORCH_ELASTIC_SHUTDOWN_TIMEOUT)", "Restarts",
+     [](S s) { return seconds_text(s.stop_grace); }, Y::kScalar, true, nullptr, {},
+     kShutdownTimeoutEnv},
     {"hang_timeout", "--hang-timeout,--hang_timeout",
      "Seconds with no progress from any rank (or ranks stuck apart in a collective) before the "
      "job is declared hung: every rank's stack is reported, then it restarts; 0 = never",

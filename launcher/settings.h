@@ -66,12 +66,19 @@ struct Setting {
   // The words it takes, when it takes one of a few (bash completion lists
   // them: completion.h); empty for a free value.
   std::span<const std::string_view> choices = {};
+  // Variables that give it after PET_<KEY>, in order (torch's own names for
+  // it, e.g. PET_SHUTDOWN_TIMEOUT and TORCH_ELASTIC_SHUTDOWN_TIMEOUT for
+  // stop_grace); empty: none.
+  std::span<const char* const> more_env = {};
 };
 
 // The fixed words of settings that take one of a few (their resolvers check
 // them): --nproc-per-node's keywords (or a number), --start-method's values.
 inline constexpr std::string_view kNprocKeywords[] = {"auto", "cpu", "gpu"};
 inline constexpr std::string_view kStartMethods[] = {"spawn", "fork", "forkserver"};
+// torch 2.x's variables for --shutdown-timeout, ccrun's --stop-grace.
+inline constexpr const char* kShutdownTimeoutEnv[] = {"PET_SHUTDOWN_TIMEOUT",
+                                                      "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"};
 
 // The table of settings, in --help order.
 std::span<const Setting> settings();

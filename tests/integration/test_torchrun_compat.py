@@ -305,3 +305,81 @@ def test_event_log_handler_console():
     assert json.loads(md["metadata"]) == {"group_world_size": 1, "entry_point": "/bin/true"}
     r = run_ccrun("--master-port", str(free_port()), "--no-python", "/bin/true")
     assert '{"name"' not in r.stderr
+
+
+# docs/cli.md "torchrun 2.x, flag by flag": every flag of torchrun 2.x's
+# run.py (the newest torch read for it), with a value ccrun must accept; the
+# table's rows must be exactly these, and each flag must run.
+TORCHRUN_2X_FLAGS = {
+    "--nnodes": ["1:2", "--rdzv-backend", "c10d"], "--nproc-per-node": ["2"],
+    "--rdzv-backend": ["c10d", "--rdzv-endpoint", "127.0.0.1:29400"],
+    "--rdzv-endpoint": ["127.0.0.1:29400", "--rdzv-backend", "c10d"], "--rdzv-id": ["job"],
+    "--rdzv-conf": ["join_timeout=5,timeout=5"], "--standalone": [], "--max-restarts": ["1"],
+    "--monitor-interval": ["0.5"], "--start-method": ["fork"],
+    "--event-log-handler": ["console"], "--role": ["trainer"], "-m": [], "--module": [],
+    "--no-python": [], "--run-path": [], "--log-dir": ["/tmp"], "-r": ["3"],
+    "--redirects": ["0:1"], "-t": ["3"], "--tee": ["1"], "--local-ranks-filter": ["0"],
+    "--duplicate-stdout-filters": ["loss,,acc"], "--duplicate-stderr-filters": ["err"],
+    "--node-rank": ["0"], "--master-addr": ["127.0.0.1"], "--master-port": ["29511"],
+    "--local-addr": ["127.0.0.1"], "--logs-specs": ["default"], "--numa-binding": ["node"],
+    "--signals-to-handle": ["SIGTERM,SIGUSR1"], "--shutdown-timeout": ["10"],
+    "--virtual-local-rank": [],
+}
+TORCHRUN_2X_VARIABLES = {
+    "LOCAL_RANK", "RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE",
+    "WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+    "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_USE_AGENT_STORE", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCHELASTIC_ERROR_FILE",
+    "OMP_NUM_THREADS", "TORCHELASTIC_ENABLE_FILE_TIMER", "TORCHELASTIC_TIMER_FILE",
+    "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE",
+    "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "LOGLEVEL", "PYTHON_EXEC", "PET_<FLAG>",
+}
+CLI_MD = os.path.join(HERE, "..", "..", "docs", "cli.md")
+
+
+def doc_table(name):
+    """The rows of the table between <!-- name:begin --> and its end: (names, status)."""
+    text = open(CLI_MD).read()
+    body = text.split(f"<!-- {name}:begin -->")[1].split(f"<!-- {name}:end -->")[0]
+    rows = []
+    for line in body.strip().splitlines()[2:]:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        names = [n.strip("` ") for n in cells[0].split(",")]
+        rows.append((names, cells[2]))
+    return rows
+
+
+def test_the_torchrun_2x_table_lists_every_flag_and_variable():
+    flags = doc_table("torchrun-flags")
+    variables = doc_table("torchrun-variables")
+    for _, status in flags + variables:
+        assert status in ("same", "extended", "differs"), status
+    listed = {n for names, _ in flags for n in names if n.startswith("-")}
+    assert listed == set(TORCHRUN_2X_FLAGS), listed ^ set(TORCHRUN_2X_FLAGS)
+    assert {n for names, _ in variables for n in names} == TORCHRUN_2X_VARIABLES
+
+
+def test_every_torchrun_2x_flag_runs_in_both_spellings():
+    for flag, value in TORCHRUN_2X_FLAGS.items():
+        spellings = {flag, flag.replace("-", "_").replace("__", "--", 1)} if len(flag) > 2 \
+            else {flag}
+        for spelling in spellings:
+            r = run_ccrun(spelling, *value, "--print-config", "/bin/true")
+            assert r.returncode == 0, (spelling, r.stderr)
+
+
+def test_torchrun_2x_worker_variables_are_set(tmp_path):
+    r = run_ccrun("--standalone", "--nproc-per-node", "2", "--no-python", PY, PRINT_ENV,
+                  env={"TORCHELASTIC_ENABLE_FILE_TIMER": "1"})
+    assert r.returncode == 0, r.stderr
+    envs = parse_env_lines(r.stdout)
+    worker_vars = {"LOCAL_RANK", "RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME",
+                   "LOCAL_WORLD_SIZE", "WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE",
+                   "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
+                   "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
+                   "TORCHELASTIC_USE_AGENT_STORE", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                   "TORCHELASTIC_ERROR_FILE", "OMP_NUM_THREADS", "TORCHELASTIC_TIMER_FILE"}
+    assert worker_vars <= TORCHRUN_2X_VARIABLES
+    for e in envs.values():
+        missing = [v for v in worker_vars if not e.get(v)]
+        assert not missing, missing

@@ -86,7 +86,9 @@ TEST_CASE("impossible values name the flag and the fix", "[launcher]") {
   CHECK_THAT(error_of({"--nproc-per-node", "0", "a"}), Catch::Contains("--nproc-per-node \"0\""));
   CHECK_THAT(error_of({"--max-restarts", "-1", "a"}), Catch::Contains("--max-restarts"));
   CHECK_THAT(error_of({"--nnodes", "1:2", "a"}), Catch::Contains("static rendezvous needs a fixed"));
-  CHECK_THAT(error_of({"--rdzv-backend", "c10d", "a"}), Catch::Contains("needs --rdzv-endpoint"));
+  CHECK_THAT(error_of({"--rdzv-backend", "etcd", "a"}), Catch::Contains("needs --rdzv-endpoint"));
+  // torchrun's parse_rendezvous_endpoint: c10d without one is localhost:29400.
+  CHECK(parse({"--rdzv-backend", "c10d", "a"}).rdzv.endpoint == "localhost:29400");
   CHECK_THAT(error_of({"--rdzv-backend", "zookeeper", "a"}), Catch::Contains("use static, c10d or etcd"));
   CHECK_THAT(error_of({"--signals-to-handle", "SIGFOO", "a"}), Catch::Contains("SIGFOO"));
   CHECK_THAT(error_of({"--nnodes", "2", "--node-rank", "2", "a"}), Catch::Contains("less than the number of nodes"));

@@ -40,7 +40,7 @@ def test_every_example_config_loads(config, tmp_path):
     (["--start_method", "thread", "x"], "spawn, fork or forkserver"),
     (["--nproc-per-node", "0", "x"], '--nproc-per-node "0"'),
     (["--nprc-per-node", "2", "x"], 'did you mean "--nproc-per-node"'),
-    (["--rdzv-backend", "c10d", "x"], "needs --rdzv-endpoint"),
+    (["--rdzv-backend", "etcd", "x"], "needs --rdzv-endpoint"),
     ([], "no program to run"),
     (["--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:abc", "x"],
      '--rdzv-endpoint: endpoint "127.0.0.1:abc": the port "abc" is not a number'),
