@@ -1,7 +1,9 @@
 //===- numa_topology.h - The node's CPUs and GPUs, read by hwloc -*- C++ -*-===//
 //
 // What --numa-binding's planner (numa_plan.h) needs to know of a node,
-// read with hwloc (Debian's libhwloc), so no sysfs parsing is written here:
+// read with hwloc (Debian's libhwloc) in the numa module (libccrun_numa.so,
+// loaded by the first call: store/module_loader.h), so no sysfs parsing is
+// written here and only jobs with --numa-binding load hwloc:
 // every CPU with its core, highest cache, NUMA node and socket, and the NUMA
 // node of each GPU. hwloc's own variables apply: HWLOC_XMLFILE=topo.xml or
 // HWLOC_SYNTHETIC="pack:2 l3:2 core:4 pu:2" describe another machine (how
@@ -41,5 +43,9 @@ struct TopologySource {
 // CUDA_VISIBLE_DEVICES names a GPU that is not there (or by UUID, which
 // PCI addresses cannot resolve).
 [[nodiscard]] Topology load_topology(const TopologySource& source);
+
+// The module's entry point (extern "C", found by name): *out = the topology.
+using LoadTopology = void (*)(const TopologySource* source, Topology* out);
+inline constexpr const char* kLoadTopologySymbol = "ccrun_numa_load_topology";
 
 }  // namespace ccrun::agent

@@ -10,12 +10,10 @@
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ssl/error.hpp>
-#include <boost/asio/ssl/rfc2818_verification.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
 
+#include "module_loader.h"
 #include "store_util.h"
 #include "ccrun/endpoint.h"
 
@@ -44,24 +42,22 @@ constexpr const char* kReachHint =
 }  // namespace
 
 ClientState::ClientState(const EtcdStoreOptions& o) : options(o) {
-  if (!o.tls) return;
-  tls = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
-  tls->set_verify_mode(asio::ssl::verify_peer);
-  try {
-    if (o.ca_file.empty()) {
-      tls->set_default_verify_paths();
-    } else {
-      tls->load_verify_file(o.ca_file);
+  if (o.tls) tls = make_tls_client(o);
+}
+
+error_code from_module(error_code ec) {
+  for (const auto* here : {&make_error_code(beast::error::timeout).category(),
+                           &asio::error::get_misc_category()}) {
+    if (&ec.category() != here && std::strcmp(ec.category().name(), here->name()) == 0) {
+      return error_code(ec.value(), *here);
     }
-    if (!o.cert_file.empty()) {
-      tls->use_certificate_chain_file(o.cert_file);
-      tls->use_private_key_file(o.key_file, asio::ssl::context::pem);
-    }
-  } catch (const boost::system::system_error& e) {
-    throw ConfigError("etcd store: cannot load TLS files (ca \"" + o.ca_file +
-                      "\", cert \"" + o.cert_file + "\", key \"" + o.key_file +
-                      "\"): " + e.what() + "; give readable PEM files");
   }
+  return ec;
+}
+
+std::unique_ptr<TlsClient> make_tls_client(const EtcdStoreOptions& o) {
+  auto make = reinterpret_cast<MakeTlsClient>(module_symbol("etcd_tls", kMakeTlsClientSymbol));
+  return std::unique_ptr<TlsClient>(make(&o));
 }
 
 EtcdConnection::EtcdConnection(std::shared_ptr<ClientState> state)
@@ -80,11 +76,11 @@ std::string EtcdConnection::member_name() const {
 }
 
 beast::tcp_stream& EtcdConnection::lowest() {
-  return tls_ ? beast::get_lowest_layer(*tls_) : *tcp_;
+  return *tcp_;
 }
 
 void EtcdConnection::close() {
-  if (tls_ || tcp_) {
+  if (tcp_) {
     error_code ignored;  // closing a socket that may be broken already
     lowest().socket().close(ignored);
   }
@@ -143,19 +139,11 @@ error_code EtcdConnection::connect_one(const EtcdEndpoint& ep,
   tcp::resolver resolver(ioc_);
   auto results = resolver.resolve(ep.host, std::to_string(ep.port), ec);
   if (ec) return ec;
-  if (state_->tls) {
-    tls_.emplace(ioc_, *state_->tls);
-    if (!SSL_set_tlsext_host_name(tls_->native_handle(), ep.host.c_str())) {
-      return error_code(static_cast<int>(::ERR_get_error()), asio::error::get_ssl_category());
-    }
-    tls_->set_verify_callback(asio::ssl::rfc2818_verification(ep.host));
-  } else {
-    tcp_.emplace(ioc_);
-  }
+  tcp_.emplace(ioc_);
+  if (state_->tls) tls_.emplace(*tcp_, state_->tls->session(*tcp_, ep.host));
   ec = run([&](auto handler) { lowest().async_connect(results, handler); }, deadline);
   if (!ec && tls_) {
-    ec = run([&](auto handler) { tls_->async_handshake(asio::ssl::stream_base::client, handler); },
-             deadline);
+    ec = run([&](auto handler) { tls_->async_handshake(handler); }, deadline);
   }
   if (!ec) lowest().socket().set_option(tcp::no_delay(true), ec);
   if (ec) close();

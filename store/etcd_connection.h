@@ -21,14 +21,13 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
-#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/ssl/ssl_stream.hpp>
 #include <nlohmann/json.hpp>
 
 #include "ccrun/error.h"
 #include "ccrun/etcd_store.h"
+#include "etcd_tls.h"
 
 namespace ccrun::store::etcd {
 
@@ -58,7 +57,7 @@ class GrpcError : public Error {
 struct ClientState {
   explicit ClientState(const EtcdStoreOptions& o);
   const EtcdStoreOptions& options;             // owned by the EtcdStore
-  std::unique_ptr<boost::asio::ssl::context> tls;  // null without TLS
+  std::unique_ptr<TlsClient> tls;  // null without TLS (etcd_tls.h)
   std::atomic<size_t> member{0};  // index of the member that answered last
   std::mutex mu;
   std::string token;  // guarded by mu; empty without authentication
@@ -129,7 +128,7 @@ class EtcdConnection {
   std::shared_ptr<ClientState> state_;
   boost::asio::io_context ioc_;
   std::optional<boost::beast::tcp_stream> tcp_;
-  std::optional<boost::beast::ssl_stream<boost::beast::tcp_stream>> tls_;
+  std::optional<TlsStream> tls_;  // over tcp_, with TLS
   std::optional<boost::asio::posix::stream_descriptor> interrupt_;
   boost::beast::flat_buffer buffer_;
   size_t member_ = 0;     // index into options.endpoints

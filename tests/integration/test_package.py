@@ -91,6 +91,22 @@ def test_a_job_runs_from_the_unpacked_root(root, tmp_path):
         assert daemon.wait(10) == 0
 
 
+def test_optional_modules_load_from_the_unpacked_root(root, tmp_path):
+    # A plain job maps neither OpenSSL nor hwloc (store/module_loader.h); a
+    # job that asks for NUMA binding loads the package's numa module, found
+    # beside the unpacked program (CCRUN_MODULE_DIR points nowhere else).
+    ccrun = str(root / "usr/bin/ccrun")
+    needed = subprocess.run(["ldd", ccrun], capture_output=True, text=True).stdout
+    assert "libssl" not in needed and "libcrypto" not in needed and "libhwloc" not in needed
+    topology = os.path.join(os.path.dirname(__file__), "..", "agent", "data", "two_cpus_2_gpus.xml")
+    r = subprocess.run([ccrun, "--standalone", "--nproc-per-node", "1", "--numa-binding", "node",
+                        "--no-python", "/bin/true"], capture_output=True, text=True, timeout=120,
+                       cwd=tmp_path, env=dict(os.environ, HWLOC_XMLFILE=topology,
+                                              CCRUN_MODULE_DIR=str(tmp_path / "none")))
+    assert r.returncode == 0, r.stderr
+    assert "--numa-binding node: local rank 0 on CPUs" in r.stderr
+
+
 @pytest.mark.parametrize("program,words", [
     ("ccrun", ["SYNOPSIS", "--rdzv-backend", "PET_<FLAG>", "ccrun-rendezvous(1)"]),
     ("ccrun-rendezvous", ["--token-file", "RUNNING AS A SERVICE", "systemctl enable"]),
