@@ -89,8 +89,7 @@ WorkerSpec Agent::worker_spec(int lr) {
   WorkerSpec w;
   w.local_rank = lr;
   w.rank = info_.rank_offset + lr;
-  fs::path dir = run_logs_->rank_dir(restart_count_, lr);
-  std::string error_file = (dir / "error.json").string();
+  std::string error_file = run_logs_->error_file(restart_count_, lr).string();
   std::error_code ec;
   fs::remove(error_file, ec);
   EnvContext ctx{&spec_, &info_, run_id_, restart_count_, store_.etcd ? "" : store_.endpoint.host,
@@ -106,6 +105,7 @@ WorkerSpec Agent::worker_spec(int lr) {
   int tee = stream_bits(spec_.logs.default_tee, spec_.logs.tee, lr);
   bool shown = spec_.logs.local_ranks_filter.empty() || spec_.logs.local_ranks_filter.count(lr);
   bool files = run_logs_->kept();
+  fs::path dir = files ? run_logs_->rank_dir(restart_count_, lr) : fs::path();
   for (int fd : {1, 2}) {
     StreamOptions& o = fd == 1 ? w.out : w.err;
     o.prefix = line_prefix(spec_.logs, spec_.role, w.rank, lr);
@@ -185,8 +185,8 @@ void Agent::on_worker_exit(const WorkerExit& e) {
     return;
   }
   if (stopping_) return;  // stopped by us: not a root cause
-  Failure f = node_failure(read_error_file(
-      (run_logs_->rank_dir(restart_count_, e.local_rank) / "error.json").string()));
+  Failure f = node_failure(
+      read_error_file(run_logs_->error_file(restart_count_, e.local_rank).string()));
   f.rank = e.rank;
   f.local_rank = e.local_rank;
   f.pid = e.pid;

@@ -103,7 +103,7 @@ void Agent::write_launcher_error_file(const std::vector<Failure>& final) {
   Failure root = root_cause(final);
   std::string worker_record;
   if (root.rank >= 0 && root.node_rank == info_.node_rank && run_logs_) {
-    std::ifstream in(run_logs_->rank_dir(root.attempt, root.local_rank) / "error.json");
+    std::ifstream in(run_logs_->error_file(root.attempt, root.local_rank));
     worker_record.assign(std::istreambuf_iterator<char>(in), {});
   }
   error_file_written_ = write_error_file(launcher_error_record(root, worker_record));

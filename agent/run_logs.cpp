@@ -65,6 +65,14 @@ fs::path RunLogs::rank_dir(int attempt, int local_rank) const {
   return dir;
 }
 
+fs::path RunLogs::error_file(int attempt, int local_rank) const {
+  if (kept_) return rank_dir(attempt, local_rank) / "error.json";
+  fs::path dir = root_ / ("attempt_" + std::to_string(attempt));
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  return dir / ("error_" + std::to_string(local_rank) + ".json");
+}
+
 bool RunLogs::write_file(const std::string& name, const std::string& text) const {
   fs::path path = root_ / name;
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -38,7 +38,8 @@ def test_env_one_node_four_workers():
         assert e["MASTER_ADDR"] == "127.0.0.1" and e["MASTER_PORT"] == port
         assert e["TORCHELASTIC_RESTART_COUNT"] == "0"
         assert e["TORCHELASTIC_USE_AGENT_STORE"] == "True"
-        assert e["TORCHELASTIC_ERROR_FILE"].endswith(f"/{rank}/error.json")
+        # No --log-dir: the temporary run's flat layout (agent/run_logs.h).
+        assert e["TORCHELASTIC_ERROR_FILE"].endswith(f"/attempt_0/error_{rank}.json")
         assert e["EXTRA"] == "x"
     # Every console line carries its rank's prefix.
     for line in r.stdout.splitlines():
