@@ -59,8 +59,12 @@ void FilteredLog::write(const std::string& text) {
 }
 
 struct LogMux::Stream : std::enable_shared_from_this<Stream> {
-  Stream(asio::io_context& io, int fd, StreamOptions o, std::function<void()> done)
-      : pipe(io, fd), options(std::move(o)), on_closed(std::move(done)) {
+  Stream(asio::io_context& io, int fd, StreamOptions o, std::function<void()> done,
+         std::shared_ptr<std::vector<char>> shared_buffer)
+      : pipe(io, fd), options(std::move(o)), on_closed(std::move(done)),
+        buf(std::move(shared_buffer)) {
+    boost::system::error_code ec;
+    pipe.non_blocking(true, ec);  // read() below drains it without blocking
     if (!options.file.empty()) {
       file_fd = ::open(options.file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
       if (file_fd < 0) {
@@ -72,18 +76,27 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
     if (file_fd >= 0) ::close(file_fd);
   }
 
+  // Waits until the pipe is readable, reads what is there into the shared
+  // buffer (one read a wake-up, so a chatty worker cannot starve the
+  // others), and waits again; EOF or an error ends the stream.
   void read() {
-    pipe.async_read_some(asio::buffer(buf), [self = shared_from_this()](
-                                                boost::system::error_code ec, size_t n) {
-      if (n > 0) self->consume(self->buf.data(), n);
-      if (ec) {
-        if (!self->partial.empty()) self->emit(self->partial);
-        self->partial.clear();
-        if (self->on_closed) self->on_closed();
-        return;
-      }
-      self->read();
-    });
+    pipe.async_wait(asio::posix::descriptor_base::wait_read,
+                    [self = shared_from_this()](boost::system::error_code ec) {
+                      if (ec) return self->closed();  // close_all(): cancelled
+                      ssize_t n;
+                      do {
+                        n = ::read(self->pipe.native_handle(), self->buf->data(), self->buf->size());
+                      } while (n < 0 && errno == EINTR);
+                      if (n > 0) self->consume(self->buf->data(), size_t(n));
+                      if (n == 0 || (n < 0 && errno != EAGAIN)) return self->closed();
+                      self->read();
+                    });
+  }
+
+  void closed() {
+    if (!partial.empty()) emit(partial);
+    partial.clear();
+    if (on_closed) on_closed();
   }
 
   void consume(const char* data, size_t n) {
@@ -134,14 +147,14 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
   asio::posix::stream_descriptor pipe;
   StreamOptions options;
   std::function<void()> on_closed;
-  std::array<char, 16 * 1024> buf;
+  std::shared_ptr<std::vector<char>> buf;  // the mux's (LogMux::buffer_)
   std::string partial;
   std::deque<std::string> tail;
   int file_fd = -1;
 };
 
 int LogMux::add(int fd, StreamOptions options, std::function<void()> on_closed) {
-  auto s = std::make_shared<Stream>(io_, fd, std::move(options), std::move(on_closed));
+  auto s = std::make_shared<Stream>(io_, fd, std::move(options), std::move(on_closed), buffer_);
   streams_.push_back(s);
   s->read();
   return int(streams_.size() - 1);

@@ -58,7 +58,8 @@ class LogMux {
  public:
   static constexpr size_t kMaxLineBytes = 1 << 20;
 
-  explicit LogMux(boost::asio::io_context& io) : io_(io) {}
+  explicit LogMux(boost::asio::io_context& io)
+      : io_(io), buffer_(std::make_shared<std::vector<char>>(kReadBytes)) {}
   ~LogMux() { close_all(); }
   LogMux(const LogMux&) = delete;  // owns pipes
   LogMux& operator=(const LogMux&) = delete;
@@ -77,7 +78,12 @@ class LogMux {
 
  private:
   struct Stream;
+  // Every stream waits for its pipe to be readable, then reads into this one
+  // buffer (all run on the io_context's thread): no buffer per stream, which
+  // was 32 KiB a worker.
+  static constexpr size_t kReadBytes = 64 * 1024;
   boost::asio::io_context& io_;
+  std::shared_ptr<std::vector<char>> buffer_;
   std::vector<std::shared_ptr<Stream>> streams_;
 };
 
