@@ -85,11 +85,17 @@ void apply_placement(const Placement& p) {
 // Runs in the child, with every signal blocked (see start()): the agent's
 // handlers must never run here, since they write into the agent's own
 // signal pipe (a SIGTERM meant for this worker would reach the agent).
-[[noreturn]] void exec_child(const ExecImage& image, int out_fd, int err_fd, pid_t agent) {
+// `not_default`: the signals whose disposition in the agent is not SIG_DFL
+// (a handler or SIG_IGN; handled_signals()): only those need resetting, since
+// exec resets handlers itself but keeps SIG_IGN.
+[[noreturn]] void exec_child(const ExecImage& image, int out_fd, int err_fd, pid_t agent,
+                             const sigset_t& not_default) {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != agent) _exit(1);  // the agent died before PDEATHSIG was set
-  for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
+  for (int s = 1; s < NSIG; ++s) {
+    if (sigismember(&not_default, s) == 1) signal(s, SIG_DFL);
+  }
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -113,11 +119,24 @@ struct ChildArgs {
   const ExecImage* image;
   int out_fd, err_fd;
   pid_t agent;
+  const sigset_t* not_default;
 };
 
 int child_main(void* arg) {
   auto* a = static_cast<ChildArgs*>(arg);
-  exec_child(*a->image, a->out_fd, a->err_fd, a->agent);
+  exec_child(*a->image, a->out_fd, a->err_fd, a->agent, *a->not_default);
+}
+
+// The signals whose disposition is not SIG_DFL now (one query each, once per
+// group: the children then reset a few instead of all 64 each).
+sigset_t not_default_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s = 1; s < NSIG; ++s) {
+    struct sigaction old {};
+    if (sigaction(s, nullptr, &old) == 0 && old.sa_handler != SIG_DFL) sigaddset(&set, s);
+  }
+  return set;
 }
 
 // Starts the worker's process as vfork does (CLONE_VM | CLONE_VFORK: no
@@ -128,8 +147,8 @@ int child_main(void* arg) {
 // dispositions and descriptors (neither CLONE_SIGHAND nor CLONE_FILES).
 // Every signal must be blocked (see start()).
 pid_t spawn_child(const ExecImage& image, int out_fd, int err_fd, pid_t agent,
-                  std::vector<char>& stack) {
-  ChildArgs args{&image, out_fd, err_fd, agent};
+                  const sigset_t& not_default, std::vector<char>& stack) {
+  ChildArgs args{&image, out_fd, err_fd, agent, &not_default};
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
   // The sanitizers' runtimes follow fork(), not a clone that shares the
   // agent's memory: the child's instrumented code would write the agent's
@@ -204,6 +223,9 @@ void WorkerGroup::start(const std::vector<WorkerSpec>& specs,
   // The spawned child's stack (execvpe's path search uses it); reused: the
   // agent waits for each child to exec before the next spawn.
   std::vector<char> child_stack(256 * 1024);
+  // ccrun sets its dispositions at start-up (SIGPIPE ignored; the stop
+  // signals are blocked and read from a signalfd), never while spawning.
+  sigset_t not_default = not_default_signals();
   for (const auto& spec : specs) {
     int out[2], err[2];
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
@@ -213,7 +235,7 @@ void WorkerGroup::start(const std::vector<WorkerSpec>& specs,
     sigset_t all, old_mask;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old_mask);
-    pid_t pid = spawn_child(image, out[1], err[1], agent, child_stack);
+    pid_t pid = spawn_child(image, out[1], err[1], agent, not_default, child_stack);
     pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     if (pid < 0) {
       throw Error(std::string("cannot start worker ") + std::to_string(spec.rank) + ": clone: " +
