@@ -12,6 +12,7 @@
 #include "ccrun/prefix_store.h"
 #include "ccrun/store_server.h"
 #include "ccrun/store_address.h"
+#include "ccrun/name_table.h"
 #include "dispatch_group.h"
 
 namespace ccrun {
@@ -19,7 +20,7 @@ namespace {
 
 struct BackendName {
   std::string_view name;
-  Backend backend;
+  Backend value;
 };
 // Every name parse_backend takes; the first of each backend is its own.
 constexpr std::array<BackendName, 4> kBackendNames{{
@@ -55,19 +56,13 @@ std::shared_ptr<store::StoreServer> g_server;
 }  // namespace
 
 Backend parse_backend(std::string_view name) {
-  std::string valid;
-  for (const auto& b : kBackendNames) {
-    if (b.name == name) return b.backend;
-    valid += std::string(valid.empty() ? "" : ", ") + std::string(b.name);
-  }
-  throw ConfigError("unknown collectives backend \"" + std::string(name) + "\"; valid: " + valid);
+  if (const auto* b = find_name(kBackendNames, name)) return b->value;
+  throw ConfigError("unknown collectives backend \"" + std::string(name) +
+                    "\"; valid: " + names_text(kBackendNames));
 }
 
 std::string_view backend_name(Backend backend) {
-  for (const auto& b : kBackendNames) {
-    if (b.backend == backend) return b.name;
-  }
-  return "unknown";
+  return name_of(kBackendNames, backend, "unknown");
 }
 
 bool nccl_available() {

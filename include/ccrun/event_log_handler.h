@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "ccrun/error.h"
+#include "ccrun/name_table.h"
 
 namespace ccrun {
 
@@ -28,7 +29,7 @@ enum class EventLogHandler {
 
 struct EventLogHandlerName {
   std::string_view name;
-  EventLogHandler handler;
+  EventLogHandler value;
 };
 // torch's registry, in its order.
 inline constexpr std::array<EventLogHandlerName, 3> kEventLogHandlerNames{{
@@ -38,29 +39,17 @@ inline constexpr std::array<EventLogHandlerName, 3> kEventLogHandlerNames{{
 }};
 
 // "console, dynamic_rendezvous or null".
-inline std::string event_log_handler_names() {
-  std::string out;
-  for (size_t i = 0; i < kEventLogHandlerNames.size(); ++i) {
-    out += i == 0 ? "" : i + 1 == kEventLogHandlerNames.size() ? " or " : ", ";
-    out += kEventLogHandlerNames[i].name;
-  }
-  return out;
-}
+inline std::string event_log_handler_names() { return names_text(kEventLogHandlerNames); }
 
 // Throws ConfigError "unknown handler; use console, dynamic_rendezvous or
 // null" (the caller adds where it came from).
 [[nodiscard]] inline EventLogHandler parse_event_log_handler(std::string_view name) {
-  for (const auto& h : kEventLogHandlerNames) {
-    if (h.name == name) return h.handler;
-  }
+  if (const auto* h = find_name(kEventLogHandlerNames, name)) return h->value;
   throw ConfigError("unknown handler; use " + event_log_handler_names());
 }
 
 [[nodiscard]] inline std::string_view event_log_handler_name(EventLogHandler handler) {
-  for (const auto& h : kEventLogHandlerNames) {
-    if (h.handler == handler) return h.name;
-  }
-  return "null";
+  return name_of(kEventLogHandlerNames, handler, "null");
 }
 
 }  // namespace ccrun

@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "ccrun/error.h"
+#include "ccrun/name_table.h"
 
 namespace ccrun {
 
@@ -31,7 +32,7 @@ enum class NumaBinding {
 
 struct NumaBindingName {
   std::string_view name;
-  NumaBinding mode;
+  NumaBinding value;
   std::string_view help;  // one line: what the worker is bound to
 };
 // Every mode torch names, in torch's order (the order of --help and errors).
@@ -45,32 +46,20 @@ inline constexpr std::array<NumaBindingName, 4> kNumaBindingNames{{
 }};
 
 // "node, socket, exclusive or core-complex".
-inline std::string numa_binding_names() {
-  std::string out;
-  for (size_t i = 0; i < kNumaBindingNames.size(); ++i) {
-    out += i == 0 ? "" : i + 1 == kNumaBindingNames.size() ? " or " : ", ";
-    out += kNumaBindingNames[i].name;
-  }
-  return out;
-}
+inline std::string numa_binding_names() { return names_text(kNumaBindingNames); }
 
 // The mode `name` means; "" is kNone. Throws ConfigError "unknown mode; use
 // node, socket, exclusive or core-complex" (the caller adds where it came
 // from).
 [[nodiscard]] inline NumaBinding parse_numa_binding(std::string_view name) {
   if (name.empty()) return NumaBinding::kNone;
-  for (const auto& m : kNumaBindingNames) {
-    if (m.name == name) return m.mode;
-  }
+  if (const auto* m = find_name(kNumaBindingNames, name)) return m->value;
   throw ConfigError("unknown mode; use " + numa_binding_names());
 }
 
 // The mode's name, as parse_numa_binding reads it back ("" for kNone).
 [[nodiscard]] inline std::string_view numa_binding_name(NumaBinding mode) {
-  for (const auto& m : kNumaBindingNames) {
-    if (m.mode == mode) return m.name;
-  }
-  return "";
+  return name_of(kNumaBindingNames, mode, "");
 }
 
 }  // namespace ccrun

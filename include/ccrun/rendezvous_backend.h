@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "ccrun/error.h"
+#include "ccrun/name_table.h"
 
 namespace ccrun::rendezvous {
 
@@ -36,7 +37,7 @@ inline constexpr uint16_t kDefaultMasterPort = 29500;
 
 struct BackendName {
   std::string_view name;
-  Backend backend;
+  Backend value;
 };
 // Every backend's name, in the order errors and --help list them.
 inline constexpr std::array<BackendName, 3> kBackendNames{{
@@ -46,20 +47,13 @@ inline constexpr std::array<BackendName, 3> kBackendNames{{
 }};
 
 // "static, c10d or etcd": the valid names, for help lines and errors.
-inline std::string backend_names() {
-  std::string out;
-  for (size_t i = 0; i < kBackendNames.size(); ++i) {
-    out += i == 0 ? "" : i + 1 == kBackendNames.size() ? " or " : ", ";
-    out += kBackendNames[i].name;
-  }
-  return out;
-}
+inline std::string backend_names() { return names_text(kBackendNames); }
 
 // torchrun's names that ccrun serves with one of its own backends: a job
 // file written for torchrun runs unchanged, with a one-line notice.
 struct BackendAlias {
   std::string_view name;
-  Backend backend;
+  Backend value;
   std::string_view notice;  // why the mapping is sound, and what to write instead
 };
 inline constexpr std::array<BackendAlias, 1> kBackendAliases{{
@@ -71,31 +65,22 @@ inline constexpr std::array<BackendAlias, 1> kBackendAliases{{
 // The notice for a torchrun alias (`name` is not one of kBackendNames), or
 // empty for a name that is ccrun's own.
 [[nodiscard]] inline std::string_view backend_alias_notice(std::string_view name) {
-  for (const auto& a : kBackendAliases) {
-    if (a.name == name) return a.notice;
-  }
-  return {};
+  const auto* a = find_name(kBackendAliases, name);
+  return a ? a->notice : std::string_view();
 }
 
 // The backend `name` means (torchrun's aliases included). Throws ConfigError "unknown backend; use
 // static, c10d or etcd" for any other name (the caller adds where it came
 // from).
 [[nodiscard]] inline Backend parse_backend(std::string_view name) {
-  for (const auto& b : kBackendNames) {
-    if (b.name == name) return b.backend;
-  }
-  for (const auto& a : kBackendAliases) {
-    if (a.name == name) return a.backend;
-  }
+  if (const auto* b = find_name(kBackendNames, name)) return b->value;
+  if (const auto* a = find_name(kBackendAliases, name)) return a->value;
   throw ConfigError("unknown backend; use " + backend_names());
 }
 
 // The backend's name, as parse_backend reads it back.
 [[nodiscard]] inline std::string_view backend_name(Backend backend) {
-  for (const auto& b : kBackendNames) {
-    if (b.backend == backend) return b.name;
-  }
-  return "unknown";
+  return name_of(kBackendNames, backend, "unknown");
 }
 
 }  // namespace ccrun::rendezvous

@@ -23,6 +23,7 @@
 #include "ccrun/job_state.h"
 #include "ccrun/prefix_store.h"
 #include "ccrun/event_log_handler.h"
+#include "ccrun/name_table.h"
 #include "ccrun/numa_binding.h"
 #include "ccrun/rendezvous_backend.h"
 #include "ccrun/signal_names.h"
@@ -206,6 +207,19 @@ void event_log_handler_h() {
   EventLogHandler h = parse_event_log_handler("console");  // throws ConfigError naming the valid ones
   // end
   (void)h;
+}
+
+void name_table_h() {
+  // example: ccrun/name_table.h
+  enum class Color { kRed, kBlue };
+  struct ColorName { std::string_view name; Color value; };
+  constexpr std::array<ColorName, 2> kColors{{{"red", Color::kRed}, {"blue", Color::kBlue}}};
+  std::string help = names_text(kColors);        // "red or blue"
+  Color c = find_name(kColors, "blue")->value;   // find_name: nullptr for an unknown name
+  std::string_view name = name_of(kColors, c, "?");  // "blue"
+  // end
+  (void)help;
+  (void)name;
 }
 
 }  // namespace ccrun::docs_examples
