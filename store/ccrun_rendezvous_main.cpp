@@ -67,7 +67,8 @@ void add_timeout_options(CLI::App& app, DaemonFlags& f) {
                      "0 = no limit");
   add_seconds_option(app, "--first-request-timeout", f.first_request_s,
                      "Without --token-file: seconds a new connection has to send its first "
-                     "request; 0 = no limit");
+                     "request, enforced only while over 3/4 of --max-connections are open "
+                     "(torch 1.13's watch connection never speaks); 0 = no limit");
   add_seconds_option(app, "--finished-job-ttl", f.finished_ttl_s,
                      "Seconds after a job's done marker (and its last write) before its "
                      "keys (ccrun/<run_id>/...) are deleted; 0 = keep them");

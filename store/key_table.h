@@ -69,6 +69,11 @@ class KeyTable {
 
   // Keys with a value (torch's GETNUMKEYS: queues are not counted).
   size_t size() const { return data_.size(); }
+  // Calls `f` with each key that has a value (torch's LIST), in no order.
+  template <typename F>
+  void for_each_key(F&& f) const {
+    for (const auto& [key, value] : data_) f(key);
+  }
 
   // Appends to `key`'s queue and wakes one waiter of `key`.
   void queue_push(const std::string& key, std::string value);

@@ -161,6 +161,7 @@ class StoreServer::Impl {
                      max_connections_, nofile, by_fds);
       }
     }
+    ctx_.silent_close_above = max_connections_ / 4 * 3;
   }
 
   void do_accept() {

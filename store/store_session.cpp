@@ -261,6 +261,10 @@ void StoreSession::handle(wire::Request& req) {
     case Query::kGetNumKeys:
       wire::append_i64(out_, static_cast<int64_t>(table.size()));
       return;
+    case Query::kList:
+      wire::append_i64(out_, static_cast<int64_t>(table.size()));
+      table.for_each_key([&](const std::string& key) { wire::append_bytes(out_, key); });
+      return;
     case Query::kDeleteKey:
       wire::append_i64(out_, table.erase(req.keys[0]) ? 1 : 0);
       return;
@@ -479,6 +483,10 @@ void StoreSession::on_timer() {
   auto now = Clock::now();
   if (!handshake_done_ && ctx_.handshake_timeout.count() > 0) {
     if (now >= started_ + ctx_.handshake_timeout) {
+      if (!must_authenticate() && ctx_.num_sessions <= ctx_.silent_close_above) {
+        arm_timer(now + ctx_.handshake_timeout);  // no need of its room yet
+        return;
+      }
       fail(must_authenticate()
                ? "did not authenticate within " + secs(ctx_.handshake_timeout)
                : "sent no whole request within " + secs(ctx_.handshake_timeout));

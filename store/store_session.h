@@ -56,6 +56,13 @@ struct ServerContext {
   // one whole request without) within this. 0 = no deadline. (The server
   // sets the token or the no-token deadline here.)
   std::chrono::milliseconds handshake_timeout{0};
+  // Without a token, a session past its handshake deadline is closed only
+  // while more than this many sessions are open (3/4 of the connection
+  // limit); below, its deadline starts again. torch 1.13's client opens a
+  // second connection (for watch_key) that never speaks, and spins a core
+  // for the rest of its life once that connection is closed: a silent
+  // connection must cost its client nothing until the server needs room.
+  size_t silent_close_above = 0;
   // A session that sends nothing for this long, with no WAIT parked, is
   // closed. 0 = never.
   std::chrono::milliseconds idle_timeout{0};

@@ -155,6 +155,7 @@ bool parse_args(Reader& r, Request& out, ParseCursor* cursor) {
     }
     case Query::kGetNumKeys:
     case Query::kCancelWait:
+    case Query::kList:
       return true;
   }
   return false;
@@ -180,7 +181,7 @@ bool from_legacy(uint8_t type, Request& out) {
 }
 
 bool is_known(uint8_t type) {
-  return type <= static_cast<uint8_t>(Query::kQueueLen) ||
+  return type <= static_cast<uint8_t>(Query::kList) ||
          type == static_cast<uint8_t>(Query::kAuthenticate) ||
          type == static_cast<uint8_t>(Query::kDeletePrefix);
 }
@@ -271,6 +272,7 @@ std::string query_name(Query q) {
     case Query::kQueuePush: return "QUEUE_PUSH";
     case Query::kQueuePop: return "QUEUE_POP";
     case Query::kQueueLen: return "QUEUE_LEN";
+    case Query::kList: return "LIST";
     case Query::kAuthenticate: return "AUTHENTICATE";
     case Query::kDeletePrefix: return "DELETE_PREFIX";
   }

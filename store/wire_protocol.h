@@ -46,6 +46,9 @@ enum class Query : uint8_t {
   kQueuePop = 15,   // key -> int64 length before the pop, then the bytes
                     //        popped when that length was > 0
   kQueueLen = 16,   // key -> int64 length
+  // torch >= 2.10's TCPStore.list_keys (LIST): no argument -> int64 count,
+  // then each key that has a value as a string (uint64 length, bytes).
+  kList = 17,
   // ccrun's extensions (2.x dialect only). torch clients never send these.
   kAuthenticate = 0xC0,  // string token -> 1 byte AuthResponse
   // string prefix, string guard key -> int64: the keys deleted, or -1 (and

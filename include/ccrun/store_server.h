@@ -46,9 +46,11 @@ struct StoreServerOptions {
   // With a token: a connection must authenticate within this, or is
   // closed. 0 = no deadline.
   std::chrono::milliseconds handshake_timeout{10'000};
-  // Without a token: a connection must send one whole request within this,
-  // or is closed (every torch and ccrun client sends one at once; a load
-  // generator may open thousands of connections before it speaks). 0 = no
+  // Without a token: a connection that has not sent one whole request
+  // within this is closed when more than 3/4 of max_connections are open
+  // (a load generator may open thousands before it speaks); below that it
+  // stays, its deadline started again: torch 1.13's watch_key connection
+  // never speaks, and its client spins a core once it is closed. 0 = no
   // deadline.
   std::chrono::milliseconds first_request_timeout{60'000};
   // A connection that sends nothing for this long, with no WAIT parked, is

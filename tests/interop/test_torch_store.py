@@ -128,3 +128,31 @@ def test_torch113_client_after_timed_out_wait_matches_torch_server():
         # A fresh client is unaffected.
         assert torch_client(d.port).get("a") == b"1"
         assert d.proc.poll() is None
+
+
+CLIENT_CPU = """
+import datetime, resource, sys, time
+import torch.distributed as dist
+s = dist.TCPStore("127.0.0.1", int(sys.argv[1]), is_master=False,
+                  timeout=datetime.timedelta(seconds=10))
+s.set("k", "v")
+time.sleep(2.5)  # past --first-request-timeout: its watch_key connection never spoke
+before = resource.getrusage(resource.RUSAGE_SELF)
+time.sleep(2)
+after = resource.getrusage(resource.RUSAGE_SELF)
+print((after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime))
+print(s.get("k").decode())
+"""
+
+
+def test_a_silent_torch_connection_costs_its_client_nothing():
+    # Issue 20, item 10: torch 1.13's client opens a second connection (for
+    # watch_key) that never sends a request; once the daemon closed it, the
+    # client's watcher thread spun a whole core (2.99 CPU-s in 3 s).
+    with start_daemon("--first-request-timeout", "1") as d:
+        r = subprocess.run(["/usr/bin/python3", "-c", CLIENT_CPU, str(d.port)],
+                           capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    cpu_seconds, value = r.stdout.split()
+    assert value == "v"
+    assert float(cpu_seconds) < 0.5, f"the client used {cpu_seconds} CPU-s in 2 s"

@@ -2,6 +2,7 @@
 // capture replayed byte for byte, authentication, and hostile input (each
 // followed by a check that well-behaved clients still get right answers).
 #include <arpa/inet.h>
+#include <set>
 #include <catch2/catch.hpp>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -364,6 +365,32 @@ TEST_CASE("a connection may park a bounded number of WAITs", "[server][wait][hos
   c.send(q(wire::Query::kWait) + u64(1) + str("nope"));
   CHECK(c.closed_by_peer());
   expect_server_healthy(s.port());
+}
+
+TEST_CASE("2.x dialect: LIST (17) answers every key with a value, as torch's newest server",
+          "[server]") {
+  Server s;
+  RawClient c(s.port());
+  c.send(validate());
+  c.send(q(wire::Query::kSet) + str("/a") + str("1") + q(wire::Query::kSet) + str("/bb") + str("2") +
+         q(wire::Query::kQueuePush) + str("/queue") + str("x"));  // a queue has no value
+  c.send(q(wire::Query::kGetNumKeys));
+  std::string count = c.recv(8);
+  int64_t n = 0;
+  std::memcpy(&n, count.data(), 8);
+  c.send(q(wire::Query::kList));
+  CHECK(c.recv(8) == count);
+  std::set<std::string> keys;
+  for (int64_t i = 0; i < n; ++i) {
+    std::string len = c.recv(8);
+    uint64_t l = 0;
+    std::memcpy(&l, len.data(), 8);
+    keys.insert(c.recv(l));
+  }
+  CHECK(keys.count("/a") == 1);
+  CHECK(keys.count("/bb") == 1);
+  CHECK(keys.count("/queue") == 0);
+  CHECK(int64_t(keys.size()) == n);
 }
 
 TEST_CASE("2.x dialect: QUEUE_PUSH, QUEUE_POP and QUEUE_LEN as torch's server (issue 13.2)",
@@ -751,17 +778,25 @@ TEST_CASE("with a token, an unauthenticated connection gets only a handshake's b
   CHECK(TcpStore(good).get("keep/me") == "safe");
 }
 
-TEST_CASE("without a token: the first request within the handshake deadline, then no "
-          "idle limit unless asked", "[server][limits]") {
+TEST_CASE("without a token: a silent connection stays until the server needs its room, then "
+          "no idle limit unless asked", "[server][limits]") {
   StoreServerOptions o;
   o.first_request_timeout = 300ms;
+  o.max_connections = 4;  // silent ones are closed above 3 (3/4 of the limit)
   Server s(o);
   RawClient silent(s.port()), torch_like(s.port());
   torch_like.send(validate());
-  CHECK(silent.closed_by_peer(3000ms));
+  // torch 1.13's watch_key connection: never a request, and kept open.
+  CHECK_FALSE(silent.closed_by_peer(1000ms));
+  silent.send(validate() + q(wire::Query::kPing) + u32(7));
+  CHECK(silent.recv(4) == u32(7));
   std::this_thread::sleep_for(300ms);  // idle, as torch's clients are for a whole job
   torch_like.send(q(wire::Query::kPing) + u32(2));
   CHECK(torch_like.recv(4) == u32(2));
+  // Near the limit, a connection silent past the deadline is closed.
+  RawClient a(s.port()), b(s.port());
+  a.send(validate());
+  CHECK(b.closed_by_peer(3000ms));
 
   StoreServerOptions idle;
   idle.idle_timeout = 300ms;
