@@ -10,6 +10,8 @@
 // backend that runs it, and the halves have no slots of their own.
 #include "dispatch_group.h"
 
+#include <signal.h>
+
 #include <atomic>
 #include <mutex>
 
@@ -160,7 +162,25 @@ void require_nccl(Devices& devices) {
   }
 }
 
+namespace {
+
+// A group writes to its peers' sockets (Gloo's pairs use writev, which
+// raises SIGPIPE): a peer that died must give this rank an error it reports
+// (EPIPE), not SIGPIPE's default death with no word. Python ignores SIGPIPE
+// at start-up, so torch's ranks never meet it; native ranks get the same
+// here. Only the default disposition changes: a program's own handler, or
+// an earlier SIG_IGN, stays.
+void ignore_sigpipe_if_default() {
+  struct sigaction old {};
+  if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
+    ::signal(SIGPIPE, SIG_IGN);
+  }
+}
+
+}  // namespace
+
 std::shared_ptr<ProcessGroup> make_group(const GroupSpec& s, Devices devices) {
+  ignore_sigpipe_if_default();
   auto gloo_store = [&] { return std::make_shared<store::PrefixStore>("gloo", s.store); };
   auto nccl_store = std::make_shared<store::PrefixStore>("nccl", s.store);
   // The world group's slot, opened once the group is made.
