@@ -117,7 +117,8 @@ void StoreSession::on_read(const boost::system::error_code& ec, size_t n) {
     }
   } else {
     // The small first buffer was filled: the rest waits in the socket.
-    thread_local std::array<char, 64 * 1024> buffer;
+    std::vector<char>& buffer = ctx_.read_buffer;
+    if (buffer.empty()) buffer.resize(ServerContext::kReadBufferSize);
     for (int i = 0; !eof && n == first_.size() && i < kReadsPerEvent; ++i) {
       boost::system::error_code rec;
       n = socket_.read_some(asio::buffer(buffer), rec);

@@ -71,6 +71,13 @@ struct ServerContext {
   std::unordered_set<class StoreSession*> sessions;  // open ones
   // Lines that clients' bad input causes go through this.
   LogLimiter bad_input_log;
+  // Where a session reads what its small first buffer could not hold: one
+  // per server, as the server's sessions all run on its one thread; sized on
+  // first use (kReadBufferSize), so a server nobody floods costs nothing.
+  // (A thread_local buffer would be 64 KiB of TLS that every thread of the
+  // process, server or not, zeroes and keeps.)
+  std::vector<char> read_buffer;
+  static constexpr size_t kReadBufferSize = 64 * 1024;
 };
 
 class StoreSession : public std::enable_shared_from_this<StoreSession> {
