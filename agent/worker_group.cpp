@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -24,7 +25,7 @@ namespace asio = boost::asio;
 
 struct WorkerGroup::Worker {
   Worker(asio::io_context& io, int pidfd) : pidfd(io, pidfd), rescan(io) {}
-  WorkerSpec spec;
+  std::string token;  // WorkerSpec::token (the spec itself is not kept)
   pid_t pid = 0;
   asio::posix::stream_descriptor pidfd;
   int err_stream = -1;
@@ -139,6 +140,28 @@ sigset_t not_default_signals() {
   return set;
 }
 
+// The spawned child's stack: mapped, not allocated, so that only the pages
+// the child touches (a few: execvpe's path search) become resident; a
+// zero-filled vector made all 256 KiB resident in every launch.
+class ChildStack {
+ public:
+  static constexpr size_t kSize = 256 * 1024;
+  ChildStack()
+      : base_(::mmap(nullptr, kSize, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0)) {
+    if (base_ == MAP_FAILED) {
+      throw Error(std::string("cannot map a stack to spawn workers: ") + std::strerror(errno));
+    }
+  }
+  ~ChildStack() { ::munmap(base_, kSize); }
+  ChildStack(const ChildStack&) = delete;
+  ChildStack& operator=(const ChildStack&) = delete;
+  void* top() const { return static_cast<char*>(base_) + kSize; }
+
+ private:
+  void* base_;
+};
+
 // Starts the worker's process as vfork does (CLONE_VM | CLONE_VFORK: no
 // copy of the agent's page tables; the agent is suspended until the child
 // execs or exits), on a stack of its own, as glibc's posix_spawn does. The
@@ -147,7 +170,7 @@ sigset_t not_default_signals() {
 // dispositions and descriptors (neither CLONE_SIGHAND nor CLONE_FILES).
 // Every signal must be blocked (see start()).
 pid_t spawn_child(const ExecImage& image, int out_fd, int err_fd, pid_t agent,
-                  const sigset_t& not_default, std::vector<char>& stack) {
+                  const sigset_t& not_default, const ChildStack& stack) {
   ChildArgs args{&image, out_fd, err_fd, agent, &not_default};
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
   // The sanitizers' runtimes follow fork(), not a clone that shares the
@@ -158,7 +181,7 @@ pid_t spawn_child(const ExecImage& image, int out_fd, int err_fd, pid_t agent,
   if (pid == 0) child_main(&args);
   return pid;
 #else
-  return ::clone(child_main, stack.data() + stack.size(), CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+  return ::clone(child_main, stack.top(), CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
 #endif
 }
 
@@ -222,7 +245,7 @@ void WorkerGroup::start(const std::vector<WorkerSpec>& specs,
   pid_t agent = getpid();
   // The spawned child's stack (execvpe's path search uses it); reused: the
   // agent waits for each child to exec before the next spawn.
-  std::vector<char> child_stack(256 * 1024);
+  ChildStack child_stack;
   // ccrun sets its dispositions at start-up (SIGPIPE ignored; the stop
   // signals are blocked and read from a signalfd), never while spawning.
   sigset_t not_default = not_default_signals();
@@ -251,7 +274,7 @@ void WorkerGroup::start(const std::vector<WorkerSpec>& specs,
                   std::strerror(errno));
     }
     auto w = std::make_shared<Worker>(io_, pidfd);
-    w->spec = spec;
+    w->token = spec.token;
     w->pid = pid;
     w->exit.local_rank = spec.local_rank;
     w->exit.rank = spec.rank;
@@ -288,7 +311,7 @@ void WorkerGroup::on_pidfd(const std::shared_ptr<Worker>& w) {
   ::kill(-w->pid, SIGKILL);
   // So may its descendants that left the group (setsid): they are in the
   // agent's tree (it is their subreaper), found there by the worker's token.
-  kill_holders(w->spec.token, false);
+  kill_holders(w->token, false);
   OrphanKiller::instance().untrack(w->pid);
   if (w->open_pipes > 0) rescan_holders(w, std::chrono::milliseconds(100));
   maybe_finish(w);
@@ -301,11 +324,11 @@ void WorkerGroup::on_pidfd(const std::shared_ptr<Worker>& w) {
 // Walk the agent's tree again while they stay open (100 ms, then doubling up
 // to 2 s): a cost only when something escaped, and only the job's processes.
 void WorkerGroup::rescan_holders(const std::shared_ptr<Worker>& w, std::chrono::milliseconds after) {
-  if (w->spec.token.empty()) return;
+  if (w->token.empty()) return;
   w->rescan.expires_after(after);
   w->rescan.async_wait([this, w, after](boost::system::error_code ec) {
     if (ec || w->open_pipes == 0) return;
-    kill_holders(w->spec.token, false);
+    kill_holders(w->token, false);
     rescan_holders(w, std::min(after * 2, std::chrono::milliseconds(2000)));
   });
 }
