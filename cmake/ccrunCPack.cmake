@@ -21,9 +21,21 @@ endif()
 # stripping (CPACK_STRIP_FILES), as dh_strip does: CMake strips only
 # programs and shared libraries.
 configure_file(packaging/changelog.in ${CMAKE_CURRENT_BINARY_DIR}/packaging/changelog @ONLY)
+# The copyright file carries, after ccrun's own, the notices of the libraries
+# compiled into the programs (spdlog, yaml-cpp: their licenses ask that copies
+# carry them), taken from their Debian packages so that they cannot drift.
+set(ccrun_copyright ${CMAKE_CURRENT_BINARY_DIR}/packaging/copyright)
+file(READ packaging/copyright copyright_text)
+foreach(dep libspdlog-dev libyaml-cpp-dev)
+  if(EXISTS /usr/share/doc/${dep}/copyright)
+    file(READ /usr/share/doc/${dep}/copyright dep_text)
+    string(APPEND copyright_text "\n\n---- compiled in, from Debian's ${dep}: ----\n\n${dep_text}")
+  endif()
+endforeach()
+file(WRITE ${ccrun_copyright} "${copyright_text}")
 execute_process(COMMAND gzip -9nf ${CMAKE_CURRENT_BINARY_DIR}/packaging/changelog)
 foreach(c ${CCRUN_COMPONENTS})
-  install(FILES packaging/copyright ${CMAKE_CURRENT_BINARY_DIR}/packaging/changelog.gz
+  install(FILES ${ccrun_copyright} ${CMAKE_CURRENT_BINARY_DIR}/packaging/changelog.gz
           DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/${CCRUN_PACKAGE_${c}} COMPONENT ${c})
 endforeach()
 foreach(c dev ${CCRUN_COLLECTIVES_COMPONENT})

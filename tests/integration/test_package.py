@@ -56,8 +56,15 @@ def test_packages_and_dependencies(debs, root):
     assert set(debs) == expected
     # dpkg-shlibdeps found the runtime libraries' packages; nothing of CUDA.
     depends = control(debs["ccrun"], "Depends")
-    for package in ("libc6", "libstdc++6", "libspdlog", "libyaml-cpp", "libssl3"):
+    for package in ("libc6", "libstdc++6", "libfmt", "libssl3", "libhwloc"):
         assert package in depends, depends
+    # spdlog and yaml-cpp are compiled into the programs (logging/, and the
+    # static yaml-cpp: a launch maps neither library); their notices are in
+    # the copyright file.
+    for package in ("libspdlog", "libyaml-cpp"):
+        assert package not in depends, depends
+    copyright = (root / "usr/share/doc/ccrun/copyright").read_text()
+    assert "Upstream-Name: spdlog" in copyright and "Upstream-Name: yaml-cpp" in copyright
     for program in ("ccrun", "ccrun-rendezvous"):
         needed = subprocess.run(["readelf", "-d", str(root / "usr/bin" / program)],
                                 capture_output=True, text=True, check=True).stdout
