@@ -7,12 +7,12 @@
 # processes (sleep) running beside them, as on a GPU node with data-loader
 # workers and monitoring agents: ccrun's cost must not grow with them.
 #
-#   scripts/bench-launch.sh           # nproc 1, 8, 32, 128; 5 runs each; 1,000 idle processes
+#   scripts/bench-launch.sh           # nproc 1, 8, 32, 128; ccrun 15 runs each, torchrun 5; 1,000 idle processes
 #   scripts/bench-launch.sh --smoke   # nproc 1, 1 run, 100 idle processes, for CI
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bench_common.sh" "$@"  # here, build, python, smoke
 load=$(cut -d' ' -f1 /proc/loadavg)
-cmake --build "$build" --target ccrun >/dev/null
+cmake --build "$build" --target ccrun spawn_bound >/dev/null
 ccrun=$build/launcher/ccrun
 torchrun=("$python" "$here/scripts/torchrun_patched.py")
 tmp=$(mktemp -d)
@@ -23,7 +23,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-if ((smoke)); then sizes=(1); runs=1; busy_count=100; else sizes=(1 8 32 128); runs=5; busy_count=1000; fi
+# ccrun's runs are cheap (<= 0.1 s) and noisy on 2 shared cores: 15 of them
+# make its medians, and the busy-node differences, steady; torchrun's take 6 s each.
+if ((smoke)); then sizes=(1); runs=1; ccrun_runs=1; busy_count=100; else sizes=(1 8 32 128); runs=5; ccrun_runs=15; busy_count=1000; fi
 
 # Starts / stops the busy node's idle processes (ours: killed by pid).
 busy_start() {
@@ -40,10 +42,11 @@ free_port() { "$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1
 # median of numbers on stdin
 median() { sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 
-# Runs a launcher `runs` times; prints "median_wall_s max_rss_kib".
+# measure <count> <launcher...>: runs it <count> times; prints "median_wall_s max_rss_kib".
 measure() {
-  local walls=() rss=0
-  for _ in $(seq "$runs"); do
+  local walls=() rss=0 count=$1
+  shift
+  for _ in $(seq "$count"); do
     local t0 t1
     t0=$(date +%s%N)
     /usr/bin/time -f "%M" -o "$tmp/time" "$@" >/dev/null 2>"$tmp/err" || {
@@ -71,22 +74,29 @@ restart_latency() {
   crash=$(cat "$out/crash"); first=$(sort -n "$out/start" | head -1)
   awk -v a="$first" -v b="$crash" 'BEGIN{printf "%.1f", (a - b) / 1e6}'
 }
-ccrun_restart_ms() {  # median of $runs
-  for _ in $(seq "$runs"); do
+ccrun_restart_ms() {  # median of $ccrun_runs
+  for _ in $(seq "$ccrun_runs"); do
     restart_latency "$ccrun" --nproc-per-node 4 --max-restarts 1 --master-port "$(free_port)" --no-python
     echo
   done | median
 }
 
+# The physical bound, in the same run: posix_spawn of N /bin/true and their
+# exits, no launcher (tests/tools/spawn_bound.cpp); median of $ccrun_runs.
+spawn_bound() {
+  for _ in $(seq "$ccrun_runs"); do "$build/tests/spawn_bound" "$1"; done | median
+}
+
 # ccrun on a quiet node and on a busy one; torchrun on the quiet one.
-declare -A cw cr bw br
+declare -A cw cr bw br sb
 for n in "${sizes[@]}"; do
-  read -r "cw[$n]" "cr[$n]" < <(measure "$ccrun" --nproc-per-node "$n" --master-port "$(free_port)" --no-python /bin/true)
+  read -r "cw[$n]" "cr[$n]" < <(measure "$ccrun_runs" "$ccrun" --nproc-per-node "$n" --master-port "$(free_port)" --no-python /bin/true)
+  sb[$n]=$(spawn_bound "$n")
 done
 c_ms=$(ccrun_restart_ms)
 busy_start
 for n in "${sizes[@]}"; do
-  read -r "bw[$n]" "br[$n]" < <(measure "$ccrun" --nproc-per-node "$n" --master-port "$(free_port)" --no-python /bin/true)
+  read -r "bw[$n]" "br[$n]" < <(measure "$ccrun_runs" "$ccrun" --nproc-per-node "$n" --master-port "$(free_port)" --no-python /bin/true)
 done
 b_ms=$(ccrun_restart_ms)
 busy_stop
@@ -94,13 +104,18 @@ busy_stop
 table="| measurement | ccrun | ccrun, busy node ($busy_count idle processes) | torchrun (torch 1.13) | ratio (quiet) |
 |---|---|---|---|---|"
 for n in "${sizes[@]}"; do
-  read -r tw tr < <(measure "${torchrun[@]}" --nproc_per_node "$n" --master_port "$(free_port)" --no_python /bin/true)
-  table+=$'\n'"| launch /bin/true x $n: wall seconds (median of $runs) | ${cw[$n]} | ${bw[$n]} ($(more "${cw[$n]}" "${bw[$n]}")) | $tw | $(ratio "$tw" "${cw[$n]}")x faster |"
+  read -r tw tr < <(measure "$runs" "${torchrun[@]}" --nproc_per_node "$n" --master_port "$(free_port)" --no_python /bin/true)
+  table+=$'\n'"| launch /bin/true x $n: wall seconds (ccrun median of $ccrun_runs, torchrun of $runs) | ${cw[$n]} | ${bw[$n]} ($(more "${cw[$n]}" "${bw[$n]}")) | $tw | $(ratio "$tw" "${cw[$n]}")x faster |"
   table+=$'\n'"| launch /bin/true x $n: launcher peak RSS, KiB | ${cr[$n]} | ${br[$n]} | $tr | $(ratio "$tr" "${cr[$n]}")x less |"
+done
+# Below the launches: what no launcher can go under, and ccrun's own part.
+for n in "${sizes[@]}"; do
+  own=$(awk -v c="${cw[$n]}" -v b="${sb[$n]}" 'BEGIN{printf "%.1f", (c - b) * 1000}')
+  table+=$'\n'"| spawn bound x $n: posix_spawn of $n /bin/true and their exits, no launcher, seconds (median of $ccrun_runs) | ${sb[$n]} (ccrun's own part: $own ms) | | | |"
 done
 
 t_ms=$(restart_latency "${torchrun[@]}" --nproc_per_node 4 --max_restarts 1 --master_port "$(free_port)" --no_python)
-table+=$'\n'"| worker crash to restarted workers running, ms (4 workers, default monitor interval; ccrun median of $runs, torchrun 1 run) | $c_ms | $b_ms ($(more "$c_ms" "$b_ms")) | $t_ms | $(ratio "$t_ms" "$c_ms")x faster |"
+table+=$'\n'"| worker crash to restarted workers running, ms (4 workers, default monitor interval; ccrun median of $ccrun_runs, torchrun 1 run) | $c_ms | $b_ms ($(more "$c_ms" "$b_ms")) | $t_ms | $(ratio "$t_ms" "$c_ms")x faster |"
 
 # Fan-out: a 3-host job started from one command, from the command to every
 # worker running (each writes the time it starts). Hosts are 127.0.0.1-3 on
