@@ -56,17 +56,10 @@ Agent::Outcome Agent::run_attempt() {
   monitor_.reset();
   monitor_ = make_monitor();
   open_filtered_logs();
-  {
-    // Freed once the workers run (the group keeps only their tokens): the
-    // environments are ~7 KiB a worker, 1 MiB at x128.
-    std::vector<WorkerSpec> specs;
-    specs.reserve(size_t(spec_.nproc_per_node));
-    for (int lr = 0; lr < spec_.nproc_per_node; ++lr) specs.push_back(worker_spec(lr));
-    if (signalled_) {
-      outcome_ = Outcome::kSignalled;
-    } else {
-      start_workers(specs);
-    }
+  if (signalled_) {
+    outcome_ = Outcome::kSignalled;
+  } else {
+    start_workers();
   }
   int gen = generation_;
   rdzv_->set_attempt(restart_count_);
@@ -140,9 +133,12 @@ void Agent::open_filtered_logs() {
   }
 }
 
-void Agent::start_workers(const std::vector<WorkerSpec>& specs) {
+void Agent::start_workers() {
   try {
-    group_->start(specs, [this](const WorkerExit& e) { on_worker_exit(e); });
+    // Each spec is built just before its worker starts and freed once it
+    // runs (WorkerGroup::start): the environments are ~7 KiB a worker.
+    group_->start(spec_.nproc_per_node, [this](int lr) { return worker_spec(lr); },
+                  [this](const WorkerExit& e) { on_worker_exit(e); });
     monitor_->start(group_->pids());
     run_logs_->event("start", restart_count_,
                      nlohmann::json{{"first_rank", info_.rank_offset},

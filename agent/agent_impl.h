@@ -182,7 +182,7 @@ class Agent {
 
   // A worker that cannot start fails the attempt here, like a worker that
   // exits: the other nodes are told, the started ones stopped.
-  void start_workers(const std::vector<WorkerSpec>& specs);
+  void start_workers();  // spawns the attempt's workers, building each spec as it goes
 
   // A failure of this node with no worker to name (yet): host, time, attempt.
   Failure node_failure(const std::string& message) const;

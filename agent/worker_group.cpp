@@ -238,6 +238,11 @@ std::vector<pid_t> WorkerGroup::pids() const {
 
 void WorkerGroup::start(const std::vector<WorkerSpec>& specs,
                         std::function<void(const WorkerExit&)> on_exit) {
+  start(int(specs.size()), [&specs](int i) { return specs[size_t(i)]; }, std::move(on_exit));
+}
+
+void WorkerGroup::start(int count, const std::function<WorkerSpec(int)>& make,
+                        std::function<void(const WorkerExit&)> on_exit) {
   on_exit_ = std::move(on_exit);
   // Orphaned descendants (setsid'd included) reparent to the agent, where
   // kill_holders finds them (descendants.h).
@@ -249,7 +254,8 @@ void WorkerGroup::start(const std::vector<WorkerSpec>& specs,
   // ccrun sets its dispositions at start-up (SIGPIPE ignored; the stop
   // signals are blocked and read from a signalfd), never while spawning.
   sigset_t not_default = not_default_signals();
-  for (const auto& spec : specs) {
+  for (int i = 0; i < count; ++i) {
+    const WorkerSpec spec = make(i);
     int out[2], err[2];
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
       throw Error(std::string("cannot create pipes for a worker: ") + std::strerror(errno));
