@@ -42,9 +42,10 @@ free_port() { "$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1
 # median of numbers on stdin
 median() { sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 
-# measure <count> <launcher...>: runs it <count> times; prints "median_wall_s max_rss_kib".
+# measure <count> <launcher...>: runs it <count> times; prints
+# "median_wall_s median_rss_kib max_rss_kib" (the RSS of each run is its peak).
 measure() {
-  local walls=() rss=0 count=$1
+  local walls=() rsss=() count=$1
   shift
   for _ in $(seq "$count"); do
     local t0 t1
@@ -55,9 +56,10 @@ measure() {
     wall=$(awk -v a="$t1" -v b="$t0" 'BEGIN{printf "%.4f", (a - b) / 1e9}')
     read -r kib <"$tmp/time"
     walls+=("$wall")
-    ((kib > rss)) && rss=$kib
+    rsss+=("$kib")
   done
-  printf '%s %s\n' "$(printf '%s\n' "${walls[@]}" | median)" "$rss"
+  printf '%s %s %s\n' "$(printf '%s\n' "${walls[@]}" | median)" \
+    "$(printf '%s\n' "${rsss[@]}" | median)" "$(printf '%s\n' "${rsss[@]}" | sort -n | tail -1)"
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.1f", a / b; else print "n/a" }'; }
@@ -88,15 +90,15 @@ spawn_bound() {
 }
 
 # ccrun on a quiet node and on a busy one; torchrun on the quiet one.
-declare -A cw cr bw br sb
+declare -A cw cr cm bw br bm sb
 for n in "${sizes[@]}"; do
-  read -r "cw[$n]" "cr[$n]" < <(measure "$ccrun_runs" "$ccrun" --nproc-per-node "$n" --master-port "$(free_port)" --no-python /bin/true)
+  read -r "cw[$n]" "cr[$n]" "cm[$n]" < <(measure "$ccrun_runs" "$ccrun" --nproc-per-node "$n" --master-port "$(free_port)" --no-python /bin/true)
   sb[$n]=$(spawn_bound "$n")
 done
 c_ms=$(ccrun_restart_ms)
 busy_start
 for n in "${sizes[@]}"; do
-  read -r "bw[$n]" "br[$n]" < <(measure "$ccrun_runs" "$ccrun" --nproc-per-node "$n" --master-port "$(free_port)" --no-python /bin/true)
+  read -r "bw[$n]" "br[$n]" "bm[$n]" < <(measure "$ccrun_runs" "$ccrun" --nproc-per-node "$n" --master-port "$(free_port)" --no-python /bin/true)
 done
 b_ms=$(ccrun_restart_ms)
 busy_stop
@@ -104,9 +106,9 @@ busy_stop
 table="| measurement | ccrun | ccrun, busy node ($busy_count idle processes) | torchrun (torch 1.13) | ratio (quiet) |
 |---|---|---|---|---|"
 for n in "${sizes[@]}"; do
-  read -r tw tr < <(measure "$runs" "${torchrun[@]}" --nproc_per_node "$n" --master_port "$(free_port)" --no_python /bin/true)
+  read -r tw tr tm < <(measure "$runs" "${torchrun[@]}" --nproc_per_node "$n" --master_port "$(free_port)" --no_python /bin/true)
   table+=$'\n'"| launch /bin/true x $n: wall seconds (ccrun median of $ccrun_runs, torchrun of $runs) | ${cw[$n]} | ${bw[$n]} ($(more "${cw[$n]}" "${bw[$n]}")) | $tw | $(ratio "$tw" "${cw[$n]}")x faster |"
-  table+=$'\n'"| launch /bin/true x $n: launcher peak RSS, KiB | ${cr[$n]} | ${br[$n]} | $tr | $(ratio "$tr" "${cr[$n]}")x less |"
+  table+=$'\n'"| launch /bin/true x $n: launcher peak RSS, KiB (median of the runs' peaks; their max) | ${cr[$n]} (${cm[$n]}) | ${br[$n]} (${bm[$n]}) | $tr ($tm) | $(ratio "$tr" "${cr[$n]}")x less |"
 done
 # Below the launches: what no launcher can go under, and ccrun's own part.
 for n in "${sizes[@]}"; do
@@ -172,7 +174,8 @@ if ((!smoke)); then
   section="Measured by \`scripts/bench-launch.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores, load average
 $load at the start. Peak RSS is
 /usr/bin/time's maximum resident set of the launcher's process tree member with the
-largest RSS (the launcher itself: its workers are /bin/true).
+largest RSS (the launcher itself: its workers are /bin/true), one figure a run: the table
+gives the median of the runs' figures and, in parentheses, the largest.
 
 $table"
   python3 "$here/scripts/write_bench_section.py" "$here/docs/benchmarks.md" bench-launch Launch "$section"
