@@ -236,11 +236,6 @@ std::vector<pid_t> WorkerGroup::pids() const {
   return out;
 }
 
-void WorkerGroup::start(const std::vector<WorkerSpec>& specs,
-                        std::function<void(const WorkerExit&)> on_exit) {
-  start(int(specs.size()), [&specs](int i) { return specs[size_t(i)]; }, std::move(on_exit));
-}
-
 void WorkerGroup::start(int count, const std::function<WorkerSpec(int)>& make,
                         std::function<void(const WorkerExit&)> on_exit) {
   on_exit_ = std::move(on_exit);

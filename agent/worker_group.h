@@ -11,7 +11,7 @@
 // pid, so a reparented zombie is never taken for a worker.
 //
 //   WorkerGroup group(io, logs);
-//   group.start(specs, [](const WorkerExit& e) { ... });
+//   group.start(n, [&](int i) { return spec_of(i); }, [](const WorkerExit& e) { ... });
 //   group.stop(30s, [] { /* every worker reaped */ });
 //
 //===----------------------------------------------------------------------===//
@@ -77,14 +77,11 @@ class WorkerGroup {
   WorkerGroup(const WorkerGroup&) = delete;  // owns processes
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
-  // Spawns every worker. `on_exit` runs on the io_context once per worker,
-  // after its output pipes were drained. Throws ccrun::Error when a process
-  // cannot be created.
-  void start(const std::vector<WorkerSpec>& specs,
-             std::function<void(const WorkerExit&)> on_exit);
-  // The same for `count` workers whose specs `make(i)` builds one at a time,
-  // each freed once its worker runs: an environment is ~7 KiB, and 128 of
-  // them at once were most of the launcher's peak heap.
+  // Spawns `count` workers whose specs `make(i)` builds one at a time, each
+  // freed once its worker runs (an environment is ~7 KiB; 128 of them at
+  // once were most of the launcher's peak heap). `on_exit` runs on the
+  // io_context once per worker, after its output pipes were drained. Throws
+  // ccrun::Error when a process cannot be created.
   void start(int count, const std::function<WorkerSpec(int)>& make,
              std::function<void(const WorkerExit&)> on_exit);
 

@@ -18,12 +18,8 @@
 namespace ccrun {
 namespace {
 
-struct BackendName {
-  std::string_view name;
-  Backend value;
-};
 // Every name parse_backend takes; the first of each backend is its own.
-constexpr std::array<BackendName, 4> kBackendNames{{
+constexpr std::array<NamedValue<Backend>, 4> kBackendNames{{
     {"auto", Backend::Auto},
     {"gloo", Backend::Gloo},
     {"nccl", Backend::Nccl},

@@ -27,12 +27,8 @@ enum class EventLogHandler {
   kDynamicRendezvous,  // "dynamic_rendezvous": a null handler in torch's registry
 };
 
-struct EventLogHandlerName {
-  std::string_view name;
-  EventLogHandler value;
-};
 // torch's registry, in its order.
-inline constexpr std::array<EventLogHandlerName, 3> kEventLogHandlerNames{{
+inline constexpr std::array<NamedValue<EventLogHandler>, 3> kEventLogHandlerNames{{
     {"console", EventLogHandler::kConsole},
     {"dynamic_rendezvous", EventLogHandler::kDynamicRendezvous},
     {"null", EventLogHandler::kNull},

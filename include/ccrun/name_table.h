@@ -2,13 +2,14 @@
 //
 // Every enum a user spells by name (rendezvous backends, NUMA binding
 // modes, event-log handlers, collectives backends) has one table of
-// entries with a `name` and a `value`; these three functions read any such
-// table, so the help line, the parser, its error and the name printed back
-// cannot disagree:
+// entries with a `name` and a `value` (NamedValue, or a struct of its own
+// when an entry carries more, as NUMA modes carry a help line); these three
+// functions read any such table, so the help line, the parser, its error
+// and the name printed back cannot disagree:
 //
 //   enum class Color { kRed, kBlue };
-//   struct ColorName { std::string_view name; Color value; };
-//   constexpr std::array<ColorName, 2> kColors{{{"red", Color::kRed}, {"blue", Color::kBlue}}};
+//   constexpr std::array<NamedValue<Color>, 2> kColors{{{"red", Color::kRed},
+//                                                       {"blue", Color::kBlue}}};
 //   std::string help = names_text(kColors);        // "red or blue"
 //   Color c = find_name(kColors, "blue")->value;   // find_name: nullptr for an unknown name
 //   std::string_view name = name_of(kColors, c, "?");  // "blue"
@@ -20,6 +21,13 @@
 #include <string_view>
 
 namespace ccrun {
+
+// One entry of a name table.
+template <typename Value>
+struct NamedValue {
+  std::string_view name;
+  Value value;
+};
 
 // "a, b or c": the table's names, for help lines and errors.
 template <typename Table>

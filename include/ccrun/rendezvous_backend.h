@@ -35,12 +35,8 @@ inline constexpr uint16_t kDefaultRendezvousPort = 29400;
 // torchrun's --master-port default: node 0's store with the static backend.
 inline constexpr uint16_t kDefaultMasterPort = 29500;
 
-struct BackendName {
-  std::string_view name;
-  Backend value;
-};
 // Every backend's name, in the order errors and --help list them.
-inline constexpr std::array<BackendName, 3> kBackendNames{{
+inline constexpr std::array<NamedValue<Backend>, 3> kBackendNames{{
     {"static", Backend::kStatic},
     {"c10d", Backend::kC10d},
     {"etcd", Backend::kEtcd},

@@ -212,8 +212,8 @@ void event_log_handler_h() {
 void name_table_h() {
   // example: ccrun/name_table.h
   enum class Color { kRed, kBlue };
-  struct ColorName { std::string_view name; Color value; };
-  constexpr std::array<ColorName, 2> kColors{{{"red", Color::kRed}, {"blue", Color::kBlue}}};
+  constexpr std::array<NamedValue<Color>, 2> kColors{{{"red", Color::kRed},
+                                                      {"blue", Color::kBlue}}};
   std::string help = names_text(kColors);        // "red or blue"
   Color c = find_name(kColors, "blue")->value;   // find_name: nullptr for an unknown name
   std::string_view name = name_of(kColors, c, "?");  // "blue"
