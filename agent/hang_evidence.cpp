@@ -144,24 +144,15 @@ constexpr const char* kDumpStem = "nccl_trace_rank_";
 
 }  // namespace
 
-std::vector<std::string> flight_recorder_env(const std::string& prefix,
-                                             const std::vector<std::string>& env) {
-  auto set = [&](const char* name) {
-    std::string prefix = std::string(name) + "=";
-    return std::any_of(env.begin(), env.end(),
-                       [&](const std::string& e) { return e.rfind(prefix, 0) == 0; });
-  };
-  std::vector<std::string> out;
+void add_flight_recorder_env(const std::string& prefix, EnvBuilder& env) {
+  auto set = [&](const char* name) { return env.get(name) != nullptr; };
   if (!set("TORCH_NCCL_TRACE_BUFFER_SIZE") && !set("TORCH_FR_BUFFER_SIZE")) {
-    out.push_back("TORCH_NCCL_TRACE_BUFFER_SIZE=2000");
+    env.set("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000");
   }
-  if (!set("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")) {
-    out.push_back("TORCH_NCCL_DEBUG_INFO_PIPE_FILE=" + prefix + kPipeStem);
-  }
+  env.set_default("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", prefix + kPipeStem);
   if (!set("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") && !set("TORCH_FR_DUMP_TEMP_FILE")) {
-    out.push_back("TORCH_NCCL_DEBUG_INFO_TEMP_FILE=" + prefix + kDumpStem);
+    env.set("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", prefix + kDumpStem);
   }
-  return out;
 }
 
 std::vector<std::pair<int, std::string>> dump_flight_recorders(const std::string& prefix,

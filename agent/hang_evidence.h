@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "env_builder.h"
+
 namespace ccrun::agent {
 
 struct StackTarget {
@@ -49,10 +51,9 @@ std::vector<RankStacks> collect_stacks(const std::vector<StackTarget>& targets,
 // torch's NCCL flight recorder (ProcessGroupNCCL keeps its last collectives
 // and dumps them when its FIFO `<pipe stem><rank>.pipe` is written). The
 // variables that turn it on, its FIFOs and dumps named `<prefix>nccl_...`
-// (a folder and "/", or a path and a file-name prefix), leaving out any the
-// user set in `env` ("NAME=value" entries).
-std::vector<std::string> flight_recorder_env(const std::string& prefix,
-                                             const std::vector<std::string>& env);
+// (a folder and "/", or a path and a file-name prefix), set in `env` unless
+// the user set them (or their torch 2.x names).
+void add_flight_recorder_env(const std::string& prefix, EnvBuilder& env);
 
 // Asks the flight recorders of `ranks` whose pipes exist under `prefix` to
 // dump, and waits (at most `wait`) for the dumps: rank -> dump file, for

@@ -13,33 +13,38 @@
 #include "ccrun/error.h"
 #include "ccrun/job_keys.h"
 
-extern char** environ;
 
 namespace ccrun::agent {
 
-std::vector<std::string> worker_environment(const EnvContext& c, int local_rank,
-                                            const std::string& error_file) {
+EnvBuilder node_environment(const JobSpec& spec) {
+  EnvBuilder env = EnvBuilder::from_environ();
+  // torch 2.x reads TORCH_NCCL_ASYNC_ERROR_HANDLING, torch 1.13 the older
+  // name; torchrun sets each to 1 unless the user did.
+  for (const char* name : {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"}) {
+    env.set_default(name, "1");
+  }
+  if (spec.nproc_per_node > 1) env.set_default("OMP_NUM_THREADS", "1");
+  for (const auto& [k, v] : spec.env) env.set(k, v);
+  return env;
+}
+
+EnvBuilder worker_environment(const EnvContext& c, int local_rank, const std::string& error_file) {
   const JobSpec& spec = *c.spec;
   const auto& info = *c.info;
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e; ++e) {
-    const char* eq = std::strchr(*e, '=');
-    if (eq) env[std::string(*e, size_t(eq - *e))] = eq + 1;
-  }
-  int nproc = spec.nproc_per_node;
-  auto set = [&](const std::string& k, const std::string& v) { env[k] = v; };
+  EnvBuilder env = node_environment(spec);
+  auto set = [&](std::string_view k, const std::string& v) { env.set(k, v); };
   set("LOCAL_RANK", std::to_string(local_rank));
   if (spec.virtual_local_rank) {  // each worker sees its own GPU as device 0
-    auto it = env.find("CUDA_VISIBLE_DEVICES");
+    const std::string* visible = env.get("CUDA_VISIBLE_DEVICES");
     set("CUDA_VISIBLE_DEVICES",
-        virtual_visible_device(it == env.end() ? std::nullopt : std::optional(it->second), local_rank));
+        virtual_visible_device(visible ? std::optional(*visible) : std::nullopt, local_rank));
     set("LOCAL_RANK", "0");
   }
   set("RANK", std::to_string(info.rank_offset + local_rank));
   set("GROUP_RANK", std::to_string(info.node_rank));
   set("ROLE_RANK", std::to_string(info.role_rank_offset + local_rank));
   set("ROLE_NAME", spec.role);
-  set("LOCAL_WORLD_SIZE", std::to_string(nproc));
+  set("LOCAL_WORLD_SIZE", std::to_string(spec.nproc_per_node));
   set("WORLD_SIZE", std::to_string(info.world_size));
   set("GROUP_WORLD_SIZE", std::to_string(info.num_nodes));
   set("ROLE_WORLD_SIZE", std::to_string(info.role_world_size));
@@ -50,15 +55,7 @@ std::vector<std::string> worker_environment(const EnvContext& c, int local_rank,
   set("TORCHELASTIC_RUN_ID", c.run_id);
   set("TORCHELASTIC_USE_AGENT_STORE", info.use_agent_store ? "True" : "False");
   set("TORCHELASTIC_ERROR_FILE", error_file);
-  // torch 2.x reads TORCH_NCCL_ASYNC_ERROR_HANDLING, torch 1.13 the older
-  // name; torchrun sets each to 1 unless the user did.
-  for (const char* name : {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"}) {
-    if (!env.count(name)) set(name, "1");
-  }
-  if (nproc > 1 && !env.count("OMP_NUM_THREADS")) set("OMP_NUM_THREADS", "1");
-  if (!c.gloo_ifname.empty() && !env.count("GLOO_SOCKET_IFNAME")) {
-    set("GLOO_SOCKET_IFNAME", c.gloo_ifname);
-  }
+  if (!c.gloo_ifname.empty()) env.set_default("GLOO_SOCKET_IFNAME", c.gloo_ifname);
   if (!c.store_host.empty()) {  // none with etcd: workers meet on MASTER_ADDR:MASTER_PORT
     set(worker_env::kStoreAddr, c.store_host);
     set(worker_env::kStorePort, std::to_string(c.store_port));
@@ -66,10 +63,7 @@ std::vector<std::string> worker_environment(const EnvContext& c, int local_rank,
   set(worker_env::kAttempt, std::to_string(c.restart_count));
   set(worker_env::kRunId, c.run_id);
   for (const auto& [k, v] : spec.env) set(k, v);
-  std::vector<std::string> out;
-  out.reserve(env.size());
-  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
-  return out;
+  return env;
 }
 
 std::string virtual_visible_device(const std::optional<std::string>& agent_visible, int local_rank) {

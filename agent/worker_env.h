@@ -14,6 +14,7 @@
 
 #include "ccrun/job_spec.h"
 #include "ccrun/rendezvous.h"
+#include "env_builder.h"
 
 namespace ccrun::agent {
 
@@ -27,9 +28,15 @@ struct EnvContext {
   std::string gloo_ifname;  // interface towards the other nodes; "" = unknown
 };
 
-// The whole environment of local rank `local_rank`, as "NAME=value".
-std::vector<std::string> worker_environment(const EnvContext& ctx, int local_rank,
-                                            const std::string& error_file);
+// What every worker of this node shares in every round: the agent's own
+// environment, torchrun's defaults (OMP_NUM_THREADS, NCCL's async error
+// handling) and the job's `env`. A warm template starts with it.
+EnvBuilder node_environment(const JobSpec& spec);
+
+// The whole environment of local rank `local_rank`: the node's, torchrun's
+// per-rank and per-round variables, ccrun's CCRUN_* ones, then the job's `env`
+// again (it overrides everything).
+EnvBuilder worker_environment(const EnvContext& ctx, int local_rank, const std::string& error_file);
 
 // --virtual-local-rank: the CUDA_VISIBLE_DEVICES of local rank `local_rank`,
 // as torch 2.x sets it: the rank's entry of the agent's own list (trimmed),
