@@ -33,24 +33,13 @@ HangMonitor::~HangMonitor() {
   timer_.cancel();
 }
 
-void HangMonitor::add_worker_env(std::vector<std::string>& env, int local_rank) const {
-  std::string pythonpath;
-  for (auto it = env.begin(); it != env.end(); ++it) {
-    if (it->rfind("PYTHONPATH=", 0) == 0) {
-      pythonpath = it->substr(11);
-      env.erase(it);
-      break;
-    }
-  }
-  auto vars = watch_.environment(local_rank, pythonpath);
-  if (vars.empty() && !pythonpath.empty()) env.push_back("PYTHONPATH=" + pythonpath);
-  env.insert(env.end(), vars.begin(), vars.end());
-  auto recorder = flight_recorder_env(o_.evidence_prefix, env);
-  env.insert(env.end(), recorder.begin(), recorder.end());
+void HangMonitor::add_worker_env(EnvBuilder& env, int local_rank) const {
+  watch_.add_environment(local_rank, env);
+  add_flight_recorder_env(o_.evidence_prefix, env);
 }
 
-void HangMonitor::start(const std::vector<pid_t>& pids) {
-  watch_.set_pids(pids);
+void HangMonitor::start(const std::vector<pid_t>& pids, const std::vector<int64_t>& spawned_ns) {
+  watch_.set_pids(pids, spawned_ns);
   // Workers start in the agent's own memory cgroup: one read for them all.
   cgroup_ = cgroup_of(::getpid());
   oom_kills_ = cgroup_oom_kills_at(cgroup_);

@@ -75,11 +75,17 @@ class HangMonitor {
   // Adds worker `local_rank`'s variables to its environment: its progress
   // record, the Python start-up hook before the worker's own PYTHONPATH, and
   // torch's NCCL flight recorder (unless the user set its variables).
-  void add_worker_env(std::vector<std::string>& env, int local_rank) const;
+  void add_worker_env(EnvBuilder& env, int local_rank) const;
 
   // The workers run: samples every second from now on, and keeps their
   // memory cgroup's OOM-kill counter for oom_evidence().
-  void start(const std::vector<pid_t>& pids);
+  // `spawned_ns`: when each was spawned (CLOCK_MONOTONIC), for their timelines.
+  void start(const std::vector<pid_t>& pids, const std::vector<int64_t>& spawned_ns = {});
+
+  // Every local worker's start-up timeline now (no system call).
+  std::vector<StartupTimeline> timelines() const { return watch_.timelines(); }
+  // What local rank `lr` had imported at its first step (ProgressWatch).
+  std::vector<std::string> imported_modules(int lr) const { return watch_.imported_modules(lr); }
 
   // No more samples or verdicts (a stop is under way).
   void stop();

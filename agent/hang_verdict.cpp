@@ -196,7 +196,7 @@ json RankView::to_json() const {
   return {{"rank", rank}, {"local_rank", local_rank}, {"node_rank", node_rank}, {"host", host},
           {"pid", pid}, {"reporting", reporting}, {"idle_ms", idle_ms}, {"steps", steps},
           {"steps_per_s", steps_per_s}, {"busy_ms_per_step", busy_ms_per_step},
-          {"rss_kb", rss_kb}, {"groups", gs}};
+          {"rss_kb", rss_kb}, {"groups", gs}, {"startup", startup.to_json()}};
 }
 
 RankView RankView::from_json(const json& j) {
@@ -212,6 +212,7 @@ RankView RankView::from_json(const json& j) {
   r.steps_per_s = j.value("steps_per_s", 0.0);
   r.busy_ms_per_step = j.value("busy_ms_per_step", -1.0);
   r.rss_kb = j.value("rss_kb", int64_t(0));
+  if (j.contains("startup")) r.startup = StartupTimeline::from_json(j["startup"]);
   if (j.contains("groups") && j["groups"].is_array()) {
     for (const auto& g : j["groups"]) {
       r.groups.push_back({g.value("id", uint64_t(0)), g.value("size", 0u),

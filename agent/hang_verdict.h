@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "startup_timeline.h"
+
 namespace ccrun::agent {
 
 // One process group as one rank's record shows it.
@@ -50,6 +52,7 @@ struct RankView {
   double busy_ms_per_step = -1;  // time outside collectives per step; -1: unknown
   int64_t rss_kb = 0;      // resident memory, last sample
   std::vector<GroupView> groups;
+  StartupTimeline startup;  // this attempt's start-up so far
 
   nlohmann::json to_json() const;
   static RankView from_json(const nlohmann::json& j);  // tolerant

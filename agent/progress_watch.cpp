@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <spdlog/spdlog.h>
 
 #include "ccrun/progress.h"
@@ -88,6 +89,7 @@ struct ProgressWatch::Worker {
   int fd = -1;
   Record* record = nullptr;
   pid_t pid = 0;
+  int64_t spawned_ns = 0;  // CLOCK_MONOTONIC
   int64_t created_mtime_ns = 0, last_mtime_ns = 0;
   uint64_t touches = 0;
   int64_t rss_kb = 0;
@@ -102,6 +104,7 @@ struct ProgressWatch::Worker {
     if (fd >= 0) ::close(fd);
     if (!path.empty()) ::unlink(path.c_str());
     if (!stack_path.empty()) ::unlink(stack_path.c_str());
+    if (!path.empty()) ::unlink((path + ".modules").c_str());
   }
 
   // The record, mapped at the first call; null when it cannot be.
@@ -210,21 +213,50 @@ std::string ProgressWatch::python_hook_dir() {
   return "";
 }
 
-std::vector<std::string> ProgressWatch::environment(int local_rank,
-                                                    const std::string& pythonpath) const {
+void ProgressWatch::add_environment(int local_rank, EnvBuilder& env) const {
   const Worker& w = *workers_.at(local_rank);
-  if (w.fd < 0) return {};
-  std::vector<std::string> env = {std::string(progress::kFileVar) + "=" + w.path,
-                                  "CCRUN_STACK_FILE=" + w.stack_path};
-  static const std::string hook = python_hook_dir();
-  if (!hook.empty()) {
-    env.push_back("PYTHONPATH=" + hook + (pythonpath.empty() ? "" : ":" + pythonpath));
-  }
-  return env;
+  if (w.fd < 0) return;
+  env.set(progress::kFileVar, w.path);
+  env.set("CCRUN_STACK_FILE", w.stack_path);
+  add_hook_path(env);
 }
 
-void ProgressWatch::set_pids(const std::vector<pid_t>& pids) {
+void ProgressWatch::add_hook_path(EnvBuilder& env) {
+  static const std::string hook = python_hook_dir();
+  if (!hook.empty()) env.prepend_path("PYTHONPATH", hook);
+}
+
+void ProgressWatch::set_pids(const std::vector<pid_t>& pids, const std::vector<int64_t>& spawned_ns) {
   for (size_t i = 0; i < pids.size() && i < workers_.size(); ++i) workers_[i]->pid = pids[i];
+  for (size_t i = 0; i < spawned_ns.size() && i < workers_.size(); ++i) {
+    workers_[i]->spawned_ns = spawned_ns[i];
+  }
+}
+
+std::vector<std::string> ProgressWatch::imported_modules(int local_rank) const {
+  const Worker& w = *workers_.at(local_rank);
+  std::vector<std::string> out;
+  if (w.path.empty()) return out;
+  std::ifstream in(w.path + ".modules");
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+std::vector<StartupTimeline> ProgressWatch::timelines() const {
+  int64_t mono_to_wall = realtime_ns() - progress::monotonic_ns();
+  std::vector<StartupTimeline> out;
+  for (size_t lr = 0; lr < workers_.size(); ++lr) {
+    Worker& w = *workers_[lr];
+    Record* r = w.map();
+    if (!r) {
+      out.push_back(StartupTimeline{first_rank_ + int(lr)});
+      continue;
+    }
+    out.push_back(read_timeline(first_rank_ + int(lr), w.spawned_ns, r->startup, mono_to_wall));
+  }
+  return out;
 }
 
 std::vector<RankView> ProgressWatch::sample() {
@@ -241,7 +273,11 @@ std::vector<RankView> ProgressWatch::sample() {
     v.pid = w.pid;
     if (w.pid > 0) w.rss_kb = rss_kb(w.pid);
     v.rss_kb = w.rss_kb;
-    if (Record* r = w.map()) w.read_progress(*r, now, real, v);
+    if (Record* r = w.map()) {
+      w.read_progress(*r, now, real, v);
+      v.startup = read_timeline(v.rank, w.spawned_ns, r->startup,
+                                real - (progress::monotonic_ns()));
+    }
     out.push_back(std::move(v));
   }
   return out;

@@ -9,7 +9,7 @@
 // so the agent can sample every second at no measurable CPU.
 //
 //   ProgressWatch watch(token, attempt, first_rank, node_rank, host, nproc);
-//   env += watch.environment(local_rank, pythonpath);
+//   watch.add_environment(local_rank, env);
 //   ... spawn ...
 //   watch.set_pids(group.pids());
 //   std::vector<RankView> now = watch.sample();
@@ -23,7 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "env_builder.h"
 #include "hang_verdict.h"
+#include "startup_timeline.h"
 
 namespace ccrun::agent {
 
@@ -37,13 +39,24 @@ class ProgressWatch {
   ProgressWatch(const ProgressWatch&) = delete;  // owns mappings and files
   ProgressWatch& operator=(const ProgressWatch&) = delete;
 
-  // What worker `local_rank` adds to its environment: CCRUN_PROGRESS_FILE,
-  // CCRUN_STACK_FILE and PYTHONPATH (the hook's folder before `pythonpath`,
-  // the worker's own value, when the hook is installed).
-  std::vector<std::string> environment(int local_rank, const std::string& pythonpath) const;
+  // Adds worker `local_rank`'s CCRUN_PROGRESS_FILE and CCRUN_STACK_FILE to
+  // `env`, and the hook's folder before its PYTHONPATH (add_hook_path).
+  void add_environment(int local_rank, EnvBuilder& env) const;
 
-  // The workers' pids, by local rank (0: not running).
-  void set_pids(const std::vector<pid_t>& pids);
+  // The Python start-up hook's folder first on PYTHONPATH, when installed.
+  static void add_hook_path(EnvBuilder& env);
+
+  // The workers' pids, by local rank (0: not running), and when each was
+  // spawned (CLOCK_MONOTONIC ns; empty or 0: unknown).
+  void set_pids(const std::vector<pid_t>& pids, const std::vector<int64_t>& spawned_ns = {});
+
+  // The installed packages worker `local_rank` had imported at its first
+  // step (the Python hook's list; empty when none was written).
+  std::vector<std::string> imported_modules(int local_rank) const;
+
+  // Every worker's start-up timeline now (startup_timeline.h): its record's
+  // start-up block only, no system call.
+  std::vector<StartupTimeline> timelines() const;
 
   // Every worker's view now; rates over the time since the previous call.
   std::vector<RankView> sample();

@@ -24,6 +24,7 @@ void GroupProgress::open(uint64_t id, uint32_t size) {
   s.source.store(uint32_t(progress::Source::kCcrunCollectives), std::memory_order_relaxed);
   s.size.store(size, std::memory_order_release);
   slot_ = &s;
+  if (id == kWorldGroupId) progress::mark(*record_, progress::Phase::kGroup);
 }
 
 }  // namespace ccrun::collectives

@@ -61,6 +61,13 @@ struct ProgressTicket {
                         std::memory_order_relaxed);
     slot->completed_ns.store(now, std::memory_order_relaxed);
     slot->completed.store(seq, std::memory_order_release);
+    if (seq == 1) progress::mark(record_of(slot), progress::Phase::kCollective);
+  }
+
+  // The record holding `slot` (records are aligned to their size).
+  static progress::Record& record_of(progress::GroupSlot* slot) noexcept {
+    return *reinterpret_cast<progress::Record*>(reinterpret_cast<uintptr_t>(slot) &
+                                                ~uintptr_t(progress::kRecordBytes - 1));
   }
 };
 

@@ -117,6 +117,11 @@ COLLECTIVES = {
     "all_reduce_coalesced": ("all_reduce", "tensors", False),
     "all_gather_coalesced": ("all_gather", "input_tensor_list", False),
 }
+# The start-up timeline (progress.h's Startup): when this worker reached each phase, in
+# CLOCK_MONOTONIC ns, each written once; flags bit 0: forked from a warm template.
+STARTUP_BASE = 64 + 64 * MAX_GROUPS
+PHASES = {"interpreter": 0, "imports": 1, "group": 2, "collective": 3, "step": 4}
+STARTED_WARM = 1
 _C10D = "torch.distributed.distributed_c10d"
 _DDP = "torch.nn.parallel.distributed"  # DistributedDataParallel's module, torch 1.13 to 2.x
 # A DDP module's slot id: its process group's id (as above) XOR this ("DDPstep\0",
@@ -183,6 +188,41 @@ def step():
     if _map:
         _u64[3] += 1
         _i64[4] = _gettime(_CLOCK)
+        if _u64[3] == 1:
+            mark("step")
+
+
+def mark(phase, at_ns=None):
+    """Records that this worker reached start-up `phase` (a PHASES name) at `at_ns` (now by
+    default), unless it did before. A no-op outside ccrun."""
+    if _map is None:
+        _map_record()
+    if _map:
+        i = STARTUP_BASE // 8 + PHASES[phase]
+        if _i64[i] == 0:
+            import time
+            _i64[i] = at_ns or time.monotonic_ns()
+            if phase == "step" and _owner:
+                _write_modules()
+
+
+def _write_modules():
+    """The installed packages this worker imported, one top-level name a line, in
+    <CCRUN_PROGRESS_FILE>.modules: a --warm-start template imports them for the next attempt."""
+    try:
+        skip = set(sys.stdlib_module_names) | set(sys.builtin_module_names)
+        names = set()
+        for name in list(sys.modules):
+            top = name.partition(".")[0]
+            if top in skip or top in names or top.startswith(("_", "ccrun_")):
+                continue
+            path = getattr(sys.modules.get(top), "__file__", None) or ""
+            if "site-packages" in path or "dist-packages" in path:
+                names.add(top)
+        with open(os.environ[FILE_VAR] + ".modules", "w") as f:
+            f.write("".join(n + "\n" for n in sorted(names)))
+    except Exception:
+        pass
 
 
 def _claim():
@@ -391,6 +431,8 @@ def _complete(slot, seq):
             _u32[slot.i_wait_us] = (_u32[slot.i_wait_us] + waited // 1000) & 0xFFFFFFFF
         _i64[slot.i_completed_ns] = now
         _u64[slot.i_completed] = seq
+        if seq == 1:
+            mark("collective")
 
 
 def _param_index(fn, name):
@@ -470,6 +512,8 @@ def _wrap(hook, fn, op_name, count_name, always_async, check_guard, set_guard):
                 slot.done = seq
                 i64[i_completed_ns] = gettime(clock)
                 u64[i_completed] = seq
+                if seq == 1:
+                    mark("collective")
         return result
 
     collective.__ccrun_wrapped__ = fn
@@ -515,16 +559,41 @@ def _patch_torch(c10d):
         if w is not None:
             wrappers[id(fn)] = (fn, w)
             setattr(c10d, name, w)
+    init = _wrap_init(getattr(c10d, "init_process_group", None))
+    if init is not None:
+        wrappers[id(init.__ccrun_wrapped__)] = (init.__ccrun_wrapped__, init)
+        c10d.init_process_group = init
     # torch.distributed normally imports them from c10d after this ran; if it already did, or
     # another module took them by name, replace those too.
     for modname in ("torch.distributed",):
         mod = sys.modules.get(modname)
         if mod is None:
             continue
-        for name in COLLECTIVES:
+        for name in list(COLLECTIVES) + ["init_process_group"]:
             value = getattr(mod, name, None)
             if value is not None and id(value) in wrappers:
                 setattr(mod, name, wrappers[id(value)][1])
+
+
+def _wrap_init(fn):
+    """init_process_group, marking the start-up phase "group" when it returns."""
+    if not callable(fn) or hasattr(fn, "__ccrun_wrapped__"):
+        return None
+    import functools
+
+    @functools.wraps(fn)
+    def init_process_group(*args, **kwargs):
+        result = fn(*args, **kwargs)
+        mark("group")
+        return result
+
+    init_process_group.__ccrun_wrapped__ = fn
+    return init_process_group
+
+
+def _torch_imported(torch):
+    """torch finished importing: the start-up phase "imports"."""
+    mark("imports")
 
 
 def _group_key(c10d, group):
@@ -643,6 +712,8 @@ def _patch_ddp(ddp_module):
                     u64[i_issued] = seq
                     u64[3] += 1  # steps, step_ns
                     i64[4] = now
+                    if u64[3] == 1:
+                        mark("step")
         except Exception:
             slot = None
         output = forward(self, *inputs, **kwargs)
@@ -659,7 +730,7 @@ def _patch_ddp(ddp_module):
     cls.forward = ddp_forward
 
 
-_PATCHES = {_C10D: _patch_torch, _DDP: _patch_ddp}
+_PATCHES = {_C10D: _patch_torch, _DDP: _patch_ddp, "torch": _torch_imported}
 
 
 class _TorchFinder:
@@ -714,14 +785,19 @@ class _TorchFinder:
             pass
 
 
-def install():
+def install(started_ns=None, warm=False):
     """The start-up hook: inert unless CCRUN_PROGRESS_FILE names a valid record this process
-    may own. Never raises."""
+    may own. `started_ns`: when the program began (CLOCK_MONOTONIC ns; now by default);
+    `warm`: it was forked from a warm template that had imported its modules. Never raises."""
     global _owner
     try:
         if _owner or not _map_record() or not _claim():
             return False
         _owner = True
+        mark("interpreter", started_ns)
+        if warm:
+            mark("imports", started_ns)
+            _u32[(STARTUP_BASE + 8 * len(PHASES)) // 4] |= STARTED_WARM
         try:
             _install_dump()
         except Exception:

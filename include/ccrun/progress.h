@@ -40,6 +40,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 
@@ -91,7 +92,32 @@ struct GroupSlot {
 };
 static_assert(sizeof(GroupSlot) == 64);
 
-struct Record {
+// When a worker reached each phase of its start-up, in CLOCK_MONOTONIC
+// nanoseconds (precise, unlike the record's other times: phases are
+// milliseconds apart); 0 = not reached, or nothing writes that phase. Each
+// field is written once, by the first writer to get there. The agent adds
+// the time it spawned the worker and prints the timeline (docs/startup.md).
+enum class Phase : uint32_t {
+  kInterpreter = 0,  // the program runs: the Python hook, or the fork of a warm start
+  kImports,          // torch imported (a warm start's workers: the fork)
+  kGroup,            // a process group formed (init_process_group, ccrun's collectives)
+  kCollective,       // the first collective completed
+  kStep,             // the first step (step(), a DDP forward)
+};
+inline constexpr int kPhases = 5;
+inline constexpr uint32_t kStartedWarm = 1;  // Startup::flags: forked from a warm template
+
+struct Startup {
+  std::atomic<int64_t> at_ns[kPhases];  // by Phase
+  std::atomic<uint32_t> flags;          // kStartedWarm
+  uint32_t reserved0;
+  int64_t reserved1[2];
+};
+static_assert(sizeof(Startup) == 64);
+
+// Aligned to its size: a mapping is page-aligned, and so is every other
+// record, so the record holding a slot is found from the slot's address.
+struct alignas(kRecordBytes) Record {
   uint64_t magic;                      // kMagic, written by the agent
   uint32_t version;                    // kVersion
   uint32_t record_bytes;               // kRecordBytes
@@ -104,9 +130,12 @@ struct Record {
   uint32_t reserved0;
   uint64_t reserved1[2];               // header: 64 bytes
   GroupSlot groups[kMaxGroups];
-  uint8_t tail[kRecordBytes - 64 - kMaxGroups * sizeof(GroupSlot)];
+  Startup startup;                     // at 64 + 48 * 64 = 3136
+  uint8_t tail[kRecordBytes - 64 - kMaxGroups * sizeof(GroupSlot) - sizeof(Startup)];
 };
 static_assert(sizeof(Record) == kRecordBytes);
+
+static_assert(offsetof(Record, startup) == 3136);
 
 // CLOCK_MONOTONIC_COARSE, in ns: a few ns to read, ticks of 1-4 ms.
 inline int64_t now_ns() {
@@ -150,13 +179,27 @@ inline Record* record() {
   return mapped;
 }
 
+// CLOCK_MONOTONIC, in ns: the start-up timeline's clock.
+inline int64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Records that this worker reached `phase` now, unless it did before.
+inline void mark(Record& r, Phase phase) {
+  auto& at = r.startup.at_ns[uint32_t(phase)];
+  if (at.load(std::memory_order_relaxed) == 0) at.store(monotonic_ns(), std::memory_order_relaxed);
+}
+
 // Marks one step of this worker (a training iteration, a batch): `ccrun
 // status` shows steps per second, and a rank whose steps stop while others
 // go on is named. Costs two relaxed stores once the record is mapped.
 inline void step() {
   if (Record* r = record()) {
-    r->steps.fetch_add(1, std::memory_order_relaxed);
-    r->step_ns.store(now_ns(), std::memory_order_relaxed);
+    int64_t now = now_ns();
+    if (r->steps.fetch_add(1, std::memory_order_relaxed) == 0) mark(*r, Phase::kStep);
+    r->step_ns.store(now, std::memory_order_relaxed);
   }
 }
 

@@ -1,0 +1,73 @@
+//===- startup_timeline.h - When each worker reached each start-up phase -*- C++ -*-===//
+//
+// What a PyTorch user waits for is not the launcher but the first training
+// step, from launch and again after every failure. Each worker's progress
+// record carries when it reached each phase of its start-up (interpreter,
+// torch imported, process group formed, first collective, first step:
+// ccrun/progress.h's Startup); the agent adds when it spawned the worker.
+// This file turns those into one rank's timeline and into the one line the
+// agent prints once every rank of an attempt took its first step:
+//
+//   attempt 1: every rank at its first step 0.14 s after rank 1 failed
+//     (stop 0.01, start 0.002, imports 0 (warm), process group 0.05,
+//      first step 0.08; slowest rank 3)
+//
+// Pure functions: tests drive them with made-up timelines (docs/startup.md).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ccrun/progress.h"
+
+namespace ccrun::agent {
+
+// One worker's start-up in one attempt.
+struct StartupTimeline {
+  int rank = -1;
+  int64_t spawned_ms = 0;  // wall clock (ms since the epoch) when it was spawned; 0 = unknown
+  // Microseconds from the spawn to each progress::Phase; -1 = not reached.
+  std::array<int64_t, progress::kPhases> after_spawn_us{-1, -1, -1, -1, -1};
+  bool warm = false;  // forked from a warm template
+
+  bool reached(progress::Phase p) const { return after_spawn_us[size_t(p)] >= 0; }
+  // Took its first step.
+  bool done() const { return reached(progress::Phase::kStep); }
+  // The last phase reached (microseconds after the spawn), 0 when none.
+  int64_t last_us() const;
+
+  nlohmann::json to_json() const;
+  static StartupTimeline from_json(const nlohmann::json& j);  // tolerant
+};
+
+// A phase's name as the timeline prints it ("process group").
+const char* phase_name(progress::Phase p);
+
+// The timeline of a worker spawned at `spawned_mono_ns` (CLOCK_MONOTONIC)
+// from its record's start-up block; `mono_to_wall_ns` converts monotonic to
+// wall-clock nanoseconds (the difference of the two clocks, read together).
+StartupTimeline read_timeline(int rank, int64_t spawned_mono_ns, const progress::Startup& s,
+                              int64_t mono_to_wall_ns);
+
+// What the attempt's start is measured from: the agent's launch, or the
+// failure that ended the previous attempt.
+struct StartupReference {
+  int64_t wall_ms = 0;  // 0: each rank's spawn
+  std::string what;     // "launch", "rank 1 failed"
+};
+
+// The one line for an attempt whose every rank in `ranks` took its first
+// step (the slowest rank's phases, each from the phase before it reached;
+// "stop" is from the reference to the spawn). Empty when `ranks` is empty.
+std::string startup_line(int attempt, const StartupReference& ref,
+                         const std::vector<StartupTimeline>& ranks);
+
+// Seconds from `ref` to the last rank's first step; -1 when unknown.
+double seconds_to_first_step(const StartupReference& ref, const std::vector<StartupTimeline>& ranks);
+
+}  // namespace ccrun::agent

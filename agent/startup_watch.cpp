@@ -1,0 +1,37 @@
+// Reading the workers' start-up blocks until every rank has stepped (see startup_watch.h).
+#include "startup_watch.h"
+
+#include <algorithm>
+
+namespace ccrun::agent {
+
+using std::chrono::milliseconds;
+
+StartupWatch::StartupWatch(boost::asio::io_context& io, Read read, Done done)
+    : timer_(io), read_(std::move(read)), done_(std::move(done)) {
+  arm();
+}
+
+milliseconds StartupWatch::interval(milliseconds elapsed) {
+  if (elapsed < milliseconds(2'000)) return milliseconds(10);
+  if (elapsed < milliseconds(60'000)) return milliseconds(100);
+  return milliseconds(1'000);
+}
+
+void StartupWatch::arm() {
+  auto elapsed = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - started_);
+  timer_.expires_after(interval(elapsed));
+  timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec) return;  // cancelled: `this` may be gone
+    std::vector<StartupTimeline> now = read_();
+    bool all = !now.empty() &&
+               std::all_of(now.begin(), now.end(), [](const StartupTimeline& t) { return t.done(); });
+    if (all) {
+      done_(std::move(now));
+      return;
+    }
+    arm();
+  });
+}
+
+}  // namespace ccrun::agent
