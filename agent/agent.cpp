@@ -73,6 +73,7 @@ void Agent::summarize(int status) {
   const char* how = status == 0 ? "succeeded" : status > 128 ? "was stopped" : "failed";
   spdlog::info("ccrun: job '{}' {} (exit {}) after {:.1f}s: {} attempt(s), {} node(s), {} rank(s)",
                run_id_, how, status, wall, attempts_, info_.num_nodes, info_.world_size);
+  for (const auto& line : startup_lines_) spdlog::info("ccrun:   {}", line);
   if (run_logs_) {
     run_logs_->event("stop", restart_count_,
                      nlohmann::json{{"exit_code", status}, {"wall_s", wall},
@@ -134,6 +135,7 @@ void Agent::on_signal(int signo) {
                    : "");
   interrupt_->trigger();
   stopping_ = true;
+  if (warm_) warm_->abort();  // an attempt waiting for its imports stops waiting
   if (group_ && group_->running() > 0) {
     // The workers get the signal itself, once (a script that saves a
     // checkpoint on KeyboardInterrupt must not be cut short by a SIGTERM
@@ -229,6 +231,7 @@ std::string Agent::store_endpoint() const {
 
 int Agent::loop() {
   plan_placements();  // before the store: a rank that cannot be bound fails at once
+  start_template();   // its imports overlap the store and the rendezvous
   start_job();
   RestartBudget budget{spec_.max_restarts, spec_.max_restarts,
                        spec_.rdzv.backend == rendezvous::Backend::kStatic, 1, spec_.min_nodes};
@@ -348,6 +351,7 @@ void Agent::note_restart(bool counts, const std::string& why, RestartBudget& bud
 
 void Agent::cleanup() {
   group_.reset();
+  warm_.reset();
   file_timer_.reset();
   tasks_.reset();
   rdzv_.reset();

@@ -56,10 +56,12 @@ Agent::Outcome Agent::run_attempt() {
   monitor_.reset();
   monitor_ = make_monitor();
   open_filtered_logs();
+  WorkerStarter* starter = signalled_ ? nullptr : warm_starter();
   if (signalled_) {
     outcome_ = Outcome::kSignalled;
   } else {
-    start_workers();
+    start_workers(starter);
+    renew_template();
   }
   int gen = generation_;
   rdzv_->set_attempt(restart_count_);
@@ -79,7 +81,9 @@ Agent::Outcome Agent::run_attempt() {
   });
   if (signalled_) outcome_ = Outcome::kSignalled;
   Outcome o = *outcome_;
+  startup_.reset();
   group_.reset();
+  attempt_ended_ms_ = wall_clock_ms();
   return o;
 }
 
@@ -93,13 +97,13 @@ WorkerSpec Agent::worker_spec(int lr) {
   EnvContext ctx{&spec_, &info_, run_id_, restart_count_, store_.etcd ? "" : store_.endpoint.host,
                  store_.endpoint.port, gloo_ifname_};
   w.argv = worker_arguments(spec_.entrypoint, lr);
-  w.env = worker_environment(ctx, lr, error_file);
-  w.env.reserve(w.env.size() + 8);  // the few added below: no doubling to 128 entries
+  EnvBuilder env = worker_environment(ctx, lr, error_file);
   w.token = agent_token_ + "." + std::to_string(restart_count_) + "." + std::to_string(lr);
-  w.env.push_back(std::string(kAgentTokenVar) + "=" + w.token);
+  env.set(kAgentTokenVar, w.token);
   if (size_t(lr) < placements_.size()) w.placement = placements_[size_t(lr)];
-  monitor_->add_worker_env(w.env, lr);
-  if (file_timer_) w.env.push_back("TORCHELASTIC_TIMER_FILE=" + file_timer_->path());
+  monitor_->add_worker_env(env, lr);
+  if (file_timer_) env.set("TORCHELASTIC_TIMER_FILE", file_timer_->path());
+  w.env = env.flatten();
   int redirect = stream_bits(spec_.logs.default_redirects, spec_.logs.redirects, lr);
   int tee = stream_bits(spec_.logs.default_tee, spec_.logs.tee, lr);
   bool shown = spec_.logs.local_ranks_filter.empty() || spec_.logs.local_ranks_filter.count(lr);
@@ -133,13 +137,16 @@ void Agent::open_filtered_logs() {
   }
 }
 
-void Agent::start_workers() {
+void Agent::start_workers(WorkerStarter* starter) {
   try {
     // Each spec is built just before its worker starts and freed once it
     // runs (WorkerGroup::start): the environments are ~7 KiB a worker.
     group_->start(spec_.nproc_per_node, [this](int lr) { return worker_spec(lr); },
-                  [this](const WorkerExit& e) { on_worker_exit(e); });
-    monitor_->start(group_->pids());
+                  [this](const WorkerExit& e) { on_worker_exit(e); }, starter);
+    monitor_->start(group_->pids(), group_->spawn_times());
+    startup_ = std::make_unique<StartupWatch>(
+        io_, [this] { return monitor_->timelines(); },
+        [this](const std::vector<StartupTimeline>& ranks) { on_started(ranks); });
     run_logs_->event("start", restart_count_,
                      nlohmann::json{{"first_rank", info_.rank_offset},
                                     {"workers", spec_.nproc_per_node}}
@@ -242,6 +249,27 @@ void Agent::on_round_event(const RoundEvent& ev) {
 
 void Agent::finish(Outcome o) {
   if (!outcome_) outcome_ = o;
+}
+
+StartupReference Agent::startup_reference() const {
+  if (attempts_ <= 1 && restart_count_ == 0) {
+    auto since = std::chrono::steady_clock::now() - started_;
+    return {wall_clock_ms() - std::chrono::duration_cast<milliseconds>(since).count(), "launch"};
+  }
+  const Failure* first = nullptr;
+  for (const auto& f : last_failures_) {
+    if (f.rank >= 0 && (!first || f.time_ms < first->time_ms)) first = &f;
+  }
+  if (first) return {first->time_ms, "rank " + std::to_string(first->rank) + " failed"};
+  return {attempt_ended_ms_, "the attempt before ended"};
+}
+
+void Agent::on_started(const std::vector<StartupTimeline>& ranks) {
+  std::string line = startup_line(restart_count_, startup_reference(), ranks);
+  spdlog::info("ccrun: {}", line);
+  startup_lines_.push_back(line);
+  for (const auto& t : ranks) run_logs_->event("startup", restart_count_, t.to_json().dump());
+  preload_imports();
 }
 
 }  // namespace ccrun::agent

@@ -9,6 +9,7 @@
 //   agent_hangs.cpp     hangs (--hang-timeout) and torch's FileTimer
 //   agent_failures.cpp  failures collected and reported; the store lost;
 //                       a stop by signal
+//   agent_warm.cpp      --warm-start: the node's template interpreter
 //
 // One io_context carries every event of a node: worker exits (pidfds),
 // worker output (pipes), stop signals (SignalStream), the rendezvous round's
@@ -49,6 +50,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,6 +65,9 @@
 #include "round_decision.h"
 #include "run_logs.h"
 #include "signal_stream.h"
+#include "python_command.h"
+#include "startup_watch.h"
+#include "warm_template.h"
 #include "store_tasks.h"
 #include "worker_group.h"
 #include "worker_store.h"
@@ -182,7 +187,9 @@ class Agent {
 
   // A worker that cannot start fails the attempt here, like a worker that
   // exits: the other nodes are told, the started ones stopped.
-  void start_workers();  // spawns the attempt's workers, building each spec as it goes
+  // Spawns the attempt's workers, building each spec as it goes; `starter`
+  // forks them from the warm template (null: cold).
+  void start_workers(WorkerStarter* starter);
 
   // A failure of this node with no worker to name (yet): host, time, attempt.
   Failure node_failure(const std::string& message) const;
@@ -203,6 +210,25 @@ class Agent {
 
   // The attempt's outcome; the first one stands.
   void finish(Outcome o);
+
+  // --warm-start (agent_warm.cpp). Starts the node's template (imports in
+  // the background), unless the program is not a Python command.
+  void start_template();
+  // The attempt's starter: the template once it is ready and can fork, else
+  // null (the attempt starts cold, and says why).
+  WorkerStarter* warm_starter();
+  // A template that cannot fork any more is replaced, in the background.
+  void renew_template();
+  // The installed packages the workers imported go to the template.
+  void preload_imports();
+
+  // Every local rank took its first step: the attempt's start-up line
+  // (startup_timeline.h), kept for the summary, and a `startup` event per rank.
+  void on_started(const std::vector<StartupTimeline>& ranks);
+
+  // What this attempt's start-up is measured from: the launch, or the
+  // failure (else the end) of the attempt before.
+  StartupReference startup_reference() const;
 
   // Hangs (--hang-timeout) and torch's FileTimer (agent_hangs.cpp).
   // torch's watchdog protocol, as its LocalElasticAgent serves it: with
@@ -285,6 +311,14 @@ class Agent {
   std::unique_ptr<WorkerGroup> group_;
   std::unique_ptr<StoreTasks> tasks_;
   std::unique_ptr<HangMonitor> monitor_;     // this attempt's progress watch
+  std::unique_ptr<StartupWatch> startup_;    // until every local rank's first step
+  std::vector<std::string> startup_lines_;   // one per attempt that got that far
+  int64_t attempt_ended_ms_ = 0;             // wall clock: the last attempt's end here
+  std::unique_ptr<WarmTemplate> warm_;       // --warm-start: the node's template
+  std::optional<PythonCommand> python_;      // what the workers' command line runs
+  bool warm_off_ = false;               // --warm-start cannot apply: cold throughout
+  std::set<std::string> preloaded_;          // what the workers imported, given to the template
+  bool preload_broke_ = false;               // a template broke after such a preload
   nlohmann::json hang_;                      // the last hang verdict and its stacks
   std::unique_ptr<FileTimerServer> file_timer_;  // TORCHELASTIC_ENABLE_FILE_TIMER=1
   std::map<pid_t, std::string> timer_kills_;     // pids the FileTimer killed, and why

@@ -15,8 +15,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <spdlog/spdlog.h>
 
 #include "ccrun/error.h"
+#include "ccrun/progress.h"
 #include "descendants.h"
 #include "orphan_killer.h"
 
@@ -27,6 +29,7 @@ struct WorkerGroup::Worker {
   Worker(asio::io_context& io, int pidfd) : pidfd(io, pidfd), rescan(io) {}
   std::string token;  // WorkerSpec::token (the spec itself is not kept)
   pid_t pid = 0;
+  int64_t spawned_ns = 0;  // CLOCK_MONOTONIC
   asio::posix::stream_descriptor pidfd;
   int err_stream = -1;
   int open_pipes = 2;
@@ -185,6 +188,18 @@ pid_t spawn_child(const ExecImage& image, int out_fd, int err_fd, pid_t agent,
 #endif
 }
 
+// Starts a worker through `starter`. When it cannot, says why, and clears
+// `starter`: this worker and the rest start cold.
+pid_t start_with(WorkerStarter*& starter, const WorkerSpec& spec, int out_fd, int err_fd) {
+  try {
+    return starter->start(spec, out_fd, err_fd);
+  } catch (const Error& e) {
+    spdlog::warn("ccrun: rank {} and the next start cold: {}", spec.rank, e.what());
+    starter = nullptr;
+    return -1;
+  }
+}
+
 }  // namespace
 
 WorkerGroup::~WorkerGroup() {
@@ -236,8 +251,14 @@ std::vector<pid_t> WorkerGroup::pids() const {
   return out;
 }
 
+std::vector<int64_t> WorkerGroup::spawn_times() const {
+  std::vector<int64_t> out;
+  for (const auto& w : workers_) out.push_back(w->spawned_ns);
+  return out;
+}
+
 void WorkerGroup::start(int count, const std::function<WorkerSpec(int)>& make,
-                        std::function<void(const WorkerExit&)> on_exit) {
+                        std::function<void(const WorkerExit&)> on_exit, WorkerStarter* starter) {
   on_exit_ = std::move(on_exit);
   // Orphaned descendants (setsid'd included) reparent to the agent, where
   // kill_holders finds them (descendants.h).
@@ -255,13 +276,19 @@ void WorkerGroup::start(int count, const std::function<WorkerSpec(int)>& make,
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
       throw Error(std::string("cannot create pipes for a worker: ") + std::strerror(errno));
     }
-    ExecImage image(spec.argv, spec.env, spec.placement);
-    sigset_t all, old_mask;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old_mask);
-    pid_t pid = spawn_child(image, out[1], err[1], agent, not_default, child_stack);
-    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+    int64_t spawned_ns = progress::monotonic_ns();
+    pid_t pid = -1;
+    if (starter) pid = start_with(starter, spec, out[1], err[1]);
+    if (!starter) {
+      ExecImage image(spec.argv, spec.env, spec.placement);
+      sigset_t all, old_mask;
+      sigfillset(&all);
+      pthread_sigmask(SIG_SETMASK, &all, &old_mask);
+      pid = spawn_child(image, out[1], err[1], agent, not_default, child_stack);
+      pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+    }
     if (pid < 0) {
+      ::close(out[0]), ::close(out[1]), ::close(err[0]), ::close(err[1]);
       throw Error(std::string("cannot start worker ") + std::to_string(spec.rank) + ": clone: " +
                   std::strerror(errno));
     }
@@ -277,6 +304,7 @@ void WorkerGroup::start(int count, const std::function<WorkerSpec(int)>& make,
     auto w = std::make_shared<Worker>(io_, pidfd);
     w->token = spec.token;
     w->pid = pid;
+    w->spawned_ns = spawned_ns;
     w->exit.local_rank = spec.local_rank;
     w->exit.rank = spec.rank;
     w->exit.pid = pid;

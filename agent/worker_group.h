@@ -65,6 +65,20 @@ struct WorkerExit {
   bool failed() const { return exit_code != 0 || signal != 0; }
 };
 
+// How a worker's process comes to be. The group's own way is clone and
+// exec; a warm start forks it from a template interpreter that has imported
+// the program's modules (warm_template.h). Either way the worker is a child
+// of the agent, so everything after the start is the same.
+class WorkerStarter {
+ public:
+  virtual ~WorkerStarter() = default;
+  // Starts `spec`'s process, a child of this process, with `out_fd` and
+  // `err_fd` (the write ends of its pipes) as its stdout and stderr, in a
+  // process group of its own, killed if the agent dies; returns its pid.
+  // Throws ccrun::Error when it cannot.
+  virtual pid_t start(const WorkerSpec& spec, int out_fd, int err_fd) = 0;
+};
+
 class WorkerGroup {
  public:
   // `agent_token`: the CCRUN_AGENT_TOKEN in the workers' environment (see
@@ -80,10 +94,11 @@ class WorkerGroup {
   // Spawns `count` workers whose specs `make(i)` builds one at a time, each
   // freed once its worker runs (an environment is ~7 KiB; 128 of them at
   // once were most of the launcher's peak heap). `on_exit` runs on the
-  // io_context once per worker, after its output pipes were drained. Throws
+  // io_context once per worker, after its output pipes were drained.
+  // `starter` starts each process (null: clone and exec here). Throws
   // ccrun::Error when a process cannot be created.
   void start(int count, const std::function<WorkerSpec(int)>& make,
-             std::function<void(const WorkerExit&)> on_exit);
+             std::function<void(const WorkerExit&)> on_exit, WorkerStarter* starter = nullptr);
 
   // Sends `sig` to every running worker's process group.
   void signal_all(int sig);
@@ -105,6 +120,9 @@ class WorkerGroup {
 
   // Each started worker's pid, in start order (0 once it was reaped).
   std::vector<pid_t> pids() const;
+
+  // When each started worker was spawned (CLOCK_MONOTONIC ns), in start order.
+  std::vector<int64_t> spawn_times() const;
 
  private:
   struct Worker;

@@ -202,6 +202,7 @@ Command parse_command_line(const std::vector<std::string>& args, const Environme
   resolve_restarts(src, spec);
   resolve_logs(src, spec);
   resolve_placement(src, spec);
+  resolve_warm_start(src, spec);
   if (!resolve_program(src, app->remaining(), spec) && !f.print_config) {
     throw ConfigError("no program to run; give it after the flags, e.g. ccrun --nproc-per-node 2 "
                       "train.py (or `program:` in the job file)");

@@ -65,6 +65,8 @@ void resolve_logs(const Sources& src, JobSpec& spec);
 // numa_binding and virtual_local_rank: where each worker runs and which
 // GPU it sees.
 void resolve_placement(const Sources& src, JobSpec& spec);
+// warm_start and preload (module names, checked).
+void resolve_warm_start(const Sources& src, JobSpec& spec);
 // The worker's argv from the remaining command line (or the job file's
 // program/args), module, no_python, run_path; and env:. Returns false when
 // no program was given.

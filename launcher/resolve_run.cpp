@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <cctype>
 #include <iterator>
 #include <sstream>
 
@@ -88,6 +89,21 @@ void resolve_placement(const Sources& src, JobSpec& spec) {
     fail(numa, e.what());
   }
   spec.virtual_local_rank = to_bool(src.get("virtual_local_rank"));
+}
+
+void resolve_warm_start(const Sources& src, JobSpec& spec) {
+  spec.warm_start = to_bool(src.get("warm_start"));
+  Raw preload = src.get("preload");
+  std::stringstream ss(preload.value);
+  for (std::string m; std::getline(ss, m, ',');) {
+    m.erase(std::remove(m.begin(), m.end(), ' '), m.end());
+    if (m.empty()) continue;
+    bool dotted_name = std::all_of(m.begin(), m.end(), [](char c) {
+      return c == '.' || c == '_' || std::isalnum(static_cast<unsigned char>(c));
+    });
+    if (!dotted_name) fail(preload, "\"" + m + "\" is not a module name (e.g. numpy,transformers)");
+    spec.preload.push_back(m);
+  }
 }
 
 bool resolve_program(const Sources& src, std::vector<std::string> rest, JobSpec& spec) {

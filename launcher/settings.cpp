@@ -136,6 +136,13 @@ const Setting kSettings[] = {
     {"start_method", "--start-method,--start_method",
      "spawn, fork or forkserver: accepted for torchrun compatibility; ccrun always fork+execs", "Program",
      [](S) -> std::string { return "spawn"; }, Y::kNone, false, nullptr, kStartMethods},
+    {"warm_start", "--warm-start,--warm_start",
+     "Fork Python workers from one template interpreter per node that has imported torch (and "
+     "--preload): starts and restarts skip the imports (docs/startup.md)", "Program", nullptr,
+     Y::kScalar, true, [](S s) { return s.warm_start; }},
+    {"preload", "--preload",
+     "Modules the --warm-start template imports besides torch: mod1,mod2", "Program",
+     [](S s) { return join(s.preload, ","); }, Y::kList, true},
     {"no_python", "--no-python,--no_python", "Execute the program directly, not with Python", "Program",
      nullptr, Y::kNone},
     {"run_path", "--run-path,--run_path", "Run the program with Python's runpy.run_path", "Program",

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "ccrun/error.h"
+#include "settings.h"
 
 namespace ccrun::launcher {
 namespace {
@@ -16,7 +17,8 @@ namespace {
 // Settings whose flag takes a comma-separated list: in the file they may
 // also be a YAML list (as --print-config writes them).
 bool is_list_setting(const std::string& key) {
-  return key == "signals_to_handle" || key == "local_ranks_filter";
+  const Setting* s = find_setting(key);
+  return s && s->yaml == YamlForm::kList;
 }
 
 // Reads one job file; every error names the file, the line and the key.

@@ -131,6 +131,10 @@ struct JobSpec {
   // What to run: argv of each worker, already resolved (python3 added for a
   // .py program or -m, unless --no-python).
   std::vector<std::string> entrypoint;
+  // --warm-start: Python workers are forked from one template interpreter per
+  // node that imported torch and `preload` (agent/warm_template.h).
+  bool warm_start = false;
+  std::vector<std::string> preload;  // --preload: modules the template imports besides torch
   // Extra worker environment (YAML `env:`), set after the torchrun set.
   std::map<std::string, std::string> env;
 

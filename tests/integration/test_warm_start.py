@@ -1,0 +1,254 @@
+"""--warm-start through the real ccrun: workers forked from the node's template interpreter must
+be indistinguishable from cold ones, to the program and to ccrun. Most tests run both ways and
+compare; the start-up timeline is checked on the way."""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from helpers import binary
+
+PYTHON = "/usr/bin/python3"
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+MODES = [pytest.param([], id="cold"), pytest.param(["--warm-start"], id="warm")]
+
+
+def need_torch():
+    r = subprocess.run([PYTHON, "-c", "import torch"], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip("skipped: Debian's python3-torch is not installed")
+
+
+def ccrun(args, timeout=120, env=None, cwd=None):
+    e = dict(os.environ, PYTHON_EXEC=PYTHON)
+    e.pop("PET_WARM_START", None)
+    e.update(env or {})
+    return subprocess.run([binary("launcher", "ccrun"), "--standalone"] + args, env=e, cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def script(tmp_path, name, source):
+    path = tmp_path / name
+    path.write_text(source)
+    return str(path)
+
+
+def rank_lines(out, tag):
+    """{rank: value} from the workers' "TAG <rank> <value>" lines."""
+    found = {}
+    for m in re.finditer(r"%s (\d+) (.*)" % tag, out):
+        found[int(m[1])] = m[2].strip()
+    return found
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_ddp_job_trains_the_same_cold_and_warm(mode):
+    need_torch()
+    r = ccrun(mode + ["--nproc-per-node", "2", os.path.join(ROOT, "examples", "ddp_logreg.py"),
+                      "--epochs", "10"])
+    assert r.returncode == 0, r.stderr
+    assert "accuracy 0.9" in r.stdout or "accuracy 1.0" in r.stdout, r.stdout
+    line = [l for l in r.stderr.splitlines() if "every rank at its first step" in l]
+    assert line, r.stderr
+    assert ("imports 0 (warm)" in line[0]) == bool(mode), line[0]
+    if mode:
+        assert "warm start: template pid" in r.stderr
+
+
+WHO = """
+import os, sys
+rank = os.environ["RANK"]
+print("NAME", rank, __name__)
+print("FILE", rank, __file__)
+print("ARGV", rank, sys.argv)
+print("PATH0", rank, sys.path[0])
+print("PPID", rank, os.getppid())
+print("ENVRANK", rank, os.environ["LOCAL_RANK"], os.getenv("CUSTOM"))
+with open("/proc/self/environ", "rb") as f:
+    env = f.read().split(b"\\0")
+tok = [e for e in env if e.startswith(b"CCRUN_AGENT_TOKEN=")]
+print("TOKEN", rank, tok[0].decode().split("=", 1)[1] == os.environ["CCRUN_AGENT_TOKEN"])
+print("STDIN", rank, os.readlink("/proc/self/fd/0"))
+import numpy
+print("NUMPY", rank, numpy.random.rand())
+"""
+
+
+def test_a_warm_worker_sees_what_a_cold_one_sees(tmp_path):
+    path = script(tmp_path, "who.py", WHO)
+    runs = {}
+    for name, mode in (("cold", []), ("warm", ["--warm-start", "--preload", "numpy"])):
+        r = ccrun(mode + ["--nproc-per-node", "2", path, "a b", "--x=1"], env={"CUSTOM": "v"})
+        assert r.returncode == 0, r.stderr
+        runs[name] = r.stdout
+    for tag in ("NAME", "FILE", "ARGV", "PATH0", "ENVRANK", "TOKEN", "STDIN"):
+        assert rank_lines(runs["cold"], tag) == rank_lines(runs["warm"], tag), tag
+    assert rank_lines(runs["warm"], "NAME") == {0: "__main__", 1: "__main__"}
+    assert rank_lines(runs["warm"], "TOKEN") == {0: "True", 1: "True"}
+    for out in runs.values():  # numpy's global RandomState differs across ranks
+        draws = rank_lines(out, "NUMPY")
+        assert len(set(draws.values())) == 2, draws
+
+
+def test_a_warm_worker_is_the_agents_child(tmp_path):
+    path = script(tmp_path, "ppid.py", WHO)
+    e = dict(os.environ, PYTHON_EXEC=PYTHON)
+    p = subprocess.Popen([binary("launcher", "ccrun"), "--standalone", "--warm-start",
+                          "--nproc-per-node", "2", path], env=e, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert rank_lines(out, "PPID") == {0: str(p.pid), 1: str(p.pid)}
+
+
+def test_a_module_entry_point_runs_warm(tmp_path):
+    (tmp_path / "mymod.py").write_text(
+        "import os, sys\nprint('MOD', os.environ['RANK'], __name__, sys.argv[1:], "
+        "sys.path[0] == os.getcwd())\n")
+    r = ccrun(["--warm-start", "--nproc-per-node", "2", "-m", "mymod", "x"], cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert rank_lines(r.stdout, "MOD") == {0: "__main__ ['x'] True", 1: "__main__ ['x'] True"}
+
+
+LOADER = """
+import os, sys, torch
+from torch.utils.data import DataLoader, Dataset
+class Squares(Dataset):
+    def __len__(self): return 8
+    def __getitem__(self, i): return i * i
+if __name__ == "__main__":
+    ctx = sys.argv[1]
+    total = sum(int(b.sum()) for b in DataLoader(Squares(), batch_size=2, num_workers=2,
+                                                   multiprocessing_context=ctx))
+    print("SUM", os.environ["RANK"], total)
+"""
+
+
+@pytest.mark.parametrize("ctx", ["fork", "spawn"])
+def test_a_dataloader_with_workers_runs_warm(tmp_path, ctx):
+    need_torch()
+    path = script(tmp_path, "loader.py", LOADER)
+    r = ccrun(["--warm-start", "--nproc-per-node", "2", path, ctx], timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert rank_lines(r.stdout, "SUM") == {0: "140", 1: "140"}
+
+
+RAISES = """
+import os, sys
+if os.environ["RANK"] == "1":
+    raise ValueError("bad batch in rank 1")
+if os.environ["RANK"] == "0":
+    import time; time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_exception_is_the_root_cause(tmp_path, mode):
+    path = script(tmp_path, "raises.py", RAISES)
+    r = ccrun(mode + ["--nproc-per-node", "2", "--stop-grace", "2", path])
+    assert r.returncode == 1
+    assert "ValueError: bad batch in rank 1" in r.stderr
+    assert "ccrun_template.py" not in r.stderr  # the traceback starts at the script
+    assert re.search(r'File "[^"]*raises.py", line 4, in <module>', r.stderr), r.stderr
+
+
+EXITS = """
+import os, sys
+sys.exit(int(os.environ["RANK"]) + 3 if os.environ["RANK"] == "1" else 0)
+"""
+
+
+def test_a_warm_workers_exit_code_is_reported(tmp_path):
+    path = script(tmp_path, "exits.py", EXITS)
+    r = ccrun(["--warm-start", "--nproc-per-node", "2", path])
+    assert r.returncode == 1
+    assert "exit code 4" in r.stderr, r.stderr
+
+
+SIGINT_WAITS = """
+import os, sys, time
+print("READY", os.environ["RANK"], flush=True)
+try:
+    time.sleep(60)
+except KeyboardInterrupt:
+    print("INTERRUPTED", os.environ["RANK"], "ok", flush=True)
+    sys.exit(0)
+"""
+
+
+def test_ctrl_c_reaches_warm_workers(tmp_path):
+    path = script(tmp_path, "waits.py", SIGINT_WAITS)
+    e = dict(os.environ, PYTHON_EXEC=PYTHON)
+    with open(tmp_path / "err", "w") as err:
+        p = subprocess.Popen([binary("launcher", "ccrun"), "--standalone", "--warm-start",
+                              "--nproc-per-node", "2", path], env=e, stdout=subprocess.PIPE,
+                             stderr=err, text=True)
+    seen = ""
+    deadline = time.time() + 60
+    while seen.count("READY") < 2 and time.time() < deadline:
+        seen += p.stdout.readline()
+    time.sleep(0.2)  # into the sleep
+    p.send_signal(signal.SIGINT)
+    seen += p.stdout.read()
+    p.wait(timeout=60)
+    assert rank_lines(seen, "INTERRUPTED") == {0: "ok", 1: "ok"}, (tmp_path / "err").read_text()
+    assert p.returncode == 128 + signal.SIGINT
+
+
+CRASHES = """
+import os, sys, time
+import ccrun_progress
+if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" and os.environ["RANK"] == "1":
+    sys.exit(1)
+ccrun_progress.step()
+time.sleep(0.5 if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" else 0.2)
+"""
+
+
+def test_a_restart_is_warm_and_its_timeline_said(tmp_path):
+    path = script(tmp_path, "crashes.py", CRASHES)
+    log_dir = tmp_path / "logs"
+    r = ccrun(["--warm-start", "--preload", "json", "--nproc-per-node", "2", "--max-restarts", "1",
+               "--log-dir", str(log_dir), path])
+    assert r.returncode == 0, r.stderr
+    lines = [l for l in r.stderr.splitlines() if "attempt 1: every rank at its first step" in l]
+    assert lines and "after rank 1 failed" in lines[0] and "imports 0 (warm)" in lines[0], r.stderr
+    events = [json.loads(l) for p in log_dir.rglob("events.jsonl") for l in p.open()]
+    startup = [e for e in events if e.get("event") == "startup"]
+    # attempt 0 never had every rank at a first step (rank 1 exits first): no timeline
+    assert {(e["attempt"], e["rank"]) for e in startup} == {(1, 0), (1, 1)}
+    assert all(e["warm"] for e in startup), startup
+
+
+THREAD_MODULE = """
+import threading, time
+threading.Thread(target=time.sleep, args=(600,), daemon=True, name="busy-import").start()
+"""
+
+
+def test_a_template_made_unsafe_by_a_thread_starts_cold_and_says_why(tmp_path):
+    (tmp_path / "threads_at_import.py").write_text(THREAD_MODULE)
+    path = script(tmp_path, "plain.py", "import os\nprint('RAN', os.environ['RANK'], 'ok')\n")
+    r = ccrun(["--warm-start", "--preload", "threads_at_import", "--nproc-per-node", "2", path],
+              env={"PYTHONPATH": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"attempt 0 starts cold: the template runs 2 threads \(Python threads: "
+                     r"busy-import\)", r.stderr), r.stderr
+    assert rank_lines(r.stdout, "RAN") == {0: "ok", 1: "ok"}
+
+
+def test_a_program_that_is_not_python_starts_cold():
+    r = ccrun(["--warm-start", "--nproc-per-node", "2", "--no-python", "/bin/true"])
+    assert r.returncode == 0, r.stderr
+    assert "is not a Python command ccrun can fork; the workers start cold" in r.stderr
+
+
+def test_a_bad_preload_name_is_refused():
+    r = ccrun(["--warm-start", "--preload", "os;rm", "--nproc-per-node", "1", "x.py"])
+    assert r.returncode == 2
+    assert "is not a module name" in r.stderr
