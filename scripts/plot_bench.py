@@ -6,7 +6,7 @@ or the table it printed), never from numbers of its own, so plot and table canno
     /usr/bin/python3 scripts/plot_bench.py KIND SOURCE.md OUT.png
 
 KIND is the section's name (bench-launch, bench-store, bench-collectives, bench-rendezvous,
-bench-scale). SOURCE.md is read between <!-- KIND:begin --> and <!-- KIND:end --> when it has
+bench-scale, bench-startup). SOURCE.md is read between <!-- KIND:begin --> and <!-- KIND:end --> when it has
 those markers, else whole (a bare table, as the --smoke runs hand over). A table that is not
 there or not well formed exits 1 naming the file, the line and the fix.
 """
@@ -37,6 +37,7 @@ class Figure:
     ylog: bool = True
     hline: float = None  # a reference line (1x for ratios)
     x_is_bytes: bool = False  # ticks written 4 B, 1 KiB, ...
+    categories: list = None  # stacked bars: one bar per category, one layer per series
 
 
 # --- reading the markdown ---------------------------------------------------
@@ -213,7 +214,33 @@ def scale(tabs):
                             series), "agents")]
 
 
-KINDS = {"bench-launch": launch, "bench-store": store, "bench-collectives": collectives,
+def startup(tabs):
+    """Two panels of stacked bars (launch, and crash, to every rank's first step), one bar per
+    launcher, one layer per phase of the slowest rank."""
+    header, rows = tabs[0]
+    launchers = [h.replace(" (cold / warm)", "") for h in header[1:4]]
+    figs, current = [], None
+    for row in rows:
+        label = re.sub(r"[*]|&nbsp;", "", row[0]).strip()
+        if not label.startswith("slowest rank:"):
+            if label.startswith(("launch", "one rank crashes")):
+                current = Figure(label.split("(")[0].strip(), "", "seconds", [], xlog=False,
+                                 ylog=False, categories=launchers)
+                figs.append(current)
+            else:
+                current = None
+            continue
+        if current is not None:
+            s = Series(label.replace("slowest rank:", "").strip())
+            for i in range(3):
+                add(s, i, row[1 + i])
+            current.series.append(s)
+    if not figs:
+        raise PlotError("no launch or crash rows in the table")
+    return [nonempty(f, f.title) for f in figs]
+
+
+KINDS = {"bench-startup": startup, "bench-launch": launch, "bench-store": store, "bench-collectives": collectives,
          "bench-rendezvous": rendezvous, "bench-scale": scale}
 
 
@@ -232,6 +259,9 @@ def draw(figs, out):
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, len(figs), figsize=(6.4 * len(figs), 4.2), squeeze=False)
     for ax, f in zip(axes[0], figs):
+        if f.categories is not None:
+            draw_stacked(ax, f)
+            continue
         for s in f.series:
             pts = sorted(zip(s.xs, s.ys))
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=4, label=s.label)
@@ -252,6 +282,21 @@ def draw(figs, out):
     fig.tight_layout()
     fig.savefig(out, dpi=80)
     plt.close(fig)
+
+
+def draw_stacked(ax, f):
+    bottoms = [0.0] * len(f.categories)
+    for s in f.series:
+        heights = [0.0] * len(f.categories)
+        for x, y in zip(s.xs, s.ys):
+            heights[x] = y
+        ax.bar(range(len(f.categories)), heights, bottom=bottoms, label=s.label)
+        bottoms = [b + h for b, h in zip(bottoms, heights)]
+    ax.set_xticks(range(len(f.categories)), f.categories, fontsize=8)
+    ax.set_title(f.title, fontsize=10)
+    ax.set_ylabel(f.ylabel)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7)
 
 
 def main(argv):
