@@ -123,8 +123,8 @@ class FakeCuda : public std::enable_shared_from_this<FakeCuda> {
     const void* send = nullptr;
     void* recv = nullptr;
     size_t count = 0;
-    DataType dtype = DataType::Float32;
-    ReduceOp op = ReduceOp::Sum;
+    DataType dtype = DataType::kFloat32;
+    ReduceOp op = ReduceOp::kSum;
     int root = 0;
   };
   struct Slot {
@@ -181,7 +181,7 @@ class FakeCuda : public std::enable_shared_from_this<FakeCuda> {
     if (it == allocations_.begin()) return {};
     --it;
     if (a >= it->first + it->second.first) return {};
-    return PointerInfo{DeviceType::Cuda, it->second.second};
+    return PointerInfo{DeviceType::kCuda, it->second.second};
   }
 
   // Runs a collective whose every part arrived (caller holds mu_).
@@ -206,16 +206,16 @@ class FakeCuda : public std::enable_shared_from_this<FakeCuda> {
         fn(acc.data(), acc.data(), static_cast<const char*>(s.parts[size_t(r)].send) + offset * es,
            count);
       }
-      if (p0.op == ReduceOp::Avg) divide(acc.data(), count, p0.dtype, nr);
+      if (p0.op == ReduceOp::kAvg) divide(acc.data(), count, p0.dtype, nr);
       return acc;
     };
     // What NCCL 2.28's one-rank path writes: Avg on floating types goes
     // through its kernel's block split; every other op is a copy.
     auto write = [&](void* dst, const std::vector<char>& v, const void* src, size_t count) {
       size_t written = count;
-      bool floating = p0.dtype == DataType::Float16 || p0.dtype == DataType::BFloat16 ||
-                      p0.dtype == DataType::Float32 || p0.dtype == DataType::Float64;
-      if (nr == 1 && p0.op == ReduceOp::Avg && floating && dst != src && count > 0) {
+      bool floating = p0.dtype == DataType::kFloat16 || p0.dtype == DataType::kBFloat16 ||
+                      p0.dtype == DataType::kFloat32 || p0.dtype == DataType::kFloat64;
+      if (nr == 1 && p0.op == ReduceOp::kAvg && floating && dst != src && count > 0) {
         size_t blocks = std::min<size_t>(32, (count * es + (16 << 10) - 1) / (16 << 10));
         size_t per_pack = 16 / es;
         size_t per_block = (count / blocks + per_pack - 1) / per_pack * per_pack;
@@ -481,7 +481,7 @@ class FakeNccl : public NcclApi {
   }
   NcclResult broadcast(const void* send, void* recv, size_t count, DataType t, int root, Comm c,
                        Stream s) override {
-    return collective(c, s, {"broadcast", send, recv, count, t, ReduceOp::Sum, root});
+    return collective(c, s, {"broadcast", send, recv, count, t, ReduceOp::kSum, root});
   }
   NcclResult reduce(const void* send, void* recv, size_t count, DataType t, ReduceOp op, int root,
                     Comm c, Stream s) override {
@@ -489,7 +489,7 @@ class FakeNccl : public NcclApi {
   }
   NcclResult all_gather(const void* send, void* recv, size_t count, DataType t, Comm c,
                         Stream s) override {
-    return collective(c, s, {"all_gather", send, recv, count, t, ReduceOp::Sum, 0});
+    return collective(c, s, {"all_gather", send, recv, count, t, ReduceOp::kSum, 0});
   }
   NcclResult reduce_scatter(const void* send, void* recv, size_t count, DataType t, ReduceOp op,
                             Comm c, Stream s) override {
