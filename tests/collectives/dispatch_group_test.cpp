@@ -1,8 +1,8 @@
 // The default group (CollectivesBackend::kAuto) on CPU: host buffers through the real
 // Gloo group, CUDA buffers through the NCCL group over the fake CUDA and
 // NCCL of fake_nccl.h, ranks as threads over one HashStore. The fake says
-// GPUs are visible, as on the machine of issue 10 (2), where the old "auto
-// means NCCL when a GPU is visible" broke every host-buffer program.
+// GPUs are visible: choosing NCCL for the whole group whenever a GPU is
+// visible would break every host-buffer program on such a machine.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -59,7 +59,7 @@ void run_auto_ranks(std::shared_ptr<FakeCuda> cuda, int size,
 TEST_CASE("auto group: host buffers go to Gloo even with a GPU visible, and never touch NCCL",
           "[collectives][dispatch]") {
   // One fake GPU for two ranks: had the host buffers gone to NCCL, its
-  // init would fail with "Duplicate GPU detected" (issue 10 (2)).
+  // init would fail with "Duplicate GPU detected".
   auto cuda = std::make_shared<FakeCuda>(1);
   run_auto_ranks(cuda, 2, [&](int r, ProcessGroup& pg) {
     std::vector<float> v(1000, float(r + 1));

@@ -10,12 +10,11 @@
 //   - pointer_info says "CUDA, device d" for memory from alloc(), "host"
 //     for anything else;
 //   - ncclCommInitRank blocks until every rank joined, and refuses two
-//     ranks of one communicator on one device ("Duplicate GPU detected",
-//     issue 10 (2));
+//     ranks of one communicator on one device ("Duplicate GPU detected");
 //   - at one rank, Avg on floating types runs NCCL 2.28's one-rank kernel
 //     split (src/device/onerank.cu): blocks of alignUp(n / blocks, 16 /
 //     elem) elements, which leave the tail of an out-of-place result
-//     unwritten for some counts (issue 10 (3));
+//     unwritten for some counts (docs/collectives.md);
 //   - an operation no peer joins stays pending (timeouts); abort and
 //     injected asynchronous errors are counted and reported.
 // Every call is logged per rank (trace()) for stream-ordering checks.

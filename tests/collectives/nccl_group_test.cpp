@@ -60,7 +60,7 @@ TEST_CASE("backend names: parsed once, unknown ones list the valid names", "[col
   CHECK(parse_collectives_backend("auto") == CollectivesBackend::kAuto);
   CHECK(parse_collectives_backend("cpu:gloo,cuda:nccl") == CollectivesBackend::kAuto);
   CHECK(parse_collectives_backend("gloo") == CollectivesBackend::kGloo);
-  CHECK(parse_collectives_backend("nccl") == CollectivesBackend::kNccl);  // issue 10 (1): refused before
+  CHECK(parse_collectives_backend("nccl") == CollectivesBackend::kNccl);
   CHECK(collectives_backend_name(CollectivesBackend::kNccl) == "nccl");
   CHECK(collectives_backend_name(CollectivesBackend::kAuto) == "auto");
   CHECK_THROWS_WITH(parse_collectives_backend("mpi"),
@@ -69,7 +69,7 @@ TEST_CASE("backend names: parsed once, unknown ones list the valid names", "[col
 }
 
 TEST_CASE("nccl group: backend \"nccl\" through init_process_group", "[collectives][nccl-fake]") {
-  // Issue 10 (1): init_process_group refused "nccl" after choosing it.
+  // The name "nccl", parsed, makes an NCCL-only group through init_process_group.
   NoLocalRank env;
   auto cuda = std::make_shared<FakeCuda>(1);
   InitOptions o;
@@ -169,7 +169,7 @@ TEST_CASE("nccl group: every operation at world sizes 1 to 4", "[collectives][nc
   }
 }
 
-TEST_CASE("nccl group: Avg at world size 1 is exact out of place (issue 10 (3))",
+TEST_CASE("nccl group: Avg at world size 1 is exact out of place",
           "[collectives][nccl-fake]") {
   // NCCL 2.28's one-rank Avg kernel leaves the last element of 1,000,001
   // float64 unwritten; the fake models that split, so this fails if the

@@ -147,7 +147,8 @@ TEST_CASE("nccl: every operation at world size 1", "[collectives][nccl]") {
         pg->reduce(b, 0, op)->wait();
         check(d, std::string("reduce ") + op_name(op));
         // Out of place into zeros: an element NCCL leaves unwritten shows
-        // (issue 10 (3): Avg on Float64 at 1,000,001 left the last one).
+        // (NCCL's one-rank Avg kernel leaves the last of 1,000,001 float64
+        // unwritten; docs/collectives.md).
         REQUIRE(cudaMemset(e, 0, bytes + 1) == cudaSuccess);
         pg->reduce_scatter(b, c, op)->wait();
         check(e, std::string("reduce_scatter ") + op_name(op));
