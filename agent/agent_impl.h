@@ -9,6 +9,9 @@
 //   agent_hangs.cpp     hangs (--hang-timeout) and torch's FileTimer
 //   agent_failures.cpp  failures collected and reported; the store lost;
 //                       a stop by signal
+//   agent_placement.cpp --numa-binding: each local rank's CPU and memory
+//                       placement, planned once per job from hwloc's view
+//   agent_event_log.cpp --event-log-handler: torch's end-of-run event
 //   agent_warm.cpp      --warm-start: the node's template interpreter
 //
 // One io_context carries every event of a node: worker exits (pidfds),

@@ -33,7 +33,7 @@ void check_buffer(const Call& call, const Buffer& b, DeviceType device) {
   if (b.device != device) {
     throw NotSupportedError(
         call.where() +
-        (device == DeviceType::Host
+        (device == DeviceType::kHost
              ? ": a gloo group takes host buffers; pass CUDA buffers to an auto (the default) "
                "or nccl group"
              : ": the NCCL backend takes CUDA buffers (Buffer::device = Cuda); pass host "

@@ -17,25 +17,25 @@ NcclResult result(ncclResult_t r) { return static_cast<NcclResult>(r); }
 
 ncclDataType_t nccl_type(DataType t) {
   switch (t) {
-    case DataType::Int8: return ncclInt8;
-    case DataType::UInt8: return ncclUint8;
-    case DataType::Int32: return ncclInt32;
-    case DataType::Int64: return ncclInt64;
-    case DataType::Float16: return ncclFloat16;
-    case DataType::BFloat16: return ncclBfloat16;
-    case DataType::Float32: return ncclFloat32;
-    case DataType::Float64: return ncclFloat64;
+    case DataType::kInt8: return ncclInt8;
+    case DataType::kUInt8: return ncclUint8;
+    case DataType::kInt32: return ncclInt32;
+    case DataType::kInt64: return ncclInt64;
+    case DataType::kFloat16: return ncclFloat16;
+    case DataType::kBFloat16: return ncclBfloat16;
+    case DataType::kFloat32: return ncclFloat32;
+    case DataType::kFloat64: return ncclFloat64;
   }
   return ncclFloat32;
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return ncclSum;
-    case ReduceOp::Prod: return ncclProd;
-    case ReduceOp::Min: return ncclMin;
-    case ReduceOp::Max: return ncclMax;
-    case ReduceOp::Avg: return ncclAvg;
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kProd: return ncclProd;
+    case ReduceOp::kMin: return ncclMin;
+    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kAvg: return ncclAvg;
   }
   return ncclSum;
 }
@@ -63,7 +63,7 @@ class CudaRuntime : public DeviceRuntime {
     cudaError_t e = cudaPointerGetAttributes(&a, p);
     if (e != cudaSuccess) return status(e);
     bool device = a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
-    *out = device ? PointerInfo{DeviceType::Cuda, a.device} : PointerInfo{};
+    *out = device ? PointerInfo{DeviceType::kCuda, a.device} : PointerInfo{};
     return nullptr;
   }
   CudaStatus set_device(int d) override { return status(cudaSetDevice(d)); }

@@ -37,7 +37,7 @@ using CudaStatus = const char*;
 // Where a pointer lives: host memory (device == -1) or memory of CUDA
 // device `device` (device allocations and managed memory alike).
 struct PointerInfo {
-  DeviceType kind = DeviceType::Host;
+  DeviceType kind = DeviceType::kHost;
   int device = -1;
 };
 

@@ -1,4 +1,4 @@
-// Backend::Auto: host buffers to Gloo, CUDA buffers to NCCL (see
+// CollectivesBackend::kAuto: host buffers to Gloo, CUDA buffers to NCCL (see
 // dispatch_group.h and docs/collectives.md, "Two backends in one group").
 //
 // Routing reads Buffer::device, nothing else: no pointer query, no map, no
@@ -42,7 +42,7 @@ class DispatchGroup : public ProcessGroup {
 
   int rank() const override { return gloo_->rank(); }
   int size() const override { return gloo_->size(); }
-  Backend backend() const override { return Backend::Auto; }
+  CollectivesBackend backend() const override { return CollectivesBackend::kAuto; }
 
   std::shared_ptr<Work> all_reduce(Buffer b, ReduceOp op) override {
     return route(b).all_reduce(b, op);
@@ -109,15 +109,15 @@ class DispatchGroup : public ProcessGroup {
 
  private:
   ProcessGroup& route(const Buffer& b) {
-    if (b.device == DeviceType::Host) return *gloo_;
+    if (b.device == DeviceType::kHost) return *gloo_;
     if (ProcessGroup* n = nccl_.load(std::memory_order_acquire)) return *n;
     return make_nccl();
   }
   ProcessGroup& route(const char* op, const Buffer& send, const Buffer& recv) {
     if (send.device != recv.device) {
       throw Error(std::string(op) + " on group rank " + std::to_string(global_[size_t(rank())]) +
-                  ": send is a " + (send.device == DeviceType::Cuda ? "CUDA" : "host") +
-                  " buffer and recv a " + (recv.device == DeviceType::Cuda ? "CUDA" : "host") +
+                  ": send is a " + (send.device == DeviceType::kCuda ? "CUDA" : "host") +
+                  " buffer and recv a " + (recv.device == DeviceType::kCuda ? "CUDA" : "host") +
                   " one; an operation runs on one backend, so pass both on the same side");
     }
     return route(send);
@@ -187,15 +187,15 @@ std::shared_ptr<ProcessGroup> make_group(const GroupSpec& s, Devices devices) {
   auto progress = std::make_shared<GroupProgress>(s.progress_record);
   std::shared_ptr<ProcessGroup> group;
   switch (s.backend) {
-    case Backend::Gloo:
+    case CollectivesBackend::kGloo:
       group = make_gloo_group(gloo_store(), s.rank, s.size, s.timeout, s.host, progress);
       break;
-    case Backend::Nccl:
+    case CollectivesBackend::kNccl:
       require_nccl(devices);
       group = create_nccl_group(nccl_store, s.rank, s.size, s.timeout, std::move(devices), {},
                                 progress);
       break;
-    case Backend::Auto: {
+    case CollectivesBackend::kAuto: {
       auto gloo = make_gloo_group(gloo_store(), s.rank, s.size, s.timeout, s.host, progress);
       std::shared_ptr<ProcessGroup> nccl;
       if (s.nccl_at_init && devices.nccl && devices.runtime->device_count() > 0) {

@@ -1,6 +1,6 @@
 //===- dispatch_group.h - One group for host and CUDA buffers ---*- C++ -*-===//
 //
-// Backend::Auto: a ProcessGroup that sends host buffers to a Gloo group and
+// CollectivesBackend::kAuto: a ProcessGroup that sends host buffers to a Gloo group and
 // CUDA buffers to an NCCL group (torch 2.x's "cpu:gloo,cuda:nccl"), each
 // under its own store prefix ("gloo/", "nccl/"). The NCCL group is made at
 // the first CUDA buffer (or at once with nccl_at_init), so a host-only
@@ -23,18 +23,18 @@
 namespace ccrun::collectives {
 
 struct GroupSpec {
-  Backend backend = Backend::Auto;
+  CollectivesBackend backend = CollectivesBackend::kAuto;
   std::shared_ptr<store::Store> store;  // the job's, unprefixed by backend
   int rank = 0, size = 1;
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
   std::string host = "127.0.0.1";  // where Gloo listens
-  bool nccl_at_init = false;       // Backend::Auto: make the NCCL group now
+  bool nccl_at_init = false;       // CollectivesBackend::kAuto: make the NCCL group now
   // Where the group and its subgroups record their calls
   // (progress_writer.h): this process's record, or null for nowhere.
   progress::Record* progress_record = progress::record();
 };
 
-// Throws NotSupportedError, with the reason, when Backend::Nccl cannot work
+// Throws NotSupportedError, with the reason, when CollectivesBackend::kNccl cannot work
 // over `devices` (no NCCL in this build, or no device visible).
 void require_nccl(Devices& devices);
 

@@ -190,7 +190,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  Backend backend() const override { return Backend::Gloo; }
+  CollectivesBackend backend() const override { return CollectivesBackend::kGloo; }
 
   std::shared_ptr<Work> all_reduce(Buffer buf, ReduceOp op) override {
     check_host("all_reduce", buf);
@@ -234,7 +234,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
           });
         }
       }
-      if (op == ReduceOp::Avg) divide(buf.data, buf.count, buf.dtype, size_);
+      if (op == ReduceOp::kAvg) divide(buf.data, buf.count, buf.dtype, size_);
     });
   }
 
@@ -272,7 +272,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
           local_reduce(local(), buf.data, buf.count, elem, reduce_function(buf.dtype, op), root,
                        scratch_);
         }
-        if (rank_ == root && op == ReduceOp::Avg) divide(buf.data, buf.count, buf.dtype, size_);
+        if (rank_ == root && op == ReduceOp::kAvg) divide(buf.data, buf.count, buf.dtype, size_);
         return;
       }
       // Between hosts: the reduce-scatter ring (inputs untouched), then
@@ -302,7 +302,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
           gloo::gather(o);
         });
       }
-      if (rank_ == root && op == ReduceOp::Avg) divide(buf.data, buf.count, buf.dtype, size_);
+      if (rank_ == root && op == ReduceOp::kAvg) divide(buf.data, buf.count, buf.dtype, size_);
     });
   }
 
@@ -388,7 +388,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
                             gloo::Slot::build(kReduceScatterSlotPrefix, next_tag()), timeout_,
                             scratch_);
       }
-      if (op == ReduceOp::Avg) divide(recv.data, recv.count, recv.dtype, size_);
+      if (op == ReduceOp::kAvg) divide(recv.data, recv.count, recv.dtype, size_);
     });
   }
 
@@ -494,7 +494,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
   rules::Call call(const char* op) const { return {op, locus_, rank_, size_}; }
 
   void check_host(const char* op, const Buffer& b) const {
-    rules::check_buffer(call(op), b, DeviceType::Host);
+    rules::check_buffer(call(op), b, DeviceType::kHost);
   }
 
   uint32_t next_tag() { return tag_++; }

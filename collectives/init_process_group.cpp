@@ -18,12 +18,12 @@
 namespace ccrun {
 namespace {
 
-// Every name parse_backend takes; the first of each backend is its own.
-constexpr std::array<NamedValue<Backend>, 4> kBackendNames{{
-    {"auto", Backend::Auto},
-    {"gloo", Backend::Gloo},
-    {"nccl", Backend::Nccl},
-    {"cpu:gloo,cuda:nccl", Backend::Auto},  // torch 2.x's spelling
+// Every name parse_collectives_backend takes; the first of each backend is its own.
+constexpr std::array<NamedValue<CollectivesBackend>, 4> kCollectivesBackendNames{{
+    {"auto", CollectivesBackend::kAuto},
+    {"gloo", CollectivesBackend::kGloo},
+    {"nccl", CollectivesBackend::kNccl},
+    {"cpu:gloo,cuda:nccl", CollectivesBackend::kAuto},  // torch 2.x's spelling
 }};
 
 std::string env_or(const char* name, const std::string& fallback) {
@@ -51,14 +51,14 @@ std::shared_ptr<store::StoreServer> g_server;
 
 }  // namespace
 
-Backend parse_backend(std::string_view name) {
-  if (const auto* b = find_name(kBackendNames, name)) return b->value;
+CollectivesBackend parse_collectives_backend(std::string_view name) {
+  if (const auto* b = find_name(kCollectivesBackendNames, name)) return b->value;
   throw ConfigError("unknown collectives backend \"" + std::string(name) +
-                    "\"; valid: " + names_text(kBackendNames));
+                    "\"; valid: " + names_text(kCollectivesBackendNames));
 }
 
-std::string_view backend_name(Backend backend) {
-  return name_of(kBackendNames, backend, "unknown");
+std::string_view collectives_backend_name(CollectivesBackend backend) {
+  return name_of(kCollectivesBackendNames, backend, "unknown");
 }
 
 bool nccl_available() {
@@ -73,7 +73,7 @@ std::shared_ptr<ProcessGroup> init_process_group(InitOptions o) {
 namespace collectives {
 
 std::shared_ptr<ProcessGroup> init_process_group_with(InitOptions o, Devices devices) {
-  if (o.backend == Backend::Nccl) require_nccl(devices);
+  if (o.backend == CollectivesBackend::kNccl) require_nccl(devices);
   int rank = env_int("RANK", o.rank);
   int size = env_int("WORLD_SIZE", o.world_size);
   std::shared_ptr<store::Store> store;

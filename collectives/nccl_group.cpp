@@ -101,7 +101,7 @@ class NcclGroup : public ProcessGroup {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  Backend backend() const override { return Backend::Nccl; }
+  CollectivesBackend backend() const override { return CollectivesBackend::kNccl; }
 
   std::shared_ptr<Work> all_reduce(Buffer b, ReduceOp op) override {
     static constexpr const char* kOp = "all_reduce";
@@ -239,7 +239,7 @@ class NcclGroup : public ProcessGroup {
       core_->check(core_->dev.runtime->device_alloc(sizeof(int32_t), &scratch_), kOp);
     }
     return run(kOp, Op::kBarrier, 0, [&](NcclApi& n, Comm c, Stream s) {
-      return n.all_reduce(scratch_, scratch_, 1, DataType::Int32, ReduceOp::Sum, c, s);
+      return n.all_reduce(scratch_, scratch_, 1, DataType::kInt32, ReduceOp::kSum, c, s);
     });
   }
   std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks) override {
@@ -319,11 +319,11 @@ class NcclGroup : public ProcessGroup {
   rules::Call call(const char* op) const { return {op, locus_, rank_, size_}; }
   // Declared CUDA, and really memory of this group's device.
   void check_buffer(const char* op, const Buffer& b) const {
-    rules::check_buffer(call(op), b, DeviceType::Cuda);
+    rules::check_buffer(call(op), b, DeviceType::kCuda);
     if (b.count == 0) return;
     PointerInfo info;
     core_->check(core_->dev.runtime->pointer_info(b.data, &info), op);
-    if (info.kind != DeviceType::Cuda) {
+    if (info.kind != DeviceType::kCuda) {
       throw Error(core_->where(op) + ": the buffer is host memory, though marked CUDA; pass "
                                      "memory from cudaMalloc on cuda:" +
                   std::to_string(core_->device));
@@ -414,7 +414,7 @@ std::pair<int, int> nccl_split_colour(const std::vector<int>& ranks, int rank) {
 }
 
 ReduceOp nccl_reduce_op(ReduceOp op, int size) {
-  return size == 1 && op == ReduceOp::Avg ? ReduceOp::Sum : op;
+  return size == 1 && op == ReduceOp::kAvg ? ReduceOp::kSum : op;
 }
 
 std::shared_ptr<ProcessGroup> create_nccl_group(std::shared_ptr<store::Store> store, int rank,

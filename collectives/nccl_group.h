@@ -7,7 +7,7 @@
 // reason.
 //
 //   auto pg = create_nccl_group(store, rank, size, timeout, default_devices());
-//   pg->all_reduce({dptr, n, DataType::Float32, DeviceType::Cuda})->wait();
+//   pg->all_reduce({dptr, n, DataType::kFloat32, DeviceType::kCuda})->wait();
 //
 //===----------------------------------------------------------------------===//
 #pragma once

@@ -94,11 +94,11 @@ struct Max { template <typename C> C operator()(C x, C y) const { return std::ma
 template <typename E>
 ReduceFn for_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum:
-    case ReduceOp::Avg: return &apply<E, Sum>;
-    case ReduceOp::Prod: return &apply<E, Prod>;
-    case ReduceOp::Min: return &apply<E, Min>;
-    case ReduceOp::Max: return &apply<E, Max>;
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: return &apply<E, Sum>;
+    case ReduceOp::kProd: return &apply<E, Prod>;
+    case ReduceOp::kMin: return &apply<E, Min>;
+    case ReduceOp::kMax: return &apply<E, Max>;
   }
   return &apply<E, Sum>;
 }
@@ -114,28 +114,28 @@ void divide_as(void* data, size_t n, int d) {
 
 ReduceFn reduce_function(DataType dtype, ReduceOp op) {
   switch (dtype) {
-    case DataType::Int8: return for_op<Num<int8_t>>(op);
-    case DataType::UInt8: return for_op<Num<uint8_t>>(op);
-    case DataType::Int32: return for_op<Num<int32_t>>(op);
-    case DataType::Int64: return for_op<Num<int64_t>>(op);
-    case DataType::Float16: return for_op<Half>(op);
-    case DataType::BFloat16: return for_op<BHalf>(op);
-    case DataType::Float32: return for_op<Num<float>>(op);
-    case DataType::Float64: return for_op<Num<double>>(op);
+    case DataType::kInt8: return for_op<Num<int8_t>>(op);
+    case DataType::kUInt8: return for_op<Num<uint8_t>>(op);
+    case DataType::kInt32: return for_op<Num<int32_t>>(op);
+    case DataType::kInt64: return for_op<Num<int64_t>>(op);
+    case DataType::kFloat16: return for_op<Half>(op);
+    case DataType::kBFloat16: return for_op<BHalf>(op);
+    case DataType::kFloat32: return for_op<Num<float>>(op);
+    case DataType::kFloat64: return for_op<Num<double>>(op);
   }
   return nullptr;
 }
 
 void divide(void* data, size_t n, DataType dtype, int d) {
   switch (dtype) {
-    case DataType::Int8: return divide_as<Num<int8_t>>(data, n, d);
-    case DataType::UInt8: return divide_as<Num<uint8_t>>(data, n, d);
-    case DataType::Int32: return divide_as<Num<int32_t>>(data, n, d);
-    case DataType::Int64: return divide_as<Num<int64_t>>(data, n, d);
-    case DataType::Float16: return divide_as<Half>(data, n, d);
-    case DataType::BFloat16: return divide_as<BHalf>(data, n, d);
-    case DataType::Float32: return divide_as<Num<float>>(data, n, d);
-    case DataType::Float64: return divide_as<Num<double>>(data, n, d);
+    case DataType::kInt8: return divide_as<Num<int8_t>>(data, n, d);
+    case DataType::kUInt8: return divide_as<Num<uint8_t>>(data, n, d);
+    case DataType::kInt32: return divide_as<Num<int32_t>>(data, n, d);
+    case DataType::kInt64: return divide_as<Num<int64_t>>(data, n, d);
+    case DataType::kFloat16: return divide_as<Half>(data, n, d);
+    case DataType::kBFloat16: return divide_as<BHalf>(data, n, d);
+    case DataType::kFloat32: return divide_as<Num<float>>(data, n, d);
+    case DataType::kFloat64: return divide_as<Num<double>>(data, n, d);
   }
 }
 
@@ -144,14 +144,14 @@ void divide(void* data, size_t n, DataType dtype, int d) {
 namespace ccrun {
 size_t element_size(DataType t) {
   switch (t) {
-    case DataType::Int8:
-    case DataType::UInt8: return 1;
-    case DataType::Float16:
-    case DataType::BFloat16: return 2;
-    case DataType::Int32:
-    case DataType::Float32: return 4;
-    case DataType::Int64:
-    case DataType::Float64: return 8;
+    case DataType::kInt8:
+    case DataType::kUInt8: return 1;
+    case DataType::kFloat16:
+    case DataType::kBFloat16: return 2;
+    case DataType::kInt32:
+    case DataType::kFloat32: return 4;
+    case DataType::kInt64:
+    case DataType::kFloat64: return 8;
   }
   return 1;
 }

@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   try {
     const char* lr_env = std::getenv("LOCAL_RANK");
     cuda_check(cudaSetDevice(lr_env ? std::atoi(lr_env) : 0), "cudaSetDevice(LOCAL_RANK)");
-    auto pg = ccrun::init_process_group();  // Backend::Auto: host to Gloo, CUDA to NCCL
+    auto pg = ccrun::init_process_group();  // CollectivesBackend::kAuto: host to Gloo, CUDA to NCCL
     const int rank = pg->rank(), world = pg->size();
 
     // The same data on every worker; this worker keeps rows [begin, end).
@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
       blas_check(cublasDgemv(h, CUBLAS_OP_T, features, rows, one, dx, features, dw, 1, minus_one, dr, 1), "gemv Xw");
       blas_check(cublasDgemv(h, CUBLAS_OP_N, features, rows, one, dx, features, dr, 1, zero, dgrad, 1), "gemv X^T r");
       blas_check(cublasDdot(h, rows, dr, 1, dr, 1, dgrad + features), "dot");
-      pg->all_reduce({dgrad, size_t(features + 1), ccrun::DataType::Float64, ccrun::DeviceType::Cuda})->wait();
+      pg->all_reduce({dgrad, size_t(features + 1), ccrun::DataType::kFloat64, ccrun::DeviceType::kCuda})->wait();
       blas_check(cublasDaxpy(h, features, step_size, dgrad, 1, dw, 1), "axpy");  // w -= lr/n grad
       if (step == 0 || (step + 1) % 100 == 0 || step + 1 == steps) {
         cuda_check(cudaMemcpy(&loss, dgrad + features, sizeof loss, cudaMemcpyDeviceToHost), "copy loss");
@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
     }
     // Host buffers go to Gloo in the same group.
     std::vector<int64_t> seen{int64_t(rows) * steps};
-    pg->all_reduce({seen.data(), 1, ccrun::DataType::Int64})->wait();
+    pg->all_reduce({seen.data(), 1, ccrun::DataType::kInt64})->wait();
 
     std::vector<double> w(features);
     cuda_check(cudaMemcpy(w.data(), dw, sizeof(double) * features, cudaMemcpyDeviceToHost), "copy w");

@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
         grad[features] += p - y[s];
         grad[features + 1] += -(y[s] * std::log(p + 1e-12) + (1 - y[s]) * std::log(1 - p + 1e-12));
       }
-      pg->all_reduce({grad.data(), grad.size(), ccrun::DataType::Float64})->wait();
+      pg->all_reduce({grad.data(), grad.size(), ccrun::DataType::kFloat64})->wait();
       for (int f = 0; f <= features; ++f) w[f] -= lr * grad[f] / samples;
       if (rank == 0 && (step + 1) % 50 == 0) {
         std::printf("step %d: loss %.4f\n", step + 1, grad[features + 1] / samples);

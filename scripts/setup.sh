@@ -24,11 +24,11 @@ packages=(
   etcd-server libssl-dev openssl
   clang libclang-rt-14-dev
   ccache etcd-server openssh-server
-  elfutils  # eu-stack: every rank's native stack in a hang verdict (issue 17)
-  python3-matplotlib  # scripts/plot_bench.py: the benchmarks' figures in docs/ (issue 22)
-  python3-yaml  # tests/launcher/test_kubernetes.py reads the manifests of configs/k8s/ (issue 22)
-  libhwloc-dev  # --numa-binding reads the CPUs, caches, NUMA nodes and GPUs with hwloc (issue 20)
-  # The Debian packages (issue 22, tests/integration/test_package.py): help2man makes the man
+  elfutils  # eu-stack: every rank's native stack in a hang verdict
+  python3-matplotlib  # scripts/plot_bench.py: the benchmarks' figures in docs/
+  python3-yaml  # tests/launcher/test_kubernetes.py reads the manifests of configs/k8s/
+  libhwloc-dev  # --numa-binding reads the CPUs, caches, NUMA nodes and GPUs with hwloc
+  # The Debian packages (tests/integration/test_package.py): help2man makes the man
   # pages at build time, file and dpkg-dev's dpkg-shlibdeps serve CPack's DEB generator,
   # lintian checks the packages, man-db reads the pages, systemd's systemd-analyze verifies
   # the ccrun-rendezvous unit (no running systemd needed).

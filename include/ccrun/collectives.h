@@ -9,8 +9,8 @@
 //
 //   auto pg = ccrun::init_process_group();            // RANK, WORLD_SIZE, ...
 //   std::vector<float> grad(n);
-//   pg->all_reduce({grad.data(), grad.size(), ccrun::DataType::Float32},
-//                  ccrun::ReduceOp::Avg)->wait();
+//   pg->all_reduce({grad.data(), grad.size(), ccrun::DataType::kFloat32},
+//                  ccrun::ReduceOp::kAvg)->wait();
 //
 // Every operation returns at once with a Work; the group's own thread runs
 // operations in the order they were issued. Work::wait() blocks until this
@@ -37,35 +37,37 @@
 
 namespace ccrun {
 
-enum class DataType { Int8, UInt8, Int32, Int64, Float16, BFloat16, Float32, Float64 };
-enum class ReduceOp { Sum, Prod, Min, Max, Avg };  // Avg on integers truncates
-enum class DeviceType { Host, Cuda };
+enum class DataType { kInt8, kUInt8, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64 };
+enum class ReduceOp { kSum, kProd, kMin, kMax, kAvg };  // kAvg on integers truncates
+enum class DeviceType { kHost, kCuda };
 
-// The backend a group runs on. Chosen once, at init_process_group.
-enum class Backend {
-  Auto,  // "auto" (alias "cpu:gloo,cuda:nccl"): host buffers to Gloo, CUDA buffers to NCCL
-  Gloo,  // "gloo": host buffers only
-  Nccl,  // "nccl": CUDA buffers only; needs nccl_available()
+// The collectives backend a group runs on (not to be confused with
+// rendezvous::Backend, how the agents meet). Chosen once, at
+// init_process_group.
+enum class CollectivesBackend {
+  kAuto,  // "auto" (alias "cpu:gloo,cuda:nccl"): host buffers to Gloo, CUDA buffers to NCCL
+  kGloo,  // "gloo": host buffers only
+  kNccl,  // "nccl": CUDA buffers only; needs nccl_available()
 };
 
 // The backend a name means ("auto", "cpu:gloo,cuda:nccl", "gloo", "nccl");
 // throws ConfigError naming the valid ones for any other.
-Backend parse_backend(std::string_view name);
+CollectivesBackend parse_collectives_backend(std::string_view name);
 // The canonical name: "auto", "gloo" or "nccl".
-std::string_view backend_name(Backend backend);
+std::string_view collectives_backend_name(CollectivesBackend backend);
 
 // Bytes of one element of `t`.
 size_t element_size(DataType t);
 
 // A buffer the caller owns and keeps alive until the operation's Work is done.
 // `device` says where it lives, as a tensor's device does; a group with
-// Backend::Auto routes by it (Host to Gloo, Cuda to NCCL), and the NCCL
+// CollectivesBackend::kAuto routes by it (kHost to Gloo, kCuda to NCCL), and the NCCL
 // backend checks that a Cuda buffer really is memory of its device.
 struct Buffer {
   void* data;
   size_t count;  // elements
   DataType dtype;
-  DeviceType device = DeviceType::Host;
+  DeviceType device = DeviceType::kHost;
 };
 
 // The completion of one operation on this rank.
@@ -80,13 +82,14 @@ class Work {
 };
 
 struct InitOptions {
-  // Auto: one group for both kinds of buffers (Gloo for host, NCCL for
-  // CUDA); Gloo or Nccl: that backend only. From a string: parse_backend.
-  Backend backend = Backend::Auto;
+  // kAuto: one group for both kinds of buffers (Gloo for host, NCCL for
+  // CUDA); kGloo or kNccl: that backend only. From a string:
+  // parse_collectives_backend.
+  CollectivesBackend backend = CollectivesBackend::kAuto;
   std::string init_method = "env://";  // "env://", "tcp://host:port", "file:///path"
   int rank = -1, world_size = -1;      // -1: from the environment (RANK, WORLD_SIZE)
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
-  // Backend::Auto only. false (the default): the NCCL communicator is made
+  // CollectivesBackend::kAuto only. false (the default): the NCCL communicator is made
   // at the group's first operation on CUDA buffers, so a program that never
   // passes one never touches CUDA or NCCL. true: made at init when a CUDA
   // device is visible (needed when a rank's first CUDA operation is a
@@ -99,14 +102,14 @@ class ProcessGroup {
   virtual ~ProcessGroup() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual Backend backend() const = 0;
+  virtual CollectivesBackend backend() const = 0;
 
   // In place: every rank's buf becomes the reduction of all ranks' bufs.
-  virtual std::shared_ptr<Work> all_reduce(Buffer buf, ReduceOp op = ReduceOp::Sum) = 0;
+  virtual std::shared_ptr<Work> all_reduce(Buffer buf, ReduceOp op = ReduceOp::kSum) = 0;
   // In place: every rank's buf becomes root's.
   virtual std::shared_ptr<Work> broadcast(Buffer buf, int root) = 0;
   // In place on root; other ranks' buffers are left unchanged.
-  virtual std::shared_ptr<Work> reduce(Buffer buf, int root, ReduceOp op = ReduceOp::Sum) = 0;
+  virtual std::shared_ptr<Work> reduce(Buffer buf, int root, ReduceOp op = ReduceOp::kSum) = 0;
   // recv.count == size() * send.count; rank i's send lands at i * send.count.
   virtual std::shared_ptr<Work> all_gather(Buffer send, Buffer recv) = 0;
   // recv used on root only (size() * send.count).
@@ -115,7 +118,7 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> scatter(Buffer send, Buffer recv, int root) = 0;
   // send.count == size() * recv.count; rank i receives the reduction of slice i.
   virtual std::shared_ptr<Work> reduce_scatter(Buffer send, Buffer recv,
-                                               ReduceOp op = ReduceOp::Sum) = 0;
+                                               ReduceOp op = ReduceOp::kSum) = 0;
   // Equal splits: send.count == recv.count == size() * k.
   virtual std::shared_ptr<Work> all_to_all(Buffer send, Buffer recv) = 0;
   // Uneven splits: send_counts[i] elements go to rank i; recv_counts[i] come from it.
@@ -145,8 +148,8 @@ std::shared_ptr<ProcessGroup> create_gloo_group(std::shared_ptr<store::Store> st
 // Creates no CUDA context.
 bool nccl_available();
 
-// Bootstraps the default group from options.init_method. Backend::Nccl
-// needs nccl_available(); Backend::Auto works everywhere (its CUDA buffers
+// Bootstraps the default group from options.init_method. CollectivesBackend::kNccl
+// needs nccl_available(); CollectivesBackend::kAuto works everywhere (its CUDA buffers
 // need nccl_available() when they come).
 std::shared_ptr<ProcessGroup> init_process_group(InitOptions options = {});
 

@@ -22,7 +22,9 @@
 
 namespace ccrun::rendezvous {
 
-// How the agents of a job find each other.
+// How the agents of a job find each other (the rendezvous backend; the
+// collectives backend a worker's process group runs on is
+// ccrun::CollectivesBackend, include/ccrun/collectives.h).
 enum class Backend {
   kStatic,  // "static": node ranks given; node 0 hosts the store at master_addr:master_port
   kC10d,    // "c10d": dynamic rounds on a ccrun store at the endpoint (torchrun's name)

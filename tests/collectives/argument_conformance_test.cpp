@@ -31,7 +31,7 @@ struct Case {
   const char* expect;  // what the error says after "<op> on <group>: "
 };
 
-Buffer f32(const Alloc& a, size_t n) { return a(n, DataType::Float32); }
+Buffer f32(const Alloc& a, size_t n) { return a(n, DataType::kFloat32); }
 
 // Every case runs on a group of 2 and fails on every rank before any rank
 // communicates, so the ranks need not agree on anything.
@@ -57,7 +57,7 @@ const std::vector<Case>& cases() {
       {"all_gather recv too small", [](ProcessGroup& pg, const Alloc& a) { pg.all_gather(f32(a, 4), f32(a, 7)); },
        "recv holds 7 elements; it must hold 8"},
       {"all_gather data types differ",
-       [](ProcessGroup& pg, const Alloc& a) { pg.all_gather(f32(a, 4), a(8, DataType::Int32)); },
+       [](ProcessGroup& pg, const Alloc& a) { pg.all_gather(f32(a, 4), a(8, DataType::kInt32)); },
        "send and recv have different data types"},
       {"reduce_scatter send wrong size",
        [](ProcessGroup& pg, const Alloc& a) { pg.reduce_scatter(f32(a, 5), f32(a, 4)); },
@@ -123,7 +123,7 @@ TEST_CASE("argument rules: Gloo and NCCL refuse the same calls with the same wor
         auto* mine = &host_memory[size_t(r)];
         return [mine](size_t n, DataType t) {
           mine->emplace_back(n * element_size(t) + 1);
-          return Buffer{mine->back().data(), n, t, DeviceType::Host};
+          return Buffer{mine->back().data(), n, t, DeviceType::kHost};
         };
       });
 
@@ -133,7 +133,7 @@ TEST_CASE("argument rules: Gloo and NCCL refuse the same calls with the same wor
       [&](int r) { return collectives::create_nccl_group(nccl_store, r, 2, 20s, cuda->devices_for_rank()); },
       [&](int r) -> Alloc {
         return [cuda, r](size_t n, DataType t) {
-          return Buffer{cuda->alloc_bytes(n * element_size(t) + 1, r), n, t, DeviceType::Cuda};
+          return Buffer{cuda->alloc_bytes(n * element_size(t) + 1, r), n, t, DeviceType::kCuda};
         };
       });
 

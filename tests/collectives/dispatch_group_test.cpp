@@ -1,8 +1,8 @@
-// The default group (Backend::Auto) on CPU: host buffers through the real
+// The default group (CollectivesBackend::kAuto) on CPU: host buffers through the real
 // Gloo group, CUDA buffers through the NCCL group over the fake CUDA and
 // NCCL of fake_nccl.h, ranks as threads over one HashStore. The fake says
-// GPUs are visible, as on the machine of issue 10 (2), where the old "auto
-// means NCCL when a GPU is visible" broke every host-buffer program.
+// GPUs are visible: choosing NCCL for the whole group whenever a GPU is
+// visible would break every host-buffer program on such a machine.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -40,7 +40,7 @@ void run_auto_ranks(std::shared_ptr<FakeCuda> cuda, int size,
         spec.timeout = timeout;
         spec.nccl_at_init = nccl_at_init;
         auto pg = collectives::make_group(spec, cuda->devices_for_rank());
-        REQUIRE(pg->backend() == Backend::Auto);
+        REQUIRE(pg->backend() == CollectivesBackend::kAuto);
         fn(r, *pg);
       } catch (...) {
         errors[size_t(r)] = std::current_exception();
@@ -59,17 +59,17 @@ void run_auto_ranks(std::shared_ptr<FakeCuda> cuda, int size,
 TEST_CASE("auto group: host buffers go to Gloo even with a GPU visible, and never touch NCCL",
           "[collectives][dispatch]") {
   // One fake GPU for two ranks: had the host buffers gone to NCCL, its
-  // init would fail with "Duplicate GPU detected" (issue 10 (2)).
+  // init would fail with "Duplicate GPU detected".
   auto cuda = std::make_shared<FakeCuda>(1);
   run_auto_ranks(cuda, 2, [&](int r, ProcessGroup& pg) {
     std::vector<float> v(1000, float(r + 1));
-    pg.all_reduce({v.data(), v.size(), DataType::Float32}, ReduceOp::Sum)->wait();
+    pg.all_reduce({v.data(), v.size(), DataType::kFloat32}, ReduceOp::kSum)->wait();
     REQUIRE(v[999] == 3.0f);
     std::vector<float> all(2000);
-    pg.all_gather({v.data(), v.size(), DataType::Float32}, {all.data(), all.size(), DataType::Float32})->wait();
+    pg.all_gather({v.data(), v.size(), DataType::kFloat32}, {all.data(), all.size(), DataType::kFloat32})->wait();
     pg.barrier()->wait();
     auto sub = pg.new_group({1});
-    if (r == 1) sub->all_reduce({v.data(), v.size(), DataType::Float32})->wait();
+    if (r == 1) sub->all_reduce({v.data(), v.size(), DataType::kFloat32})->wait();
   });
   CHECK(cuda->comm_inits == 0);
   CHECK(cuda->collectives == 0);
@@ -77,10 +77,10 @@ TEST_CASE("auto group: host buffers go to Gloo even with a GPU visible, and neve
   // And CUDA buffers there fail with NCCL's reason, host ones still work.
   run_auto_ranks(cuda, 2, [&](int r, ProcessGroup& pg) {
     float* d = cuda->alloc<float>(4, 0);
-    CHECK_THROWS_WITH(pg.all_reduce({d, 4, DataType::Float32, DeviceType::Cuda}),
+    CHECK_THROWS_WITH(pg.all_reduce({d, 4, DataType::kFloat32, DeviceType::kCuda}),
                       Catch::Contains("Duplicate GPU detected"));
     std::vector<int32_t> v(4, r);
-    pg.all_reduce({v.data(), v.size(), DataType::Int32})->wait();
+    pg.all_reduce({v.data(), v.size(), DataType::kInt32})->wait();
     REQUIRE(v[0] == 1);
   });
 }
@@ -89,20 +89,20 @@ TEST_CASE("auto group: CUDA buffers go to NCCL, made at the first one", "[collec
   auto cuda = std::make_shared<FakeCuda>(2);
   run_auto_ranks(cuda, 2, [&](int r, ProcessGroup& pg) {
     std::vector<double> h(3, double(r + 1));
-    pg.all_reduce({h.data(), h.size(), DataType::Float64}, ReduceOp::Avg)->wait();
+    pg.all_reduce({h.data(), h.size(), DataType::kFloat64}, ReduceOp::kAvg)->wait();
     REQUIRE(h[0] == 1.5);
     REQUIRE(cuda->comm_inits == 0);  // not before the first CUDA buffer
     pg.barrier()->wait();
 
     double* d = cuda->alloc<double>(3, r);
     std::fill(d, d + 3, double(r + 1));
-    pg.all_reduce({d, 3, DataType::Float64, DeviceType::Cuda}, ReduceOp::Avg)->wait();
+    pg.all_reduce({d, 3, DataType::kFloat64, DeviceType::kCuda}, ReduceOp::kAvg)->wait();
     REQUIRE(d[2] == 1.5);
     REQUIRE(cuda->comm_inits == 2);
 
     // Both kinds in one program, interleaved; each backend in its order.
-    auto wh = pg.all_reduce({h.data(), h.size(), DataType::Float64}, ReduceOp::Sum);
-    auto wd = pg.all_reduce({d, 3, DataType::Float64, DeviceType::Cuda}, ReduceOp::Sum);
+    auto wh = pg.all_reduce({h.data(), h.size(), DataType::kFloat64}, ReduceOp::kSum);
+    auto wd = pg.all_reduce({d, 3, DataType::kFloat64, DeviceType::kCuda}, ReduceOp::kSum);
     wd->wait();
     wh->wait();
     REQUIRE(h[1] == 3.0);
@@ -110,11 +110,11 @@ TEST_CASE("auto group: CUDA buffers go to NCCL, made at the first one", "[collec
 
     // One operation runs on one backend: mixed buffers are refused.
     double* all = cuda->alloc<double>(6, r);
-    CHECK_THROWS_WITH(pg.all_gather({h.data(), 3, DataType::Float64},
-                                    {all, 6, DataType::Float64, DeviceType::Cuda}),
+    CHECK_THROWS_WITH(pg.all_gather({h.data(), 3, DataType::kFloat64},
+                                    {all, 6, DataType::kFloat64, DeviceType::kCuda}),
                       Catch::Contains("send is a host buffer and recv a CUDA one"));
-    pg.all_gather({d, 3, DataType::Float64, DeviceType::Cuda},
-                  {all, 6, DataType::Float64, DeviceType::Cuda})->wait();
+    pg.all_gather({d, 3, DataType::kFloat64, DeviceType::kCuda},
+                  {all, 6, DataType::kFloat64, DeviceType::kCuda})->wait();
     REQUIRE(all[5] == 3.0);
   });
   CHECK(cuda->comm_inits == 2);  // one communicator per rank, made once
@@ -128,7 +128,7 @@ TEST_CASE("auto group: a rank that skips the first CUDA operation is named, not 
       [&](int r, ProcessGroup& pg) {
         if (r == 1) return;  // never passes a CUDA buffer
         float* d = cuda->alloc<float>(1, r);
-        CHECK_THROWS_WITH(pg.all_reduce({d, 1, DataType::Float32, DeviceType::Cuda}),
+        CHECK_THROWS_WITH(pg.all_reduce({d, 1, DataType::kFloat32, DeviceType::kCuda}),
                           Catch::Contains("rank(s) 1 of this group did not come"));
       },
       false, 300ms);
@@ -142,7 +142,7 @@ TEST_CASE("auto group: new_group splits both backends", "[collectives][dispatch]
     auto early = pg.new_group({0, 2});
     float* d = cuda->alloc<float>(1, r);
     d[0] = float(r);
-    pg.all_reduce({d, 1, DataType::Float32, DeviceType::Cuda})->wait();  // makes the parent's
+    pg.all_reduce({d, 1, DataType::kFloat32, DeviceType::kCuda})->wait();  // makes the parent's
     REQUIRE(d[0] == 3.0f);
     // After: split from the parent's communicator.
     auto late = pg.new_group({2, 1});
@@ -150,20 +150,20 @@ TEST_CASE("auto group: new_group splits both backends", "[collectives][dispatch]
     REQUIRE(bool(late) == (r != 0));
     std::vector<float> h(1, float(r));
     if (early) {
-      REQUIRE(early->backend() == Backend::Auto);
+      REQUIRE(early->backend() == CollectivesBackend::kAuto);
       d[0] = float(r);
-      early->all_reduce({d, 1, DataType::Float32, DeviceType::Cuda})->wait();
+      early->all_reduce({d, 1, DataType::kFloat32, DeviceType::kCuda})->wait();
       REQUIRE(d[0] == 2.0f);
-      early->all_reduce({h.data(), 1, DataType::Float32})->wait();
+      early->all_reduce({h.data(), 1, DataType::kFloat32})->wait();
       REQUIRE(h[0] == 2.0f);
     }
     if (late) {
       REQUIRE(late->rank() == (r == 2 ? 0 : 1));
       d[0] = float(r);
-      late->all_reduce({d, 1, DataType::Float32, DeviceType::Cuda})->wait();
+      late->all_reduce({d, 1, DataType::kFloat32, DeviceType::kCuda})->wait();
       REQUIRE(d[0] == 3.0f);
       h[0] = float(r);
-      late->all_reduce({h.data(), 1, DataType::Float32})->wait();
+      late->all_reduce({h.data(), 1, DataType::kFloat32})->wait();
       REQUIRE(h[0] == 3.0f);
     }
   });
@@ -180,10 +180,10 @@ TEST_CASE("auto group: nccl_at_init makes the communicator at once", "[collectiv
         // A send/recv as the first CUDA operation works: every rank joined.
         float* d = cuda->alloc<float>(1, r);
         d[0] = 7;
-        if (r == 0) pg.send({d, 1, DataType::Float32, DeviceType::Cuda}, 1)->wait();
+        if (r == 0) pg.send({d, 1, DataType::kFloat32, DeviceType::kCuda}, 1)->wait();
         if (r == 1) {
           d[0] = 0;
-          pg.recv({d, 1, DataType::Float32, DeviceType::Cuda}, 0)->wait();
+          pg.recv({d, 1, DataType::kFloat32, DeviceType::kCuda}, 0)->wait();
           REQUIRE(d[0] == 7.0f);
         }
       },
@@ -194,8 +194,8 @@ TEST_CASE("auto group: without a GPU, CUDA buffers fail with the reason", "[coll
   auto cuda = std::make_shared<FakeCuda>(0);
   run_auto_ranks(cuda, 1, [&](int, ProcessGroup& pg) {
     std::vector<float> h(2, 1.0f);
-    pg.all_reduce({h.data(), 2, DataType::Float32})->wait();
-    CHECK_THROWS_AS(pg.all_reduce({h.data(), 2, DataType::Float32, DeviceType::Cuda}),
+    pg.all_reduce({h.data(), 2, DataType::kFloat32})->wait();
+    CHECK_THROWS_AS(pg.all_reduce({h.data(), 2, DataType::kFloat32, DeviceType::kCuda}),
                     NotSupportedError);
   });
   // A build without NCCL says so.
@@ -204,6 +204,6 @@ TEST_CASE("auto group: without a GPU, CUDA buffers fail with the reason", "[coll
   spec.store = std::make_shared<store::HashStore>();
   auto pg = collectives::make_group(spec, {cuda->devices_for_rank().runtime, nullptr});
   float x = 1;
-  CHECK_THROWS_WITH(pg->all_reduce({&x, 1, DataType::Float32, DeviceType::Cuda}),
+  CHECK_THROWS_WITH(pg->all_reduce({&x, 1, DataType::kFloat32, DeviceType::kCuda}),
                     Catch::Contains("this build has none"));
 }

@@ -10,12 +10,11 @@
 //   - pointer_info says "CUDA, device d" for memory from alloc(), "host"
 //     for anything else;
 //   - ncclCommInitRank blocks until every rank joined, and refuses two
-//     ranks of one communicator on one device ("Duplicate GPU detected",
-//     issue 10 (2));
+//     ranks of one communicator on one device ("Duplicate GPU detected");
 //   - at one rank, Avg on floating types runs NCCL 2.28's one-rank kernel
 //     split (src/device/onerank.cu): blocks of alignUp(n / blocks, 16 /
 //     elem) elements, which leave the tail of an out-of-place result
-//     unwritten for some counts (issue 10 (3));
+//     unwritten for some counts (docs/collectives.md);
 //   - an operation no peer joins stays pending (timeouts); abort and
 //     injected asynchronous errors are counted and reported.
 // Every call is logged per rank (trace()) for stream-ordering checks.
@@ -123,8 +122,8 @@ class FakeCuda : public std::enable_shared_from_this<FakeCuda> {
     const void* send = nullptr;
     void* recv = nullptr;
     size_t count = 0;
-    DataType dtype = DataType::Float32;
-    ReduceOp op = ReduceOp::Sum;
+    DataType dtype = DataType::kFloat32;
+    ReduceOp op = ReduceOp::kSum;
     int root = 0;
   };
   struct Slot {
@@ -181,7 +180,7 @@ class FakeCuda : public std::enable_shared_from_this<FakeCuda> {
     if (it == allocations_.begin()) return {};
     --it;
     if (a >= it->first + it->second.first) return {};
-    return PointerInfo{DeviceType::Cuda, it->second.second};
+    return PointerInfo{DeviceType::kCuda, it->second.second};
   }
 
   // Runs a collective whose every part arrived (caller holds mu_).
@@ -206,16 +205,16 @@ class FakeCuda : public std::enable_shared_from_this<FakeCuda> {
         fn(acc.data(), acc.data(), static_cast<const char*>(s.parts[size_t(r)].send) + offset * es,
            count);
       }
-      if (p0.op == ReduceOp::Avg) divide(acc.data(), count, p0.dtype, nr);
+      if (p0.op == ReduceOp::kAvg) divide(acc.data(), count, p0.dtype, nr);
       return acc;
     };
     // What NCCL 2.28's one-rank path writes: Avg on floating types goes
     // through its kernel's block split; every other op is a copy.
     auto write = [&](void* dst, const std::vector<char>& v, const void* src, size_t count) {
       size_t written = count;
-      bool floating = p0.dtype == DataType::Float16 || p0.dtype == DataType::BFloat16 ||
-                      p0.dtype == DataType::Float32 || p0.dtype == DataType::Float64;
-      if (nr == 1 && p0.op == ReduceOp::Avg && floating && dst != src && count > 0) {
+      bool floating = p0.dtype == DataType::kFloat16 || p0.dtype == DataType::kBFloat16 ||
+                      p0.dtype == DataType::kFloat32 || p0.dtype == DataType::kFloat64;
+      if (nr == 1 && p0.op == ReduceOp::kAvg && floating && dst != src && count > 0) {
         size_t blocks = std::min<size_t>(32, (count * es + (16 << 10) - 1) / (16 << 10));
         size_t per_pack = 16 / es;
         size_t per_block = (count / blocks + per_pack - 1) / per_pack * per_pack;
@@ -481,7 +480,7 @@ class FakeNccl : public NcclApi {
   }
   NcclResult broadcast(const void* send, void* recv, size_t count, DataType t, int root, Comm c,
                        Stream s) override {
-    return collective(c, s, {"broadcast", send, recv, count, t, ReduceOp::Sum, root});
+    return collective(c, s, {"broadcast", send, recv, count, t, ReduceOp::kSum, root});
   }
   NcclResult reduce(const void* send, void* recv, size_t count, DataType t, ReduceOp op, int root,
                     Comm c, Stream s) override {
@@ -489,7 +488,7 @@ class FakeNccl : public NcclApi {
   }
   NcclResult all_gather(const void* send, void* recv, size_t count, DataType t, Comm c,
                         Stream s) override {
-    return collective(c, s, {"all_gather", send, recv, count, t, ReduceOp::Sum, 0});
+    return collective(c, s, {"all_gather", send, recv, count, t, ReduceOp::kSum, 0});
   }
   NcclResult reduce_scatter(const void* send, void* recv, size_t count, DataType t, ReduceOp op,
                             Comm c, Stream s) override {

@@ -78,19 +78,19 @@ TEST_CASE("Gloo group: each call is recorded in the rank's slot, completed after
   run_ranks(kSize, records, gloo_world(store, kSize), [&](int r, ProcessGroup& pg) {
     const progress::GroupSlot& s = records[size_t(r)]->groups[0];
     std::vector<float> v(100, float(r));
-    pg.all_reduce({v.data(), v.size(), DataType::Float32})->wait();
+    pg.all_reduce({v.data(), v.size(), DataType::kFloat32})->wait();
     check_last(s, 1, Op::kAllReduce, 100);
-    pg.broadcast({v.data(), 10, DataType::Float32}, 0)->wait();
+    pg.broadcast({v.data(), 10, DataType::kFloat32}, 0)->wait();
     check_last(s, 2, Op::kBroadcast, 10);
     std::vector<float> all(300);
-    pg.all_gather({v.data(), 100, DataType::Float32}, {all.data(), 300, DataType::Float32})->wait();
+    pg.all_gather({v.data(), 100, DataType::kFloat32}, {all.data(), 300, DataType::kFloat32})->wait();
     check_last(s, 3, Op::kAllGather, 100);
     // The equal-split all_to_all is one call, recorded once.
     std::vector<float> out(300);
-    pg.all_to_all({all.data(), 300, DataType::Float32}, {out.data(), 300, DataType::Float32})->wait();
+    pg.all_to_all({all.data(), 300, DataType::kFloat32}, {out.data(), 300, DataType::kFloat32})->wait();
     check_last(s, 4, Op::kAllToAll, 300);
     // Two in flight: the second wait leaves both completed.
-    auto a = pg.all_reduce({v.data(), 5, DataType::Float32});
+    auto a = pg.all_reduce({v.data(), 5, DataType::kFloat32});
     auto b = pg.barrier();
     CHECK(s.issued.load() == 6);
     CHECK(s.op.load() == uint32_t(Op::kBarrier));
@@ -117,8 +117,8 @@ TEST_CASE("Gloo group: a subgroup gets a slot on its members only, with the same
     REQUIRE(bool(sub) == (r != 1));
     int32_t x = r;
     if (sub) {
-      sub->all_reduce({&x, 1, DataType::Int32})->wait();
-      sub->all_reduce({&x, 1, DataType::Int32})->wait();
+      sub->all_reduce({&x, 1, DataType::kInt32})->wait();
+      sub->all_reduce({&x, 1, DataType::kInt32})->wait();
     }
     all->barrier()->wait();
     pg.barrier()->wait();
@@ -150,7 +150,7 @@ TEST_CASE("Gloo group: a failed call stays issued, not completed", "[collectives
   run_ranks(2, records, gloo_world(store, 2, 300ms), [&](int r, ProcessGroup& pg) {
     if (r == 1) return;  // never joins the all_reduce
     int32_t x = 1;
-    CHECK_THROWS(pg.all_reduce({&x, 1, DataType::Int32})->wait());
+    CHECK_THROWS(pg.all_reduce({&x, 1, DataType::kInt32})->wait());
   });
   CHECK(records[0]->groups[0].issued.load() == 1);
   CHECK(records[0]->groups[0].completed.load() == 0);
@@ -176,19 +176,19 @@ TEST_CASE("default group: host and CUDA calls share its one slot, each recorded 
   run_ranks(2, records, make, [&](int r, ProcessGroup& pg) {
     const progress::GroupSlot& s = records[size_t(r)]->groups[0];
     std::vector<float> h(8, 1.0f);
-    pg.all_reduce({h.data(), h.size(), DataType::Float32})->wait();
+    pg.all_reduce({h.data(), h.size(), DataType::kFloat32})->wait();
     check_last(s, 1, Op::kAllReduce, 8);
     float* d = cuda->alloc<float>(4, r);
-    pg.all_reduce({d, 4, DataType::Float32, DeviceType::Cuda})->wait();  // makes the NCCL half
+    pg.all_reduce({d, 4, DataType::kFloat32, DeviceType::kCuda})->wait();  // makes the NCCL half
     check_last(s, 2, Op::kAllReduce, 4);
-    pg.broadcast({d, 3, DataType::Float32, DeviceType::Cuda}, 1)->wait();
+    pg.broadcast({d, 3, DataType::kFloat32, DeviceType::kCuda}, 1)->wait();
     check_last(s, 3, Op::kBroadcast, 3);
     pg.barrier()->wait();
     check_last(s, 4, Op::kBarrier, 0);
     // A subgroup split from both halves: one slot, both halves' calls in it.
     auto sub = pg.new_group({0, 1});
-    sub->all_reduce({d, 2, DataType::Float32, DeviceType::Cuda})->wait();
-    sub->all_reduce({h.data(), 5, DataType::Float32})->wait();
+    sub->all_reduce({d, 2, DataType::kFloat32, DeviceType::kCuda})->wait();
+    sub->all_reduce({h.data(), 5, DataType::kFloat32})->wait();
     check_last(records[size_t(r)]->groups[1], 2, Op::kAllReduce, 5);
   });
   if (!saved.empty()) setenv("LOCAL_RANK", saved.c_str(), 1);
@@ -204,16 +204,16 @@ TEST_CASE("default group: the Gloo and NCCL backends alone record into the world
   std::string saved = std::getenv("LOCAL_RANK") ? std::getenv("LOCAL_RANK") : "";
   unsetenv("LOCAL_RANK");
   auto cuda = std::make_shared<test::FakeCuda>(1);
-  for (Backend backend : {Backend::Gloo, Backend::Nccl}) {
+  for (CollectivesBackend backend : {CollectivesBackend::kGloo, CollectivesBackend::kNccl}) {
     Records records = new_records(1);
     GroupSpec spec;
     spec.backend = backend;
     spec.store = std::make_shared<store::HashStore>();
     spec.progress_record = records[0].get();
     auto pg = make_group(spec, cuda->devices_for_rank());
-    const DeviceType where = backend == Backend::Nccl ? DeviceType::Cuda : DeviceType::Host;
+    const DeviceType where = backend == CollectivesBackend::kNccl ? DeviceType::kCuda : DeviceType::kHost;
     float* d = cuda->alloc<float>(6, 0);
-    pg->all_reduce({d, 6, DataType::Float32, where})->wait();
+    pg->all_reduce({d, 6, DataType::kFloat32, where})->wait();
     pg->barrier()->wait();
     CHECK(records[0]->groups_used.load() == 1);
     check_last(records[0]->groups[0], 2, Op::kBarrier, 0);

@@ -35,14 +35,14 @@ void put(DataType t, unsigned char* dst, int k) {
   static const uint16_t bf16[] = {0x0000, 0x3F80, 0x4000, 0x4040, 0x4080};
   auto store = [&](auto v) { std::memcpy(dst, &v, sizeof v); };
   switch (t) {
-    case DataType::Int8: store(int8_t(k)); break;
-    case DataType::UInt8: store(uint8_t(k)); break;
-    case DataType::Int32: store(int32_t(k)); break;
-    case DataType::Int64: store(int64_t(k)); break;
-    case DataType::Float16: store(half[k]); break;
-    case DataType::BFloat16: store(bf16[k]); break;
-    case DataType::Float32: store(float(k)); break;
-    case DataType::Float64: store(double(k)); break;
+    case DataType::kInt8: store(int8_t(k)); break;
+    case DataType::kUInt8: store(uint8_t(k)); break;
+    case DataType::kInt32: store(int32_t(k)); break;
+    case DataType::kInt64: store(int64_t(k)); break;
+    case DataType::kFloat16: store(half[k]); break;
+    case DataType::kBFloat16: store(bf16[k]); break;
+    case DataType::kFloat32: store(float(k)); break;
+    case DataType::kFloat64: store(double(k)); break;
   }
 }
 
@@ -78,18 +78,18 @@ void require_same_bytes(const std::vector<unsigned char>& got, const std::vector
 
 const char* op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "Sum";
-    case ReduceOp::Prod: return "Prod";
-    case ReduceOp::Min: return "Min";
-    case ReduceOp::Max: return "Max";
-    case ReduceOp::Avg: return "Avg";
+    case ReduceOp::kSum: return "Sum";
+    case ReduceOp::kProd: return "Prod";
+    case ReduceOp::kMin: return "Min";
+    case ReduceOp::kMax: return "Max";
+    case ReduceOp::kAvg: return "Avg";
   }
   return "?";
 }
 
 // A group of one (rank 0 of 1) on `backend`, over a fresh file:// store at
 // `path` (the caller removes it when done).
-std::shared_ptr<ProcessGroup> world_of_one(Backend backend, const std::string& path) {
+std::shared_ptr<ProcessGroup> world_of_one(CollectivesBackend backend, const std::string& path) {
   InitOptions o;
   o.backend = backend;
   std::remove(path.c_str());
@@ -112,16 +112,16 @@ TEST_CASE("nccl: every operation at world size 1", "[collectives][nccl]") {
     return;
   }
   std::string path = "/tmp/ccrun-nccl-test-" + std::to_string(getpid());
-  auto pg = world_of_one(Backend::Nccl, path);
-  REQUIRE(pg->backend() == Backend::Nccl);
+  auto pg = world_of_one(CollectivesBackend::kNccl, path);
+  REQUIRE(pg->backend() == CollectivesBackend::kNccl);
   REQUIRE(pg->size() == 1);
 
   // At world size 1 every reduction (Avg included: x / 1) leaves the data
   // as it was, and every gather or scatter copies it: check each op on each
   // data type byte for byte, with counts 0, 1 and 1M+1.
-  const DataType types[] = {DataType::Int8,    DataType::UInt8,    DataType::Int32,
-                            DataType::Int64,   DataType::Float16,  DataType::BFloat16,
-                            DataType::Float32, DataType::Float64};
+  const DataType types[] = {DataType::kInt8,    DataType::kUInt8,    DataType::kInt32,
+                            DataType::kInt64,   DataType::kFloat16,  DataType::kBFloat16,
+                            DataType::kFloat32, DataType::kFloat64};
   for (DataType t : types) {
     for (size_t n : {size_t(0), size_t(1), size_t(1'000'001)}) {
       INFO("dtype " << int(t) << " count " << n);
@@ -139,15 +139,16 @@ TEST_CASE("nccl: every operation at world size 1", "[collectives][nccl]") {
         require_same_bytes(back, pattern, element_size(t),
                            what + " dtype " + std::to_string(int(t)) + " count " + std::to_string(n));
       };
-      Buffer b{d, n, t, DeviceType::Cuda}, c{e, n, t, DeviceType::Cuda};
+      Buffer b{d, n, t, DeviceType::kCuda}, c{e, n, t, DeviceType::kCuda};
       load();
-      for (auto op : {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg}) {
+      for (auto op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kAvg}) {
         pg->all_reduce(b, op)->wait();
         check(d, std::string("all_reduce ") + op_name(op));
         pg->reduce(b, 0, op)->wait();
         check(d, std::string("reduce ") + op_name(op));
         // Out of place into zeros: an element NCCL leaves unwritten shows
-        // (issue 10 (3): Avg on Float64 at 1,000,001 left the last one).
+        // (NCCL's one-rank Avg kernel leaves the last of 1,000,001 float64
+        // unwritten; docs/collectives.md).
         REQUIRE(cudaMemset(e, 0, bytes + 1) == cudaSuccess);
         pg->reduce_scatter(b, c, op)->wait();
         check(e, std::string("reduce_scatter ") + op_name(op));
@@ -178,7 +179,7 @@ TEST_CASE("nccl: every operation at world size 1", "[collectives][nccl]") {
     float* d = nullptr;
     REQUIRE(cudaMalloc(&d, n * sizeof(float)) == cudaSuccess);
     REQUIRE(cudaMemcpyAsync(d, h.data(), n * sizeof(float), cudaMemcpyHostToDevice, 0) == cudaSuccess);
-    pg->all_reduce({d, n, DataType::Float32, DeviceType::Cuda}, ReduceOp::Sum)->wait();
+    pg->all_reduce({d, n, DataType::kFloat32, DeviceType::kCuda}, ReduceOp::kSum)->wait();
     REQUIRE(cudaMemcpy(back.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
     CHECK(std::count(back.begin(), back.end(), 3.0f) == long(n));
     cudaFree(d);
@@ -190,7 +191,7 @@ TEST_CASE("nccl: every operation at world size 1", "[collectives][nccl]") {
   REQUIRE(sub->size() == 1);
   sub->barrier()->wait();
   std::vector<float> host(4, 1.0f);
-  REQUIRE_THROWS_AS(pg->all_reduce({host.data(), host.size(), DataType::Float32}), NotSupportedError);
+  REQUIRE_THROWS_AS(pg->all_reduce({host.data(), host.size(), DataType::kFloat32}), NotSupportedError);
   std::remove(path.c_str());
 #endif
 }
@@ -205,15 +206,15 @@ TEST_CASE("nccl: the default group takes host and CUDA buffers in one program",
     return;
   }
   std::string path = "/tmp/ccrun-nccl-auto-test-" + std::to_string(getpid());
-  auto pg = world_of_one(Backend::Auto, path);
-  REQUIRE(pg->backend() == Backend::Auto);
+  auto pg = world_of_one(CollectivesBackend::kAuto, path);
+  REQUIRE(pg->backend() == CollectivesBackend::kAuto);
   std::vector<float> host(1000, 2.0f);
-  pg->all_reduce({host.data(), host.size(), DataType::Float32}, ReduceOp::Sum)->wait();
+  pg->all_reduce({host.data(), host.size(), DataType::kFloat32}, ReduceOp::kSum)->wait();
   CHECK(host[999] == 2.0f);
   float* d = nullptr;
   REQUIRE(cudaMalloc(&d, host.size() * sizeof(float)) == cudaSuccess);
   REQUIRE(cudaMemcpy(d, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
-  pg->all_reduce({d, host.size(), DataType::Float32, DeviceType::Cuda}, ReduceOp::Avg)->wait();
+  pg->all_reduce({d, host.size(), DataType::kFloat32, DeviceType::kCuda}, ReduceOp::kAvg)->wait();
   std::vector<float> back(host.size());
   REQUIRE(cudaMemcpy(back.data(), d, back.size() * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
   CHECK(back == host);
@@ -253,7 +254,7 @@ TEST_CASE("nccl: all_reduce, all_gather and reduce_scatter over every visible GP
         }
         std::vector<double> h(n, double(r + 1)), back(n), gathered(n * gpus);
         cudaMemcpy(d, h.data(), n * sizeof(double), cudaMemcpyHostToDevice);
-        pg->all_reduce({d, n, DataType::Float64, DeviceType::Cuda}, ReduceOp::Avg)->wait();
+        pg->all_reduce({d, n, DataType::kFloat64, DeviceType::kCuda}, ReduceOp::kAvg)->wait();
         cudaMemcpy(back.data(), d, n * sizeof(double), cudaMemcpyDeviceToHost);
         const double avg = (gpus + 1) / 2.0;
         auto bad = std::find_if(back.begin(), back.end(), [&](double v) { return v != avg; });
@@ -261,10 +262,10 @@ TEST_CASE("nccl: all_reduce, all_gather and reduce_scatter over every visible GP
           throw std::runtime_error("all_reduce Avg: element " + std::to_string(bad - back.begin()) +
                                    " is " + std::to_string(*bad) + ", want " + std::to_string(avg));
         }
-        pg->all_gather({d, n, DataType::Float64, DeviceType::Cuda},
-                       {all, n * gpus, DataType::Float64, DeviceType::Cuda})->wait();
-        pg->reduce_scatter({all, n * gpus, DataType::Float64, DeviceType::Cuda},
-                           {d, n, DataType::Float64, DeviceType::Cuda}, ReduceOp::Avg)->wait();
+        pg->all_gather({d, n, DataType::kFloat64, DeviceType::kCuda},
+                       {all, n * gpus, DataType::kFloat64, DeviceType::kCuda})->wait();
+        pg->reduce_scatter({all, n * gpus, DataType::kFloat64, DeviceType::kCuda},
+                           {d, n, DataType::kFloat64, DeviceType::kCuda}, ReduceOp::kAvg)->wait();
         cudaMemcpy(back.data(), d, n * sizeof(double), cudaMemcpyDeviceToHost);
         bad = std::find_if(back.begin(), back.end(), [&](double v) { return v != avg; });
         if (bad != back.end()) {

@@ -24,14 +24,14 @@ TEST_CASE("reduce functions: every float16 and bfloat16 value reduces with itsel
           "[collectives]") {
   std::vector<uint16_t> all(65536), out(65536, 0x5555);
   for (size_t i = 0; i < all.size(); ++i) all[i] = uint16_t(i);
-  for (DataType t : {DataType::Float16, DataType::BFloat16}) {
-    for (ReduceOp op : {ReduceOp::Max, ReduceOp::Min}) {
+  for (DataType t : {DataType::kFloat16, DataType::kBFloat16}) {
+    for (ReduceOp op : {ReduceOp::kMax, ReduceOp::kMin}) {
       std::fill(out.begin(), out.end(), 0x5555);
       reduce_function(t, op)(out.data(), all.data(), all.data(), all.size());
       for (size_t i = 0; i < all.size(); ++i) {
-        bool nan = t == DataType::Float16 ? is_nan_half(all[i]) : is_nan_bf16(all[i]);
+        bool nan = t == DataType::kFloat16 ? is_nan_half(all[i]) : is_nan_bf16(all[i]);
         if (nan) {
-          REQUIRE((t == DataType::Float16 ? is_nan_half(out[i]) : is_nan_bf16(out[i])));
+          REQUIRE((t == DataType::kFloat16 ? is_nan_half(out[i]) : is_nan_bf16(out[i])));
         } else if (out[i] != all[i]) {
           FAIL("dtype " << int(t) << " value 0x" << std::hex << all[i] << " became 0x" << out[i]);
         }
@@ -50,14 +50,14 @@ TEST_CASE("reduce functions: float16 sums and products round to nearest even, ev
       do a[i] = uint16_t(bits(rng)); while (is_nan_half(a[i]));
       do b[i] = uint16_t(bits(rng)); while (is_nan_half(b[i]));
     }
-    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Prod}) {
-      reduce_function(DataType::Float16, op)(c.data(), a.data(), b.data(), n);
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd}) {
+      reduce_function(DataType::kFloat16, op)(c.data(), a.data(), b.data(), n);
       for (size_t i = 0; i < n; ++i) {
 #ifdef __FLT16_MAX__
         // Reduced in float and rounded once back to half (docs/collectives.md):
         // the compiler's own float -> _Float16 conversion is the reference.
         float x = float(std::bit_cast<_Float16>(a[i])), y = float(std::bit_cast<_Float16>(b[i]));
-        float r = op == ReduceOp::Sum ? x + y : x * y;
+        float r = op == ReduceOp::kSum ? x + y : x * y;
         uint16_t want = std::bit_cast<uint16_t>(static_cast<_Float16>(r));
         if (std::isnan(r)) {
           REQUIRE(is_nan_half(c[i]));

@@ -160,8 +160,8 @@ void collectives_h(size_t n) {
   // example: ccrun/collectives.h
   auto pg = ccrun::init_process_group();            // RANK, WORLD_SIZE, ...
   std::vector<float> grad(n);
-  pg->all_reduce({grad.data(), grad.size(), ccrun::DataType::Float32},
-                 ccrun::ReduceOp::Avg)->wait();
+  pg->all_reduce({grad.data(), grad.size(), ccrun::DataType::kFloat32},
+                 ccrun::ReduceOp::kAvg)->wait();
   // end
 }
 

@@ -1,6 +1,7 @@
 """Comments that cannot drift: every repository path a comment cites exists,
-and the public headers' usage examples are the code tests/docs/header_examples.cpp
-compiles (word for word)."""
+the public headers' usage examples are the code tests/docs/header_examples.cpp
+compiles (word for word), and the repository speaks of the software, not of its
+making: no text cites a tracker item or a work session a reader cannot see."""
 import os
 import re
 
@@ -102,3 +103,49 @@ def test_every_header_example_is_compiled():
                "ccrun/stop_signals.h"}
     uncovered = [u for u in uncovered if u.split(":")[0] not in allowed]
     assert not uncovered, "header examples not compiled by header_examples.cpp:\n" + "\n".join(uncovered)
+
+
+# A citation of a tracker item or a work session: "issue", "session", "item", "ticket" or
+# "PR", singular or plural, then a number ("#12", "11.6", "10 (3)" included). The behaviour and
+# its reason belong in the text instead; the history of a change belongs in git log.
+CITATION = re.compile(r"\b(?:issues?|sessions?|items?|tickets?|PRs?|pull requests?)\s+#?\d", re.I)
+# Where citations are looked for: the whole text (comments, strings, test names) of every file
+# here with one of these endings, and README.md.
+CITATION_DIRS = SOURCE_DIRS + ["docs", "configs", "logging", "packaging"]
+CITATION_EXTENSIONS = EXTENSIONS + (".md", ".txt", ".cmake", ".in", ".yaml", ".yml")
+
+
+def citation_files():
+    yield os.path.join(ROOT, "README.md")
+    for top in CITATION_DIRS:
+        for dirpath, _, files in os.walk(os.path.join(ROOT, top)):
+            for f in files:
+                if f.endswith(CITATION_EXTENSIONS) or f == "CMakeLists.txt":
+                    yield os.path.join(dirpath, f)
+
+
+def citations(text):
+    """(line number, line) of each line of `text` that cites a tracker item or session."""
+    return [(n, line.strip()) for n, line in enumerate(text.splitlines(), 1) if CITATION.search(line)]
+
+
+def test_citation_pattern():
+    # Each written in two parts, so that this file does not cite anything itself.
+    for word, rest in [("(issue", "11.6)"), ("Issue", "23's target"), ("session", "9"), ("issue", "#4"),
+                       ("Item", "8: flags"), ("issues", "2 and 3"), ("see PR", "12")]:
+        cited = word + " " + rest
+        assert citations(cited), cited
+    for fine in ["issued at the forward", "progress->issue(what, count)", "the session's socket",
+                 "every rank issues the same operations", "all_reduce #20 of the world group",
+                 "one item per line"]:
+        assert not citations(fine), fine
+
+
+def test_no_text_cites_a_tracker_item_or_session():
+    found = []
+    for path in citation_files():
+        with open(path, encoding="utf-8", errors="replace") as f:
+            found += [f"{os.path.relpath(path, ROOT)}:{n}: {line}" for n, line in citations(f.read())]
+    assert not found, ("these lines cite tracker items or work sessions, which a reader of the "
+                       "repository cannot see; say the behaviour and why instead (history "
+                       "belongs in git log):\n" + "\n".join(found))

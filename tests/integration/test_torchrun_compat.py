@@ -1,4 +1,4 @@
-"""ccrun run as a torchrun user runs torchrun (issue 20): each case is one
+"""ccrun run as a torchrun user runs torchrun: each case is one
 behaviour torchrun 2.x has (its agent, api.py and local_elastic_agent.py, and
 its own tests, test_run.py and local_elastic_agent_test.py), checked on the
 real binary. Two agents on one machine stand for two nodes."""
@@ -29,7 +29,7 @@ def envs_of(outs):
     return envs
 
 
-# Item 4: torchrun's macros.substitute on every argument after the program
+# torchrun's macros.substitute on every argument after the program
 # ("$$" excepted: kept as written, docs/cli.md "Differences from torchrun").
 def test_local_rank_macro_in_the_arguments():
     r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", "--no-python",
@@ -40,7 +40,7 @@ def test_local_rank_macro_in_the_arguments():
                      "[1]:--local_rank=1 1 pid$$ ${LOCAL_RANK}"]
 
 
-# Item 5: attempt_<n>/<local_rank>/ on every node, the error file too.
+# attempt_<n>/<local_rank>/ on every node, the error file too.
 def test_second_node_logs_are_named_by_local_rank(tmp_path):
     port = str(free_port())
     prog = ['/bin/sh', '-c', 'echo "rank $RANK"; echo "$TORCHELASTIC_ERROR_FILE"']
@@ -55,7 +55,7 @@ def test_second_node_logs_are_named_by_local_rank(tmp_path):
         assert out.strip().endswith(str(run / "attempt_0" / "0" / "error.json"))
 
 
-# Item 6: ROLE_RANK and ROLE_WORLD_SIZE count the nodes of one --role, in
+# ROLE_RANK and ROLE_WORLD_SIZE count the nodes of one --role, in
 # node-rank order (torchrun's _assign_worker_ranks).
 def test_role_ranks_count_per_role_static():
     port = str(free_port())
@@ -83,7 +83,7 @@ def test_role_ranks_count_per_role_c10d():
         assert e["ROLE_RANK"] == e["LOCAL_RANK"]  # each role is one node
 
 
-# Item 9: torch 2.x's rank-0 agent shares a store with its workers in a
+# torch 2.x's rank-0 agent shares a store with its workers in a
 # dynamic rendezvous (TORCHELASTIC_USE_AGENT_STORE=True, every worker a client
 # of MASTER_PORT); TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 makes rank 0's first
 # worker host it, as before. Real torch DDP workers over gloo both ways.
@@ -125,7 +125,7 @@ def test_agent_store_is_renewed_for_each_round(tmp_path):
     assert len({p for _, p, _ in ports}) == 2, ports
 
 
-# Item 2: -r 3 with -t 3 shows every line (tee wins for the console) and
+# -r 3 with -t 3 shows every line (tee wins for the console) and
 # writes the files.
 def test_tee_wins_over_redirects_for_the_console(tmp_path):
     r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", "-r", "3", "-t", "3",
@@ -150,7 +150,7 @@ def test_log_line_prefix_template():
     assert sorted(r.stdout.splitlines()) == ["<trainer/0/0>hi", "<trainer/1/1>hi"]
 
 
-# Item 3: a scheduler's TORCHELASTIC_ERROR_FILE for ccrun itself gets the root
+# A scheduler's TORCHELASTIC_ERROR_FILE for ccrun itself gets the root
 # cause's record (torchrun's main is decorated with torch's @record).
 RECORDED = """
 from torch.distributed.elastic.multiprocessing.errors import record
@@ -185,7 +185,7 @@ def test_launcher_error_file_gets_the_root_cause_record(tmp_path):
     assert "dying" in record["message"]["extraInfo"]["py_callstack"]
 
 
-# Item 3, ccrun's own errors: torchrun's main is decorated with @record, so a
+# ccrun's own errors: torchrun's main is decorated with @record, so a
 # rendezvous that timed out, a bad flag or a signal leaves a record too.
 def test_launcher_error_file_gets_ccruns_own_errors(tmp_path):
     err = tmp_path / "launcher_error.json"
@@ -211,7 +211,7 @@ def test_launcher_error_file_gets_ccruns_own_errors(tmp_path):
         "SignalException: ccrun (pid")
 
 
-# Item 8 (part): argparse's abbreviations of long flags, and --logs-specs.
+# argparse's abbreviations of long flags, and --logs-specs.
 def test_unique_prefixes_of_long_flags_and_logs_specs():
     r = run_ccrun("--master-port", str(free_port()), "--nproc=2", "--redirect=1", "--logs-specs",
                   "default", "--no-py", "/bin/echo", "hidden")
@@ -224,7 +224,7 @@ def test_unique_prefixes_of_long_flags_and_logs_specs():
     assert r.returncode == 2 and "default" in r.stderr
 
 
-# Item 8: torch 2.x's --numa-binding, on this machine's real CPUs. hwloc's
+# torch 2.x's --numa-binding, on this machine's real CPUs. hwloc's
 # HWLOC_XMLFILE gives the CPU-only test machine two GPUs near its CPUs 0
 # and 1 (tests/agent/data/two_cpus_2_gpus.xml); each worker reports the
 # affinity the kernel gave it.
@@ -263,7 +263,7 @@ def test_numa_binding_without_a_gpu_fails_before_any_worker():
     assert "node, socket, exclusive or core-complex" in r.stderr
 
 
-# Item 8: --virtual-local-rank (torch 2.x's _set_local_rank_env).
+# --virtual-local-rank (torch 2.x's _set_local_rank_env).
 def test_virtual_local_rank():
     prog = ["/bin/sh", "-c", 'echo "$LOCAL_RANK $CUDA_VISIBLE_DEVICES"']
     r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2",
@@ -276,7 +276,7 @@ def test_virtual_local_rank():
     assert "local rank 2 exceeds available GPUs in CUDA_VISIBLE_DEVICES=5,7" in r.stderr
 
 
-# Item 8: --duplicate-stdout-filters: the tee'd lines holding a needle, of
+# --duplicate-stdout-filters: the tee'd lines holding a needle, of
 # every tee'd rank, also in attempt_<n>/filtered_stdout.log (",," a comma).
 def test_duplicate_stdout_filters(tmp_path):
     prog = ["/bin/sh", "-c", "echo apple pie; echo banana; echo or,ange; echo err apple >&2"]
@@ -290,7 +290,7 @@ def test_duplicate_stdout_filters(tmp_path):
     assert not (run / "attempt_0" / "filtered_stderr.log").exists()
 
 
-# Item 8: --event-log-handler console: torch's end-of-run event on stderr.
+# --event-log-handler console: torch's end-of-run event on stderr.
 def test_event_log_handler_console():
     r = run_ccrun("--master-port", str(free_port()), "--event-log-handler", "console",
                   "--rdzv-id", "ev", "--no-python", "/bin/true")

@@ -93,7 +93,8 @@ def test_ccrun_client_against_torch_server():
 
 
 def _timed_out_wait_then_more(port, set_never):
-    """What a torch 1.13 client sees after a timed-out wait: issue 13.1.
+    """What a torch 1.13 client sees after a timed-out wait (it has no
+    CANCEL_WAIT: it stops reading and sends its next request).
     Returns the observations, to compare ccrun's server with torch's."""
     c = dist.TCPStore("127.0.0.1", port, None, False,
                       timeout=datetime.timedelta(seconds=3))
@@ -146,7 +147,7 @@ print(s.get("k").decode())
 
 
 def test_a_silent_torch_connection_costs_its_client_nothing():
-    # Issue 20, item 10: torch 1.13's client opens a second connection (for
+    # torch 1.13's client opens a second connection (for
     # watch_key) that never sends a request; once the daemon closed it, the
     # client's watcher thread spun a whole core (2.99 CPU-s in 3 s).
     with start_daemon("--first-request-timeout", "1") as d:

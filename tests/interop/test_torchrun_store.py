@@ -1,4 +1,4 @@
-"""ccrun-rendezvous as the c10d store of torchrun's own agents (issue 13.3):
+"""ccrun-rendezvous as the c10d store of torchrun's own agents:
 two torchrun agents (Debian's torch 1.13, through scripts/torchrun_patched.py)
 rendezvous through the daemon with `--rdzv-backend c10d --rdzv-conf
 is_host=false`, and their workers run a gloo all_reduce. The same command

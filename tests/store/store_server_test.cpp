@@ -288,7 +288,7 @@ TEST_CASE("2.x dialect: a parked WAIT is woken by SET, ADD and MULTI_SET", "[ser
   }
 }
 
-TEST_CASE("2.x dialect: requests behind a parked WAIT are answered at once (issue 13.1)",
+TEST_CASE("2.x dialect: requests behind a parked WAIT are answered at once",
           "[server][wait]") {
   Server s;
   RawClient c(s.port()), setter(s.port());
@@ -325,8 +325,8 @@ TEST_CASE("2.x dialect: requests behind a parked WAIT are answered at once (issu
   CHECK(c.recv(4) == u32(9));  // no late STOP_WAITING for the cancelled w3
 }
 
-TEST_CASE("1.13 dialect: a timed-out WAIT stays parked and later requests are answered "
-          "(issue 13.1)", "[server][wait]") {
+TEST_CASE("1.13 dialect: a timed-out WAIT stays parked and later requests are answered",
+          "[server][wait]") {
   Server s;
   RawClient c(s.port());
   auto legacy = [](wire::LegacyQuery t) { return u8(uint8_t(t)); };
@@ -393,7 +393,7 @@ TEST_CASE("2.x dialect: LIST (17) answers every key with a value, as torch's new
   CHECK(int64_t(keys.size()) == n);
 }
 
-TEST_CASE("2.x dialect: QUEUE_PUSH, QUEUE_POP and QUEUE_LEN as torch's server (issue 13.2)",
+TEST_CASE("2.x dialect: QUEUE_PUSH, QUEUE_POP and QUEUE_LEN as torch's server",
           "[server][queue]") {
   Server s;
   RawClient c(s.port());
@@ -694,7 +694,7 @@ TEST_CASE("the parser resumes a list request where it stopped", "[wire]") {
   }
 }
 
-TEST_CASE("a client that never reads cannot make the daemon queue its replies (issue 11.6)",
+TEST_CASE("a client that never reads cannot make the daemon queue its replies",
           "[server][hostile][limits]") {
   Daemon d({});
   REQUIRE_DAEMON(d);
@@ -721,8 +721,8 @@ TEST_CASE("a client that never reads cannot make the daemon queue its replies (i
   CHECK(got.substr(0, 8) == u64(value.size()));
 }
 
-TEST_CASE("with a token, an unauthenticated connection gets only a handshake's bytes and "
-          "time (issue 11.6)", "[server][auth][hostile][limits]") {
+TEST_CASE("with a token, an unauthenticated connection gets only a handshake's bytes and time",
+          "[server][auth][hostile][limits]") {
   StoreServerOptions o;
   o.token = "s3cret";
   o.handshake_timeout = 1500ms;  // long enough to tell "at once" from "at the deadline"
@@ -813,7 +813,7 @@ TEST_CASE("without a token: a silent connection stays until the server needs its
   CHECK(waiting.recv(1) == u8(0));
 }
 
-TEST_CASE("a request of a million keys costs time linear in its size (issue 11.6)",
+TEST_CASE("a request of a million keys costs time linear in its size",
           "[server][hostile][limits]") {
   // Linear, not quadratic: 10x the keys may cost 10-25x the time (caches
   // stop holding the tables), never 100x. Each size is timed twice and its
@@ -906,7 +906,7 @@ TEST_CASE("ADD refuses to overflow int64 and leaves the value alone", "[server][
 }
 
 TEST_CASE("the connection limit follows the open-file limit; out of descriptors, accepting "
-          "pauses and says so once (issue 11.6)", "[server][hostile][limits]") {
+          "pauses and says so once", "[server][hostile][limits]") {
   SECTION("default: below RLIMIT_NOFILE, extra connections refused") {
     Daemon d({}, 64);  // 64 descriptors: the limit is 32 connections
     REQUIRE_DAEMON(d);
@@ -938,7 +938,7 @@ TEST_CASE("the connection limit follows the open-file limit; out of descriptors,
   }
 }
 
-TEST_CASE("log lines that bad input causes are rate-limited (issue 11.6)",
+TEST_CASE("log lines that bad input causes are rate-limited",
           "[server][hostile][limits]") {
   Daemon d({});
   REQUIRE_DAEMON(d);
@@ -956,8 +956,8 @@ TEST_CASE("log lines that bad input causes are rate-limited (issue 11.6)",
   expect_server_healthy(d.port, false);
 }
 
-TEST_CASE("DELETE_PREFIX removes a finished job's keys, only once its done marker exists "
-          "(issue 11.8)", "[server][cleanup]") {
+TEST_CASE("DELETE_PREFIX removes a finished job's keys, only once its done marker exists",
+          "[server][cleanup]") {
   Server s;
   RawClient c(s.port());
   c.send(validate());
@@ -1005,7 +1005,7 @@ TEST_CASE("TcpStore::delete_prefix", "[server][cleanup]") {
   CHECK(store.get("keep/me") == "safe");
 }
 
-TEST_CASE("finished jobs' keys expire after --finished-job-ttl; live jobs' never (issue 11.8)",
+TEST_CASE("finished jobs' keys expire after --finished-job-ttl; live jobs' never",
           "[server][cleanup]") {
   StoreServerOptions o;
   o.finished_job_ttl = 400ms;

@@ -1,4 +1,4 @@
-// TcpStore against peers that are not stores (issue 11.5): an HTTP server
+// TcpStore against peers that are not stores: an HTTP server
 // must be recognised on its first reply with a typed error naming the
 // endpoint, once, not retried; a server that accepts and never answers
 // must not make any call block past its timeout.
@@ -106,7 +106,7 @@ std::chrono::milliseconds timed(F&& f) {
 
 }  // namespace
 
-TEST_CASE("an HTTP server at the store's address: NotAStoreError on the first reply (issue 11.5)",
+TEST_CASE("an HTTP server at the store's address: NotAStoreError on the first reply",
           "[tcp_store]") {
   FakePeer http(kHttp400, true);
   TcpStoreOptions o;
@@ -146,8 +146,8 @@ TEST_CASE("an HTTP server at the store's address: NotAStoreError on the first re
   }
 }
 
-TEST_CASE("a peer that accepts and never answers: every call ends within its timeout "
-          "(issue 11.5)", "[tcp_store]") {
+TEST_CASE("a peer that accepts and never answers: every call ends within its timeout",
+          "[tcp_store]") {
   FakePeer silent("", false);
   TcpStoreOptions o;
   o.port = silent.port();

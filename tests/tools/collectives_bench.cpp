@@ -33,13 +33,13 @@ int main(int argc, char** argv) {
       float* big = big_buf.data();  // part * n elements
       float* small = small_buf.data();  // part elements
       auto once = [&] {
-        if (op == "all_reduce") pg->all_reduce({buf.data(), count, DataType::Float32})->wait();
-        if (op == "broadcast") pg->broadcast({buf.data(), count, DataType::Float32}, 0)->wait();
+        if (op == "all_reduce") pg->all_reduce({buf.data(), count, DataType::kFloat32})->wait();
+        if (op == "broadcast") pg->broadcast({buf.data(), count, DataType::kFloat32}, 0)->wait();
         if (op == "all_gather") {
-          pg->all_gather({small, part, DataType::Float32}, {big, part * n, DataType::Float32})->wait();
+          pg->all_gather({small, part, DataType::kFloat32}, {big, part * n, DataType::kFloat32})->wait();
         }
         if (op == "reduce_scatter") {
-          pg->reduce_scatter({big, part * n, DataType::Float32}, {small, part, DataType::Float32})->wait();
+          pg->reduce_scatter({big, part * n, DataType::kFloat32}, {small, part, DataType::kFloat32})->wait();
         }
       };
       int iters = int(std::max<size_t>(3, std::min<size_t>(200, (size_t(64) << 20) / bytes)));

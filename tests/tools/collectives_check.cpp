@@ -51,12 +51,12 @@ double reduce_ref(ReduceOp op, int size, size_t i, bool integral) {
   double acc = value(0, i);
   for (int r = 1; r < size; ++r) {
     double x = value(r, i);
-    if (op == ReduceOp::Sum || op == ReduceOp::Avg) acc += x;
-    if (op == ReduceOp::Prod) acc *= x;
-    if (op == ReduceOp::Min) acc = std::min(acc, x);
-    if (op == ReduceOp::Max) acc = std::max(acc, x);
+    if (op == ReduceOp::kSum || op == ReduceOp::kAvg) acc += x;
+    if (op == ReduceOp::kProd) acc *= x;
+    if (op == ReduceOp::kMin) acc = std::min(acc, x);
+    if (op == ReduceOp::kMax) acc = std::max(acc, x);
   }
-  if (op == ReduceOp::Avg) acc = integral ? std::trunc(acc / size) : acc / size;
+  if (op == ReduceOp::kAvg) acc = integral ? std::trunc(acc / size) : acc / size;
   return acc;
 }
 
@@ -81,23 +81,23 @@ void put_bf16(void* p, size_t i, double x) { static_cast<uint16_t*>(p)[i] = to_b
 double get_bf16(const void* p, size_t i) { return from_bf16(static_cast<const uint16_t*>(p)[i]); }
 
 const Type kTypes[] = {
-    {DataType::Int8, "int8", 1, true, put_as<int8_t>, get_as<int8_t>},
-    {DataType::UInt8, "uint8", 1, true, put_as<uint8_t>, get_as<uint8_t>},
-    {DataType::Int32, "int32", 4, true, put_as<int32_t>, get_as<int32_t>},
-    {DataType::Int64, "int64", 8, true, put_as<int64_t>, get_as<int64_t>},
-    {DataType::Float16, "float16", 2, false, put_half, get_half},
-    {DataType::BFloat16, "bfloat16", 2, false, put_bf16, get_bf16},
-    {DataType::Float32, "float32", 4, false, put_as<float>, get_as<float>},
-    {DataType::Float64, "float64", 8, false, put_as<double>, get_as<double>},
+    {DataType::kInt8, "int8", 1, true, put_as<int8_t>, get_as<int8_t>},
+    {DataType::kUInt8, "uint8", 1, true, put_as<uint8_t>, get_as<uint8_t>},
+    {DataType::kInt32, "int32", 4, true, put_as<int32_t>, get_as<int32_t>},
+    {DataType::kInt64, "int64", 8, true, put_as<int64_t>, get_as<int64_t>},
+    {DataType::kFloat16, "float16", 2, false, put_half, get_half},
+    {DataType::kBFloat16, "bfloat16", 2, false, put_bf16, get_bf16},
+    {DataType::kFloat32, "float32", 4, false, put_as<float>, get_as<float>},
+    {DataType::kFloat64, "float64", 8, false, put_as<double>, get_as<double>},
 };
 
 const char* op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Prod: return "prod";
-    case ReduceOp::Min: return "min";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Avg: return "avg";
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kProd: return "prod";
+    case ReduceOp::kMin: return "min";
+    case ReduceOp::kMax: return "max";
+    case ReduceOp::kAvg: return "avg";
   }
   return "?";
 }
@@ -231,18 +231,18 @@ void check_movement(ProcessGroup& pg, const Type& t, size_t n) {
 void check_all(ProcessGroup& pg) {
   const int p = pg.size();
   for (const Type& t : kTypes) {
-    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kAvg}) {
       // Products of up to 8 values of at most 4 overflow 8 bits: check
       // those on groups where they fit.
-      if (op == ReduceOp::Prod && t.width == 1 && p > 4) continue;
+      if (op == ReduceOp::kProd && t.width == 1 && p > 4) continue;
       for (size_t n : {size_t(0), size_t(1), size_t(7)}) check_reductions(pg, t, op, n);
     }
     for (size_t n : {size_t(0), size_t(1), size_t(7)}) check_movement(pg, t, n);
   }
   // Large counts: 1M+1 elements through every operation.
   const size_t big = 1'000'001;
-  check_reductions(pg, kTypes[6], ReduceOp::Sum, big);  // float32
-  check_reductions(pg, kTypes[2], ReduceOp::Max, big);  // int32
+  check_reductions(pg, kTypes[6], ReduceOp::kSum, big);  // float32
+  check_reductions(pg, kTypes[2], ReduceOp::kMax, big);  // int32
   check_movement(pg, kTypes[1], big);                   // uint8
   check_movement(pg, kTypes[6], big);                   // float32
 
@@ -254,7 +254,7 @@ void check_all(ProcessGroup& pg) {
   expect((sub != nullptr) == (r % 2 == 0), "new_group membership");
   if (sub) {
     std::vector<int64_t> s(1, 1);
-    sub->all_reduce({s.data(), 1, DataType::Int64})->wait();
+    sub->all_reduce({s.data(), 1, DataType::kInt64})->wait();
     expect(s[0] == int64_t(evens.size()), "subgroup all_reduce");
   }
   pg.barrier()->wait();
@@ -273,7 +273,7 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", timeout_s, "seconds an operation may take");
   app.add_option("--die-after-barrier", die_rank, "this rank exits(3) after the first barrier");
   CLI11_PARSE(app, argc, argv);
-  o.backend = Backend::Gloo;
+  o.backend = CollectivesBackend::kGloo;
   o.timeout = std::chrono::seconds(timeout_s);
   try {
     auto pg = init_process_group(o);

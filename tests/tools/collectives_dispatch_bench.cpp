@@ -41,7 +41,7 @@ class InstantRuntime : public DeviceRuntime {
   int device_count() override { return 1; }
   std::string visible_devices() override { return ""; }
   CudaStatus pointer_info(const void*, PointerInfo* out) override {
-    *out = PointerInfo{DeviceType::Cuda, 0};
+    *out = PointerInfo{DeviceType::kCuda, 0};
     return nullptr;
   }
   CudaStatus set_device(int) override { return nullptr; }
@@ -120,7 +120,7 @@ class InstantNccl : public NcclApi {
 
 double best_ns(ProcessGroup& pg, int calls) {
   float x = 1;
-  Buffer b{&x, 1, DataType::Float32, DeviceType::Cuda};
+  Buffer b{&x, 1, DataType::kFloat32, DeviceType::kCuda};
   double best = 1e30;
   for (int round = 0; round < 3; ++round) {
     auto t0 = std::chrono::steady_clock::now();

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   for (int s = 1; s <= steps; ++s) {
     work(pg->rank() == slow_rank ? slow_ms : step_ms);
     if (pg->rank() == sleep_rank && s == sleep_before) work(sleep_s * 1000);
-    pg->all_reduce({grad.data(), grad.size(), ccrun::DataType::Float32})->wait();
+    pg->all_reduce({grad.data(), grad.size(), ccrun::DataType::kFloat32})->wait();
     ccrun::progress::step();
     if (pg->rank() == 0 && s % 10 == 0) std::printf("step %d\n", s), std::fflush(stdout);
   }

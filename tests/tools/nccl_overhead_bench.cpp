@@ -3,7 +3,7 @@
 // one call and wait for it (ccrun: Work::wait; raw: ncclAllReduce on a
 // stream of its own, then cudaStreamSynchronize), so the difference is
 // ccrun's own path: argument checks, Work and event, stream handoff. ccrun
-// is timed twice: through a Backend::Nccl group ("ccrun_us") and through the
+// is timed twice: through a CollectivesBackend::kNccl group ("ccrun_us") and through the
 // default group, which routes the CUDA buffer to its NCCL side ("auto_us").
 // One JSON line per size. Exits 77 (skipped) without NCCL or a CUDA device.
 //
@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
     return 1;
   };
   ccrun::InitOptions o;
-  o.backend = ccrun::Backend::Nccl;
+  o.backend = ccrun::CollectivesBackend::kNccl;
   std::string path = "/tmp/ccrun-nccl-overhead-" + std::to_string(getpid());
   std::remove(path.c_str());
   o.init_method = "file://" + path;
@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   o.world_size = 1;
   auto pg = ccrun::init_process_group(o);
   ccrun::InitOptions ao = o;
-  ao.backend = ccrun::Backend::Auto;
+  ao.backend = ccrun::CollectivesBackend::kAuto;
   std::string auto_path = path + "-auto";
   std::remove(auto_path.c_str());
   ao.init_method = "file://" + auto_path;
@@ -71,9 +71,9 @@ int main(int argc, char** argv) {
       ncclAllReduce(d, d, count, ncclFloat32, ncclSum, comm, stream);
       cudaStreamSynchronize(stream);
     };
-    auto ours = [&] { pg->all_reduce({d, count, ccrun::DataType::Float32, ccrun::DeviceType::Cuda})->wait(); };
+    auto ours = [&] { pg->all_reduce({d, count, ccrun::DataType::kFloat32, ccrun::DeviceType::kCuda})->wait(); };
     auto by_auto = [&] {
-      auto_pg->all_reduce({d, count, ccrun::DataType::Float32, ccrun::DeviceType::Cuda})->wait();
+      auto_pg->all_reduce({d, count, ccrun::DataType::kFloat32, ccrun::DeviceType::kCuda})->wait();
     };
     auto time = [&](auto&& once) {
       for (int i = 0; i < iters / 10; ++i) once();
