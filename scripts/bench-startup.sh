@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Time to training: from launch, and from a crash, to every rank's first training step, for a
-# 4-rank DDP job over gloo on CPU (scripts/bench_startup_job.py) under ccrun cold, ccrun
+# 4-rank DDP job over gloo on CPU (examples/restart_demo.py) under ccrun cold, ccrun
 # --warm-start and torchrun (torch 1.13, --monitor_interval 0.1), alternating in one run
 # (scripts/bench_startup.py). Writes a Markdown table to stdout and, on a full run, into
 # docs/benchmarks.md between the bench-startup markers.

@@ -1,5 +1,5 @@
 """Time to training, the bench behind scripts/bench-startup.sh: a 4-rank DDP job over gloo
-(scripts/bench_startup_job.py) under ccrun cold, ccrun --warm-start and torchrun 1.13, the three
+(examples/restart_demo.py) under ccrun cold, ccrun --warm-start and torchrun 1.13, the three
 alternating run by run. Each run launches the job, rank 1 crashes after step 20, the launcher
 restarts the group once. From the ranks' own wall-clock marks:
 
@@ -25,7 +25,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-JOB = os.path.join(HERE, "bench_startup_job.py")
+JOB = os.path.join(HERE, "..", "examples", "restart_demo.py")
 MARK = re.compile(r"BENCH (\d+) (\d+) (\w+) ([\d.]+)")
 PHASES = ["main", "imports", "group", "step"]
 PHASE_NAMES = {"main": "to the script's first line", "imports": "imports",

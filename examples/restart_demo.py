@@ -1,5 +1,12 @@
-"""The job scripts/bench-startup.sh times, under ccrun cold, ccrun warm and torchrun: a data-parallel
-two-layer MLP over gloo (torch DDP on CPU). Each rank prints when it reached each start-up phase
+"""A data-parallel two-layer MLP over gloo (torch DDP on CPU) whose rank 1 crashes once: what a
+warm start saves, and the job scripts/bench-startup.sh times under ccrun cold, ccrun warm and
+torchrun.
+
+    ccrun --standalone --warm-start --nproc-per-node 4 --max-restarts 1 \
+          examples/restart_demo.py --crash-at 20
+
+ccrun then says, for each attempt, how long its ranks took to their first step and where the time
+went (docs/startup.md). Each rank prints when it reached each start-up phase
 (wall clock, so the bench can line ranks and launchers up):
 
     BENCH <attempt> <rank> <phase> <time.time()>
