@@ -75,6 +75,18 @@ StartupTimeline read_timeline(int rank, int64_t spawned_mono_ns, const progress:
   return t;
 }
 
+std::string startup_summary(const StartupTimeline& t) {
+  int last = -1;
+  for (int p = 0; p < progress::kPhases; ++p) {
+    if (t.after_spawn_us[size_t(p)] >= 0) last = p;
+  }
+  if (last < 0) return t.spawned_ms ? "starting" : "-";
+  std::string at = secs(double(t.after_spawn_us[size_t(last)]) / 1e6) + "s";
+  std::string warm = t.warm ? " (warm)" : "";
+  if (t.done()) return "first step " + at + warm;
+  return std::string("starting: ") + kPhaseNames[last] + " " + at + warm;
+}
+
 double seconds_to_first_step(const StartupReference& ref, const std::vector<StartupTimeline>& ranks) {
   double last = -1;
   for (const auto& t : ranks) {

@@ -67,6 +67,11 @@ struct StartupReference {
 std::string startup_line(int attempt, const StartupReference& ref,
                          const std::vector<StartupTimeline>& ranks);
 
+// One rank's start-up in a few words, for `ccrun status`: "first step
+// 0.16s (warm)" after its spawn, "starting: imports 1.20s" (the last phase
+// it reached), "starting", or "-" when nothing is known.
+std::string startup_summary(const StartupTimeline& t);
+
 // Seconds from `ref` to the last rank's first step; -1 when unknown.
 double seconds_to_first_step(const StartupReference& ref, const std::vector<StartupTimeline>& ranks);
 

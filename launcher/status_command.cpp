@@ -61,6 +61,7 @@ void add_rank_progress(json& out) {
     json r = v.to_json();
     r["position"] = agent::rank_position(v);
     r["straggler"] = std::find(slow.begin(), slow.end(), v.rank) != slow.end();
+    r["startup_summary"] = agent::startup_summary(v.startup);
     out["ranks"].push_back(r);
   }
   for (auto& n : out["nodes"]) n.erase("ranks");  // once, in out["ranks"]
@@ -125,17 +126,18 @@ std::string describe_failure(const json& f) {
 
 void format_ranks(std::ostringstream& o, const json& ranks) {
   char line[512];
-  std::snprintf(line, sizeof line, "  %-5s %-5s %-8s %-8s %-8s %-9s %-8s %s\n", "rank", "node",
-                "pid", "steps", "steps/s", "ms/step", "RSS MiB", "where");
+  std::snprintf(line, sizeof line, "  %-5s %-5s %-8s %-8s %-8s %-9s %-8s %-26s %s\n", "rank",
+                "node", "pid", "steps", "steps/s", "ms/step", "RSS MiB", "start-up", "where");
   o << line;
   for (const auto& r : ranks) {
     double busy = r.value("busy_ms_per_step", -1.0);
     std::string per_step = busy >= 0 ? std::to_string(int64_t(busy + 0.5)) : "-";
-    std::snprintf(line, sizeof line, "  %-5d %-5d %-8d %-8llu %-8.1f %-9s %-8lld %s%s\n",
+    std::snprintf(line, sizeof line, "  %-5d %-5d %-8d %-8llu %-8.1f %-9s %-8lld %-26s %s%s\n",
                   r.value("rank", -1), r.value("node_rank", -1), r.value("pid", 0),
                   static_cast<unsigned long long>(r.value("steps", uint64_t(0))),
                   r.value("steps_per_s", 0.0), per_step.c_str(),
                   static_cast<long long>(r.value("rss_kb", int64_t(0)) / 1024),
+                  r.value("startup_summary", std::string("-")).c_str(),
                   r.value("position", std::string()).c_str(),
                   r.value("straggler", false) ? "  << straggler" : "");
     o << line;

@@ -45,7 +45,7 @@ if [[ $which == all || $which == asan ]]; then
   build "$dir" address,undefined ccrun ccrun-rendezvous ccrun_store_tests ccrun_rendezvous_tests \
     ccrun_launcher_tests store_cli
   (cd "$dir" && ctest --output-on-failure --timeout 900 -j "$(nproc)" \
-    -R '^(store|rendezvous|launcher)\.|integration\.test_(hardening|launch|status)$' \
+    -R '^(store|rendezvous|launcher)\.|integration\.test_(hardening|launch|status|warm_start)$' \
     -E 'fuzz|test_fanout')
 fi
 

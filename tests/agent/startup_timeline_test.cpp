@@ -78,3 +78,11 @@ TEST_CASE("the watch reads often while start-up is young, then less", "[startup]
   REQUIRE(StartupWatch::interval(milliseconds(5'000)) == milliseconds(100));
   REQUIRE(StartupWatch::interval(milliseconds(120'000)) == milliseconds(1'000));
 }
+
+TEST_CASE("a rank's start-up in a few words, for ccrun status", "[startup]") {
+  REQUIRE(startup_summary(StartupTimeline{}) == "-");
+  REQUIRE(startup_summary(rank(0, 10, {-1, -1, -1, -1, -1})) == "starting");
+  REQUIRE(startup_summary(rank(0, 10, {3'000, 1'200'000, -1, -1, -1})) == "starting: imports 1.20s");
+  REQUIRE(startup_summary(rank(0, 10, {3'000, 3'000, 60'000, 70'000, 160'000}, true)) ==
+          "first step 0.16s (warm)");
+}
