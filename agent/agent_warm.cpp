@@ -90,6 +90,11 @@ void Agent::preload_imports() {
       fresh.push_back(m);
     }
   }
+  if (fresh.empty()) return;
+  std::string list;
+  for (const auto& m : fresh) list += (list.empty() ? "" : ", ") + m;
+  spdlog::info("ccrun: warm start: the template imports {} for the next attempt (the workers did)",
+               list);
   warm_->preload(fresh);
 }
 

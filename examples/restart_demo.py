@@ -35,7 +35,8 @@ rank = dist.get_rank()
 
 
 def say(phase, at):
-    print(f"BENCH {attempt} {rank} {phase} {at:.6f}", flush=True)
+    # One write a line: ranks that share an output (torchrun's) never interleave within a line.
+    os.write(1, f"BENCH {attempt} {rank} {phase} {at:.6f}\n".encode())
 
 
 say("main", _main)

@@ -76,6 +76,9 @@ def run_once(cmd, args):
 def attempt_figures(marks, attempt, origin):
     """(seconds from `origin` to every rank's first step, {phase: seconds} of the slowest rank)."""
     ranks = sorted({k[1] for k in marks if k[0] == attempt})
+    missing = [r for r in ranks if (attempt, r, "step") not in marks]
+    if missing:
+        raise KeyError(f"attempt {attempt}: no first step from rank(s) {missing}")
     slowest = max(ranks, key=lambda r: marks[(attempt, r, "step")])
     total = marks[(attempt, slowest, "step")] - origin
     phases, prev = {}, origin
@@ -126,7 +129,10 @@ def main():
     for _ in range(runs):
         for mode, cmd in commands(args).items():
             marks, t0 = run_once(cmd, args)
-            total, phases = attempt_figures(marks, 0, t0)
+            try:
+                total, phases = attempt_figures(marks, 0, t0)
+            except KeyError as e:
+                sys.exit(f"bench-startup: {mode}: {e}")
             launch[mode].append(total)
             for p, v in phases.items():
                 launch_phases[mode][p].append(v)

@@ -202,6 +202,7 @@ def test_ctrl_c_reaches_warm_workers(tmp_path):
 
 CRASHES = """
 import os, sys, time
+import numpy
 import ccrun_progress
 if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" and os.environ["RANK"] == "1":
     sys.exit(1)
@@ -218,6 +219,8 @@ def test_a_restart_is_warm_and_its_timeline_said(tmp_path):
     assert r.returncode == 0, r.stderr
     lines = [l for l in r.stderr.splitlines() if "attempt 1: every rank at its first step" in l]
     assert lines and "after rank 1 failed" in lines[0] and "imports 0 (warm)" in lines[0], r.stderr
+    # what the workers imported from outside the standard library goes to the template
+    assert re.search(r"warm start: the template imports .*numpy.* for the next attempt", r.stderr)
     events = [json.loads(l) for p in log_dir.rglob("events.jsonl") for l in p.open()]
     startup = [e for e in events if e.get("event") == "startup"]
     # attempt 0 never had every rank at a first step (rank 1 exits first): no timeline
