@@ -47,6 +47,13 @@ def test_every_example_config_loads(config, tmp_path):
     (["--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:99999", "x"],
      'endpoint "127.0.0.1:99999": the port "99999" is above 65535'),
     (["--rdzv-backend", "c10d", "--rdzv-endpoint", "[::1:29400", "x"], "'[' without ']'"),
+    (["--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:29400:1", "x"],
+     '--rdzv-endpoint: endpoint "localhost:29400:1": more than one \':\' and not an IPv6 address'),
+    (["--rdzv-backend", "c10d", "--rdzv-endpoint", "http://localhost:29400", "x"],
+     '"http://" is a URL scheme, which an endpoint does not take; drop it and give host:port: '
+     'localhost:29400'),
+    (["--rdzv-backend", "etcd", "--rdzv-endpoint", "http://localhost:2379", "x"],
+     '"http://" is not taken; drop it and give host:port'),
 ])
 def test_bad_flags(args, message):
     r = run_ccrun(*args)
