@@ -29,6 +29,8 @@ CCRUN_BLOCK_STOP_SIGNALS_AT_LOAD();
 
 namespace {
 
+constexpr int kExitUsage = 2;  // a mistake in the command line, as ccrun's
+
 // The command line: the server's options, plus what main turns into them
 // (timeouts in seconds, the token's file) and the log level.
 struct DaemonFlags {
@@ -115,7 +117,9 @@ sigset_t keep_stop_signals() {
   return stop_signals;
 }
 
-// Serves until one of `stop_signals` comes; 1 if the server cannot start.
+// Serves until one of `stop_signals` comes; kExitUsage when the command
+// line names something unusable (the token file), 1 if the server cannot
+// start.
 int serve(DaemonFlags& f, const sigset_t& stop_signals) {
   try {
     if (!f.token_file.empty())
@@ -132,6 +136,9 @@ int serve(DaemonFlags& f, const sigset_t& stop_signals) {
     spdlog::info("{} received; closing {} connection(s)", ccrun::signal_name(signo),
                  server.num_connections());
     server.stop();
+  } catch (const ccrun::ConfigError& e) {
+    std::fprintf(stderr, "ccrun-rendezvous: %s\n", e.what());
+    return kExitUsage;
   } catch (const ccrun::Error& e) {
     std::fprintf(stderr, "ccrun-rendezvous: %s\n", e.what());
     return 1;
