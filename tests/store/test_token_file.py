@@ -57,3 +57,29 @@ def test_a_token_file_that_is_a_directory_is_a_clean_error(tmp_path):
                        env=dict(os.environ, CCRUN_STORE_TOKEN_FILE=str(tmp_path)))
     assert f'CCRUN_STORE_TOKEN_FILE "{tmp_path}": is a directory' in r.stderr, r.stderr
     assert "basic_filebuf" not in r.stderr and r.returncode in (1, 2), r.stderr
+
+
+def agent_on(daemon, run_id, env):
+    return subprocess.run([binary("launcher", "ccrun"), "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                           f"127.0.0.1:{daemon.port}", "--rdzv-id", run_id, "--rdzv-conf",
+                           "join_timeout=5", "--no-python", "/bin/true"],
+                          capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_a_refused_or_missing_token_is_said_with_the_job_and_the_fix(tmp_path):
+    token, wrong = tmp_path / "token", tmp_path / "wrong"
+    token.write_text("secret\n")
+    wrong.write_text("other\n")
+    plain = {k: v for k, v in os.environ.items() if k != "CCRUN_STORE_TOKEN_FILE"}
+    with start_daemon("--host", "127.0.0.1", "--token-file", str(token)) as d:
+        r = agent_on(d, "job7", dict(plain, CCRUN_STORE_TOKEN_FILE=str(wrong)))
+        assert r.returncode == 1 and "refused the token" in r.stderr, r.stderr
+        assert "job 'job7' failed" in r.stderr and "job 'none'" not in r.stderr, r.stderr
+        hint = "set CCRUN_STORE_TOKEN_FILE to that file"
+        r = agent_on(d, "job8", plain)
+        assert r.returncode == 1 and hint in r.stderr, r.stderr
+        assert "job 'job8' failed" in r.stderr, r.stderr
+        r = subprocess.run([binary("launcher", "ccrun"), "status", "--rdzv-endpoint",
+                            f"127.0.0.1:{d.port}", "--rdzv-id", "job8"],
+                           capture_output=True, text=True, timeout=60, env=plain)
+        assert r.returncode == 3 and hint in r.stderr, r.stderr
