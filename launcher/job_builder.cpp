@@ -196,6 +196,7 @@ Command parse_command_line(const std::vector<std::string>& args, const Environme
   JobSpec& spec = cmd.spec;
   resolve_nodes(src, spec);
   resolve_hosts(src, spec);
+  if (!f.print_config) check_workers_counted(src, spec);
   resolve_fanout(src, f.exports, spec);
   spec.exit_on_stdin_eof = f.exit_on_stdin_eof;
   resolve_rendezvous(src, spec);

@@ -75,9 +75,8 @@ const Setting kSettings[] = {
      },
      Y::kScalar, true},
     {"nproc_per_node", "--nproc-per-node,--nproc_per_node", "Workers per node: N, auto, cpu or gpu", "Nodes",
-     [](S s) {  // with a host list, each host counts auto/cpu/gpu itself
-       return !s.hosts.empty() && !s.nproc_per_node_given.empty() ? s.nproc_per_node_given
-                                                                  : std::to_string(s.nproc_per_node);
+     [](S s) {  // auto/cpu/gpu as written: each node (each host of a host list) counts its own
+       return !s.nproc_per_node_given.empty() ? s.nproc_per_node_given : std::to_string(s.nproc_per_node);
      },
      Y::kScalar, true, nullptr, kNprocKeywords},
     {"node_rank", "--node-rank,--node_rank", "This node's rank (static rendezvous)", "Nodes",

@@ -31,6 +31,15 @@ def test_every_example_config_loads(config, tmp_path):
     assert r2.stdout == r.stdout
 
 
+def test_print_config_keeps_gpu_as_written_on_a_machine_without_one():
+    r = run_ccrun("--config", os.path.join(SOURCE, "configs", "elastic.yaml"), "--print-config",
+                  env={"CUDA_VISIBLE_DEVICES": ""})
+    assert r.returncode == 0, r.stderr
+    assert "nproc_per_node: gpu\n" in r.stdout
+    r = run_ccrun("--nproc-per-node", "gpu", "--no-python", "x", env={"CUDA_VISIBLE_DEVICES": ""})
+    assert r.returncode == 2 and "no CUDA device is visible on this machine" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("args,message", [
     (["--nnodes", "3:2", "x"], '--nnodes "3:2": min is larger than max'),
     (["--master-port", "70000", "x"], '--master-port "70000": must be between 0 and 65535'),
