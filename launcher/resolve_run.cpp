@@ -98,9 +98,11 @@ bool resolve_program(const Sources& src, std::vector<std::string> rest, JobSpec&
     rest.erase(rest.begin());
   } else if (!rest.empty() && rest[0].size() > 1 && rest[0][0] == '-') {
     std::vector<std::string> flags;
-    for (const auto& s : settings()) flags.push_back(first_flag(s));
+    for (const auto& s : settings()) {
+      for (auto& f : long_flags(s)) flags.push_back(std::move(f));
+    }
     for (const char* f : {"--config", "--print-config", "--version", "--help"}) flags.push_back(f);
-    throw ConfigError("unknown flag \"" + rest[0] + "\"" + closest(rest[0], flags) +
+    throw ConfigError("unknown flag \"" + rest[0] + "\"" + closest_flag(rest[0], flags) +
                       " (a program whose name starts with '-' goes after --); see ccrun --help");
   }
   std::string program;

@@ -290,3 +290,16 @@ TEST_CASE("logs specs: torch 2.x's only spec, default", "[launcher]") {
   CHECK_THROWS_WITH(parse_command_line({"--logs-specs", "mine", "--no-python", "x"}, env),
                     Catch::Contains("default"));
 }
+
+TEST_CASE("an unknown flag gets the nearest flag, its value and '_' aside", "[launcher]") {
+  auto suggests = [](const std::string& flag, const std::string& best) {
+    CHECK_THAT(error_of({flag, "x"}), Catch::Contains("unknown flag \"" + flag + "\"; did you mean \"" +
+                                                      best + "\"?"));
+  };
+  suggests("--nproc_per_nodes=2", "--nproc_per_node");
+  suggests("--nproc-per-nodes=2", "--nproc-per-node");
+  suggests("--master_address", "--master_addr");
+  suggests("--master-address=10.0.0.1", "--master-addr");
+  suggests("--ssh_commands=ssh", "--ssh-command");  // the one spelling it has
+  CHECK_THAT(error_of({"--completely-unrelated", "x"}), !Catch::Contains("did you mean"));
+}

@@ -49,6 +49,8 @@ def test_print_config_keeps_gpu_as_written_on_a_machine_without_one():
     (["--start_method", "thread", "x"], "spawn, fork or forkserver"),
     (["--nproc-per-node", "0", "x"], '--nproc-per-node "0"'),
     (["--nprc-per-node", "2", "x"], 'did you mean "--nproc-per-node"'),
+    (["--nproc_per_nodes=2", "x"], 'unknown flag "--nproc_per_nodes=2"; did you mean "--nproc_per_node"?'),
+    (["--master_address", "10.0.0.1", "x"], 'did you mean "--master_addr"?'),
     (["--rdzv-backend", "etcd", "x"], "needs --rdzv-endpoint"),
     ([], "no program to run"),
     (["--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:abc", "x"],
