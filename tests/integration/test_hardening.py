@@ -105,6 +105,29 @@ def test_daemon_signalled_at_its_first_instruction_stops_cleanly(sig):
     assert "listening on" in out and "received; closing" in out  # spdlog: stdout
 
 
+@pytest.mark.parametrize("args,message", [
+    (["--bogus"], "--bogus"),
+    (["--port", "abc"], "--port"),
+    (["--port", "70000"], "--port"),
+    (["--log-level", "loud"], "loud"),
+    (["--max-connections", "-1"], "--max-connections"),
+])
+def test_daemon_bad_flags_exit_2_with_the_fix(args, message):
+    r = subprocess.run([binary("store", "ccrun-rendezvous"), *args], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert r.stderr.startswith("ccrun-rendezvous: ") and message in r.stderr, r.stderr
+    assert r.stderr.rstrip().endswith("see ccrun-rendezvous --help"), r.stderr
+
+
+def test_daemon_port_in_use_names_the_port_flag():
+    with start_daemon("--host", "127.0.0.1") as d:
+        r = subprocess.run([binary("store", "ccrun-rendezvous"), "--host", "127.0.0.1", "--port",
+                            str(d.port)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1, r.stderr
+    assert "give another with --port" in r.stderr and "single-node" not in r.stderr, r.stderr
+
+
 STUBBORN = 'trap "" INT TERM; echo up; while true; do sleep 0.1; done'
 
 
