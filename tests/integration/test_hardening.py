@@ -387,6 +387,31 @@ def test_each_run_gets_its_own_log_dir_and_every_failure_is_reported(tmp_path):
         assert (run / "attempt_1" / "0" / "stderr.log").read_text() == "attempt 1\n"
 
 
+def input_mistakes(tmp_path):
+    """(args, env, message) of mistakes in a node's input that the agent
+    would meet only once it runs: each is a usage error, exit 2."""
+    afile = tmp_path / "afile"
+    afile.write_text("x\n")
+    return [
+        (["--log-dir", str(afile)], {}, f'--log-dir "{afile}": is not a directory; give a directory'),
+        (["--log-dir", "/proc/ccrun-no-such-dir"], {}, "cannot create it"),
+        (["--numa-binding", "node"], {"CUDA_VISIBLE_DEVICES": ""},
+         "local rank 0 has no GPU: this node has 0 GPU(s)"),
+        ([], {"CCRUN_STORE_TOKEN_FILE": str(tmp_path / "missing")},
+         f'CCRUN_STORE_TOKEN_FILE "{tmp_path / "missing"}": cannot be opened (No such file'),
+        (["--rdzv-backend", "c10d", "--rdzv-endpoint", "http://localhost:29400"], {},
+         "drop it and give host:port: localhost:29400"),
+    ]
+
+
+def test_mistakes_in_a_nodes_input_exit_2_before_any_worker(tmp_path):
+    for args, env, message in input_mistakes(tmp_path):
+        r = run_ccrun("--standalone", *args, "--no-python", "/bin/echo", "ran", env=env, timeout=60)
+        assert r.returncode == 2, (args, r.returncode, r.stderr)
+        assert message in r.stderr and "ran" not in r.stdout, (args, r.stderr)
+        assert "job failed" not in r.stderr, r.stderr
+
+
 def test_a_full_log_disk_is_reported(tmp_path):
     logs = tmp_path / "small"
     logs.mkdir()
