@@ -463,3 +463,14 @@ def test_forming_says_who_joined():
         rc, _, rest = finish(p)
         assert rc == 0, rest
         assert "succeeded (exit 0)" in rest
+
+
+def test_the_last_call_names_last_call_timeout():
+    r = run_ccrun("--nnodes", "1:2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                  f"127.0.0.1:{free_port()}", "--rdzv-conf",
+                  "keep_alive_interval=0.3,last_call_timeout=2", "--no-python", "true", timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"1 of 1 to 2 nodes joined round 0; waiting \d+s more for others "
+                     r"\(--rdzv-conf last_call_timeout\), then starting with those that joined",
+                     r.stderr), r.stderr
+    assert "(--rdzv-conf join_timeout)" not in r.stderr, r.stderr
