@@ -48,7 +48,8 @@ void add_listen_options(CLI::App& app, DaemonFlags& f) {
       ->capture_default_str();
   app.add_option("--port", f.port, "Port to listen on; 0 picks a free one")
       ->capture_default_str()
-      ->check(CLI::Range(0, 65535));
+      ->type_name("PORT")
+      ->check(CLI::Range(0, 65535).description(""));
   app.add_option("--token-file", f.token_file,
                  "File holding a shared secret clients must present: its first line, "
                  "trailing whitespace stripped (torch clients cannot; ccrun agents read "
