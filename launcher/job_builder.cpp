@@ -36,11 +36,22 @@ struct Flags {
 // The shells --print-completion writes a script for.
 constexpr const char* kCompletionShell = "bash";
 
-// CLI11's help, with an option's text two spaces at least after its names,
-// or on the next line when they leave no room: help2man, which makes the
-// man page from the help, takes two spaces as the end of the names.
+// CLI11's help with ccrun's usage lines, and an option's text two spaces at
+// least after its names, or on the next line when they leave no room:
+// help2man, which makes the man page from the help, takes two spaces as
+// the end of the names.
 class HelpFormatter : public CLI::Formatter {
  public:
+  // CLI11 knows no program after the options (prefix_command), nor the
+  // status command, which main() dispatches before parsing.
+  std::string make_usage(const CLI::App*, std::string name) const override {
+    // GNU's "  or:" lines, which help2man reads as one synopsis.
+    return "Usage: " + name + " [OPTIONS] PROGRAM [ARGS...]\n"
+           "  or:  " + name + " --config JOB.yaml [OPTIONS] [PROGRAM [ARGS...]]\n"
+           "  or:  " + name + " status --rdzv-endpoint HOST:PORT --rdzv-id ID [--json]"
+           "   (a running job; ccrun status --help)\n";
+  }
+
   std::string make_option(const CLI::Option* opt, bool is_positional) const override {
     std::string names = make_option_name(opt, is_positional) + make_option_opts(opt);
     std::string text = make_option_desc(opt);

@@ -15,6 +15,8 @@ def test_help_and_version():
     r = run_ccrun("--help")
     assert r.returncode == 0
     assert "--nproc-per-node,--nproc_per_node" in r.stdout and "Examples:" in r.stdout
+    assert "Usage: ccrun [OPTIONS] PROGRAM [ARGS...]\n" in r.stdout
+    assert "  or:  ccrun status --rdzv-endpoint HOST:PORT --rdzv-id ID" in r.stdout
     r = run_ccrun("--version")
     assert r.returncode == 0 and r.stdout.startswith("ccrun ")
 
