@@ -251,7 +251,8 @@ TEST_CASE("YAML: duplicate keys, bad env names and lists for scalars are errors"
 
 TEST_CASE("print-config: shortest numbers, quoted MIN:MAX", "[launcher][yaml]") {
   auto spec = parse({"--nnodes", "1:4", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h",
-                     "--monitor-interval", "0.1", "--stop-grace", "2.5", "-r", "0:1,1:2", "a"});
+                     "--monitor-interval", "0.1", "--stop-grace", "2.5", "--nproc-per-node", "2",
+                     "-r", "0:1,1:2", "a"});
   auto yaml = ccrun::launcher::to_yaml(spec);
   CHECK_THAT(yaml, Catch::Contains("\nmonitor_interval: 0.1\n"));
   CHECK_THAT(yaml, Catch::Contains("\nstop_grace: 2.5\n"));
