@@ -43,6 +43,22 @@ def test_print_config_keeps_gpu_as_written_on_a_machine_without_one():
 
 
 @pytest.mark.parametrize("args,message", [
+    (["--standalone", "--rdzv-endpoint", "10.0.0.1:29400"],
+     'warning: --rdzv-endpoint "10.0.0.1:29400" is ignored: --standalone serves its own store'),
+    (["--standalone", "--rdzv-backend", "etcd"],
+     'warning: --rdzv-backend "etcd" is ignored: --standalone uses c10d on its own store'),
+    (["--rdzv-endpoint", "10.0.0.1:29400"],
+     'warning: --rdzv-endpoint "10.0.0.1:29400" is ignored by the static rendezvous'),
+])
+def test_settings_a_rendezvous_ignores_are_warned_about(args, message):
+    r = run_ccrun(*args, "--print-config", "--no-python", "x")
+    assert r.returncode == 0, r.stderr
+    assert message in r.stderr
+    r = run_ccrun("--standalone", "--rdzv-backend", "c10d", "--print-config", "--no-python", "x")
+    assert "warning" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("args,message", [
     (["--nnodes", "3:2", "x"], '--nnodes "3:2": min is larger than max'),
     (["--master-port", "70000", "x"], '--master-port "70000": must be between 0 and 65535'),
     (["--nnodes", "2", "--master-port", "0", "x"], "0 (a free port) works for one node only"),
