@@ -117,6 +117,9 @@ def test_pet_variables_configure_ccrun():
     ("env:\n  A=B: 1\nprogram: x\n", ":2: env.A=B: a variable name cannot hold '='"),
     ("env:\n  '': 1\nprogram: x\n", ":2: env: an empty variable name"),
     ("nproc_per_node: [2]\nprogram: x\n", ":1: nproc_per_node: expected a single value, not a list"),
+    ("rdzv_backend: c10d\nprogram: x\n",
+     ":1: rdzv_backend: unknown key at the top; the rendezvous settings go under rdzv:, "
+     "write rdzv: {backend: ...}"),
 ])
 def test_bad_yaml_values(tmp_path, text, message):
     job = tmp_path / "job.yaml"
