@@ -210,10 +210,12 @@ rendezvous::RendezvousOptions Agent::rendezvous_options(uint16_t master_port) co
 }
 
 void Agent::setup_store() {
+  // The job's name first: a store that cannot be reached ends the job, and
+  // the summary names it.
+  run_id_ = spec_.standalone && spec_.rdzv.id == "none" ? random_hex(2) : spec_.rdzv.id;
   store_ = open_job_store(spec_, interrupt_);
   local_addr_ = store_.local_addr;
   gloo_ifname_ = interface_of(local_addr_);
-  run_id_ = spec_.standalone && spec_.rdzv.id == "none" ? random_hex(2) : spec_.rdzv.id;
   if (shares_store_with_workers(spec_.rdzv.backend, spec_.standalone,
                                 std::getenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE"))) {
     std::string bind = spec_.standalone                            ? "127.0.0.1"

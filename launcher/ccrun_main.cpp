@@ -13,11 +13,23 @@
 #include "fanout.h"
 #include "job_builder.h"
 #include "log_level.h"
+#include "preflight.h"
 #include "status_command.h"
 
 // SIGINT, SIGTERM, SIGHUP and SIGQUIT are held from load on; the agent and
 // the fan-out read them from their loop, the other paths release them.
 CCRUN_BLOCK_STOP_SIGNALS_AT_LOAD();
+
+namespace {
+
+// A mistake in the input, said with its fix: exit 2.
+int usage_error(const char* type, const std::string& what) {
+  std::fprintf(stderr, "ccrun: %s\n", what.c_str());
+  ccrun::agent::write_launcher_error(type, what);
+  return 2;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace ccrun;
@@ -32,15 +44,11 @@ int main(int argc, char** argv) {
                                        launcher::Environment::from_process());
     log_level = launcher::choose_log_level(std::getenv("CCRUN_LOG_LEVEL"), std::getenv("LOGLEVEL"));
   } catch (const Error& e) {
-    std::fprintf(stderr, "ccrun: %s\n", e.what());
-    agent::write_launcher_error(error_type_name(e), e.what());
-    return 2;
+    return usage_error(error_type_name(e), e.what());
   } catch (const std::exception& e) {
     // A bad value the checks missed: still a usage error, never an abort.
-    std::string what = std::string("cannot read the command line or job file: ") + e.what();
-    std::fprintf(stderr, "ccrun: %s\n", what.c_str());
-    agent::write_launcher_error("ccrun::ConfigError", what);
-    return 2;
+    return usage_error("ccrun::ConfigError",
+                       std::string("cannot read the command line or job file: ") + e.what());
   }
   if (!cmd.message.empty() || cmd.print_config) release_stop_signals();
   if (!cmd.message.empty()) {
@@ -55,14 +63,17 @@ int main(int argc, char** argv) {
     try {
       return launcher::run_fanout(cmd.spec, launcher::Environment::from_process());
     } catch (const ConfigError& e) {
-      std::fprintf(stderr, "ccrun: %s\n", e.what());
-      agent::write_launcher_error(error_type_name(e), e.what());
-      return 2;
+      return usage_error(error_type_name(e), e.what());
     } catch (const Error& e) {
       std::fprintf(stderr, "ccrun: %s\n", e.what());
       agent::write_launcher_error(error_type_name(e), e.what());
       return 1;
     }
+  }
+  try {
+    launcher::check_node_inputs(cmd.spec, launcher::Environment::from_process());
+  } catch (const ConfigError& e) {
+    return usage_error(error_type_name(e), e.what());
   }
   // ccrun's own messages go to stderr: stdout carries the workers' output.
   auto logger = spdlog::stderr_color_mt("ccrun");

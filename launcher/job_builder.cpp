@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <sstream>
 
 #include "ccrun/error.h"
 #include "completion.h"
@@ -35,6 +36,36 @@ struct Flags {
 // The shells --print-completion writes a script for.
 constexpr const char* kCompletionShell = "bash";
 
+// CLI11's help with ccrun's usage lines, and an option's text two spaces at
+// least after its names, or on the next line when they leave no room:
+// help2man, which makes the man page from the help, takes two spaces as
+// the end of the names.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  // CLI11 knows no program after the options (prefix_command), nor the
+  // status command, which main() dispatches before parsing.
+  std::string make_usage(const CLI::App*, std::string name) const override {
+    // GNU's "  or:" lines, which help2man reads as one synopsis.
+    return "Usage: " + name + " [OPTIONS] PROGRAM [ARGS...]\n"
+           "  or:  " + name + " --config JOB.yaml [OPTIONS] [PROGRAM [ARGS...]]\n"
+           "  or:  " + name + " status --rdzv-endpoint HOST:PORT --rdzv-id ID [--json]"
+           "   (a running job; ccrun status --help)\n";
+  }
+
+  std::string make_option(const CLI::Option* opt, bool is_positional) const override {
+    std::string names = make_option_name(opt, is_positional) + make_option_opts(opt);
+    std::string text = make_option_desc(opt);
+    std::ostringstream out;
+    if (text.empty() || names.size() + 4 <= get_column_width()) {  // "  names  text"
+      CLI::detail::format_help(out, names, text, get_column_width());
+      return out.str();
+    }
+    out << "  " << names << "\n";
+    CLI::detail::format_help(out, "", text, get_column_width());
+    return out.str();
+  }
+};
+
 // CLI11's parser for every setting, bound to `f`.
 std::unique_ptr<CLI::App> make_app(Flags& f) {
   auto app = std::make_unique<CLI::App>(
@@ -55,7 +86,9 @@ std::unique_ptr<CLI::App> make_app(Flags& f) {
       "  ccrun --config configs/single_node.yaml\n"
       "${local_rank} in the program's arguments becomes each worker's local rank.");
   app->prefix_command();  // everything from the program on belongs to it
-  app->get_formatter()->column_width(44);
+  auto help = std::make_shared<HelpFormatter>();
+  help->column_width(44);
+  app->formatter(help);
   for (const auto& s : settings()) {
     CLI::Option* o;
     if (s.text) {
@@ -196,6 +229,7 @@ Command parse_command_line(const std::vector<std::string>& args, const Environme
   JobSpec& spec = cmd.spec;
   resolve_nodes(src, spec);
   resolve_hosts(src, spec);
+  if (!f.print_config) check_workers_counted(src, spec);
   resolve_fanout(src, f.exports, spec);
   spec.exit_on_stdin_eof = f.exit_on_stdin_eof;
   resolve_rendezvous(src, spec);

@@ -50,6 +50,10 @@ void resolve_nodes(const Sources& src, JobSpec& spec);
 // nnodes defaults to its length and master_addr to its first host. Needs
 // resolve_nodes first (a host's slots default to nproc_per_node).
 void resolve_hosts(const Sources& src, JobSpec& spec);
+// nproc_per_node gpu without a CUDA device here and without a host list
+// (whose hosts count their own): an error. Not called for --print-config,
+// which prints `gpu` as written, for the machine that will run the file.
+void check_workers_counted(const Sources& src, const JobSpec& spec);
 // ssh_command (flag > PET_SSH_COMMAND > CCRUN_SSH > YAML > default),
 // remote_ccrun, and the exports (the job file's, then `flag_exports`).
 void resolve_fanout(const Sources& src, const std::vector<std::string>& flag_exports, JobSpec& spec);

@@ -27,9 +27,6 @@ void resolve_hosts(const Sources& src, JobSpec& spec) {
     lines = *yaml.hosts;
     list_where = yaml.hosts_where;
   }
-  if (lines.empty() && spec.nproc_per_node == 0) {
-    fail(src.get("nproc_per_node"), "no CUDA device is visible on this machine; give a number or use cpu");
-  }
   if (lines.empty()) {
     for (const Raw* f : {&include, &exclude}) {
       if (!f->value.empty()) fail(*f, "needs a host list (--hostfile FILE or hosts: in the job file)");

@@ -69,4 +69,10 @@ void resolve_nodes(const Sources& src, JobSpec& spec) {
   spec.standalone = to_bool(raw("standalone"));
 }
 
+void check_workers_counted(const Sources& src, const JobSpec& spec) {
+  if (spec.hosts.empty() && spec.nproc_per_node == 0) {
+    fail(src.get("nproc_per_node"), "no CUDA device is visible on this machine; give a number or use cpu");
+  }
+}
+
 }  // namespace ccrun::launcher

@@ -38,6 +38,28 @@ std::optional<store::Endpoint> parse_rdzv_endpoint(const Raw& endpoint, Backend 
   }
 }
 
+// What a job's rendezvous leaves unused of the settings given, said once:
+// --standalone serves its own c10d store; the static rendezvous meets at
+// node 0's --master-addr/--master-port.
+void warn_unused(const Sources& src, const JobSpec& spec, Backend given_backend) {
+  auto warn = [](const std::string& what) { std::fprintf(stderr, "ccrun: warning: %s\n", what.c_str()); };
+  Raw endpoint = src.get("rdzv_endpoint");
+  bool endpoint_given = src.given("rdzv_endpoint") && !endpoint.value.empty();
+  if (spec.standalone) {
+    if (endpoint_given) {
+      warn(endpoint.label() + " is ignored: --standalone serves its own store on a free local port; "
+           "drop one of them");
+    }
+    if (src.given("rdzv_backend") && given_backend != Backend::kC10d) {
+      warn(src.get("rdzv_backend").label() + " is ignored: --standalone uses c10d on its own store; "
+           "drop one of them");
+    }
+  } else if (spec.rdzv.backend == Backend::kStatic && endpoint_given) {
+    warn(endpoint.label() + " is ignored by the static rendezvous, which meets at --master-addr and "
+         "--master-port; give --rdzv-backend c10d to use the endpoint");
+  }
+}
+
 }  // namespace
 
 void resolve_rendezvous(const Sources& src, JobSpec& spec) {
@@ -70,6 +92,7 @@ void resolve_rendezvous(const Sources& src, JobSpec& spec) {
   if (id.value.empty()) fail(id, "the job id is empty; give one, e.g. job7 (agents with one id meet)");
   spec.rdzv.id = id.value;
   resolve_conf(src, spec.rdzv);
+  warn_unused(src, spec, spec.rdzv.backend);
   Raw nnodes = raw("nnodes");
   if (spec.standalone) {
     spec.rdzv.backend = Backend::kC10d;

@@ -42,11 +42,32 @@ void resolve_restarts(const Sources& src, JobSpec& spec) {
   }
 }
 
+namespace {
+
+// Throws, naming `r`, unless `rank` is one of this node's local ranks.
+// With a host list each host's agent checks its own (slots differ).
+void check_local_rank(const Raw& r, int rank, const JobSpec& spec) {
+  if (rank < spec.nproc_per_node || !spec.hosts.empty()) return;
+  fail(r, "local rank " + std::to_string(rank) + " does not exist: this node runs " +
+              std::to_string(spec.nproc_per_node) + " worker(s), local ranks 0 to " +
+              std::to_string(spec.nproc_per_node - 1));
+}
+
+// -r/--redirects or -t/--tee (`key`): a value for all, or per local rank.
+void resolve_std_streams(const Sources& src, const char* key, int& def, std::map<int, int>& per_rank,
+                         const JobSpec& spec) {
+  Raw r = src.get(key);
+  parse_std_streams(r, def, per_rank);
+  for (const auto& [rank, value] : per_rank) check_local_rank(r, rank, spec);
+}
+
+}  // namespace
+
 void resolve_logs(const Sources& src, JobSpec& spec) {
   auto raw = [&](const char* key) { return src.get(key); };
   spec.logs.log_dir = raw("log_dir").value;
-  parse_std_streams(raw("redirects"), spec.logs.default_redirects, spec.logs.redirects);
-  parse_std_streams(raw("tee"), spec.logs.default_tee, spec.logs.tee);
+  resolve_std_streams(src, "redirects", spec.logs.default_redirects, spec.logs.redirects, spec);
+  resolve_std_streams(src, "tee", spec.logs.default_tee, spec.logs.tee, spec);
   // torch 2.x's --logs-specs names an entry point of its "torchrun.logs_specs"
   // group; torch ships one, "default", which is what ccrun's logs are.
   Raw specs = raw("logs_specs");
@@ -64,11 +85,7 @@ void resolve_logs(const Sources& src, JobSpec& spec) {
     if (r.empty()) continue;
     Raw one{r, filter.where, filter.yaml};
     int rank = int(to_int(one, 0, 1 << 20, "local ranks such as 0,2"));
-    if (rank >= spec.nproc_per_node) {
-      fail(one, "local rank " + r + " does not exist: this node runs " +
-                    std::to_string(spec.nproc_per_node) + " worker(s), local ranks 0 to " +
-                    std::to_string(spec.nproc_per_node - 1));
-    }
+    check_local_rank(one, rank, spec);
     spec.logs.local_ranks_filter.insert(rank);
   }
   spec.logs.duplicate_stdout_filters = split_escaped_commas(raw("duplicate_stdout_filters").value);
@@ -114,9 +131,11 @@ bool resolve_program(const Sources& src, std::vector<std::string> rest, JobSpec&
     rest.erase(rest.begin());
   } else if (!rest.empty() && rest[0].size() > 1 && rest[0][0] == '-') {
     std::vector<std::string> flags;
-    for (const auto& s : settings()) flags.push_back(first_flag(s));
+    for (const auto& s : settings()) {
+      for (auto& f : long_flags(s)) flags.push_back(std::move(f));
+    }
     for (const char* f : {"--config", "--print-config", "--version", "--help"}) flags.push_back(f);
-    throw ConfigError("unknown flag \"" + rest[0] + "\"" + closest(rest[0], flags) +
+    throw ConfigError("unknown flag \"" + rest[0] + "\"" + closest_flag(rest[0], flags) +
                       " (a program whose name starts with '-' goes after --); see ccrun --help");
   }
   std::string program;

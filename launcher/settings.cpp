@@ -75,9 +75,8 @@ const Setting kSettings[] = {
      },
      Y::kScalar, true},
     {"nproc_per_node", "--nproc-per-node,--nproc_per_node", "Workers per node: N, auto, cpu or gpu", "Nodes",
-     [](S s) {  // with a host list, each host counts auto/cpu/gpu itself
-       return !s.hosts.empty() && !s.nproc_per_node_given.empty() ? s.nproc_per_node_given
-                                                                  : std::to_string(s.nproc_per_node);
+     [](S s) {  // auto/cpu/gpu as written: each node (each host of a host list) counts its own
+       return !s.nproc_per_node_given.empty() ? s.nproc_per_node_given : std::to_string(s.nproc_per_node);
      },
      Y::kScalar, true, nullptr, kNprocKeywords},
     {"node_rank", "--node-rank,--node_rank", "This node's rank (static rendezvous)", "Nodes",
@@ -218,13 +217,8 @@ std::string pet_value(const Setting& s, const std::string& value) {
 }
 
 std::string first_flag(const Setting& s) {
-  std::string f = s.flags;
-  auto parts = std::stringstream(f);
-  std::string name;
-  while (std::getline(parts, name, ',')) {
-    if (name.rfind("--", 0) == 0) return name;
-  }
-  return f;
+  std::vector<std::string> names = long_flags(s);
+  return names.empty() ? s.flags : names.front();
 }
 
 std::string closest(const std::string& key, const std::vector<std::string>& known) {
@@ -238,6 +232,42 @@ std::string closest(const std::string& key, const std::vector<std::string>& know
     }
   }
   return best.empty() ? "" : "; did you mean \"" + best + "\"?";
+}
+
+namespace {
+
+std::string dashed(std::string name) {
+  std::replace(name.begin(), name.end(), '_', '-');
+  return name;
+}
+
+}  // namespace
+
+std::string closest_flag(const std::string& arg, const std::vector<std::string>& flags) {
+  std::string name = arg.substr(0, arg.find('='));
+  bool underscored = name.find('_') != std::string::npos;
+  // Nearest first, then the user's style: twice the distance, plus one
+  // for the other style; within a distance of 3.
+  std::string best;
+  size_t best_score = 8;
+  for (const auto& f : flags) {
+    bool other_style = (f.find('_') != std::string::npos) != underscored;
+    size_t score = 2 * edit_distance(dashed(name), dashed(f)) + (other_style ? 1 : 0);
+    if (score < best_score) {
+      best_score = score;
+      best = f;
+    }
+  }
+  return best.empty() ? "" : "; did you mean \"" + best + "\"?";
+}
+
+std::vector<std::string> long_flags(const Setting& s) {
+  std::vector<std::string> out;
+  std::stringstream parts{std::string(s.flags)};
+  for (std::string name; std::getline(parts, name, ',');) {
+    if (name.rfind("--", 0) == 0) out.push_back(name);
+  }
+  return out;
 }
 
 [[noreturn]] void fail(const Raw& r, const std::string& why) {

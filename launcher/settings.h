@@ -98,6 +98,13 @@ std::string pet_value(const Setting& s, const std::string& value);
 std::string first_flag(const Setting& s);
 // "; did you mean \"x\"?" for the nearest of `known`, or "" when none is near.
 std::string closest(const std::string& key, const std::vector<std::string>& known);
+// The same for an unknown flag `arg` among `flags` (every long spelling):
+// its "=value" is left out and '_' and '-' count as one, so
+// "--nproc_per_nodes=2" is near "--nproc-per-node"; of spellings equally
+// near, the one in the user's style ('_' or '-') is named.
+std::string closest_flag(const std::string& arg, const std::vector<std::string>& flags);
+// The setting's long flags, every spelling ("--nproc-per-node", "--nproc_per_node").
+std::vector<std::string> long_flags(const Setting& s);
 
 // Throws ConfigError "<label>: <why>".
 [[noreturn]] void fail(const Raw& r, const std::string& why);

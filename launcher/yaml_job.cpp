@@ -183,6 +183,10 @@ class Reader {
         }
       } else if (find_setting(key) && key.rfind("rdzv_", 0) != 0) {
         job.raws[key] = Raw{scalar_text(v, at, is_list_setting(key)), at, true};
+      } else if (find_setting(key)) {  // rdzv_backend: the flag's name
+        std::string sub = key.substr(std::string("rdzv_").size());
+        throw ConfigError(at + ": unknown key at the top; the rendezvous settings go under rdzv:, "
+                          "write rdzv: {" + sub + ": ...}");
       } else {
         throw ConfigError(at + ": unknown key" + closest(key, known));
       }

@@ -343,11 +343,15 @@ class Handler : public RendezvousHandler {
     return info;
   }
 
+  // Which setting bounds a wait, as the progress line names it.
+  enum class Bound { kJoinTimeout, kLastCall };
+
   // Waits for `keys` in slices of keep_alive_interval. Between slices it
   // checks that the store still knows this node joined (a restarted
   // standalone daemon has lost every key): false means "join again".
+  // `bound` is the setting that set `deadline`.
   bool wait_joined(const std::vector<std::string>& keys, Clock::time_point deadline,
-                   const std::function<bool()>& still_joined) {
+                   const std::function<bool()>& still_joined, Bound bound = Bound::kJoinTimeout) {
     for (;;) {
       auto slice = std::min(remaining(deadline), o_.keep_alive_interval);
       try {
@@ -355,7 +359,7 @@ class Handler : public RendezvousHandler {
         return true;
       } catch (const TimeoutError&) {
         if (Clock::now() >= deadline) throw;
-        report_progress(deadline);
+        report_progress(deadline, bound);
         if (!still_joined()) {
           spdlog::warn("rendezvous '{}': the store lost this node's join (was it "
                        "restarted?); joining again", o_.run_id);
@@ -366,8 +370,9 @@ class Handler : public RendezvousHandler {
   }
 
   // While forming: one line each time the number of nodes that joined the
-  // round being formed changes ("2 of 3 nodes joined ...").
-  void report_progress(Clock::time_point deadline) {
+  // round being formed changes ("2 of 3 nodes joined ..."), naming the
+  // setting that bounds the wait.
+  void report_progress(Clock::time_point deadline, Bound bound) {
     int r = forming_round_;
     int joined = static_cast<int>(store_->add(keys_.joined(r), 0));
     if (joined == last_progress_) return;
@@ -376,6 +381,12 @@ class Handler : public RendezvousHandler {
                            ? std::to_string(o_.max_nodes)
                            : std::to_string(o_.min_nodes) + " to " + std::to_string(o_.max_nodes);
     auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now());
+    if (bound == Bound::kLastCall) {
+      spdlog::info("rendezvous '{}': {} of {} nodes joined round {}; waiting {}s more for others "
+                   "(--rdzv-conf last_call_timeout), then starting with those that joined",
+                   o_.run_id, joined, need, r, left.count());
+      return;
+    }
     spdlog::info("rendezvous '{}': {} of {} nodes joined round {}; waiting for the others up to "
                  "{}s more (--rdzv-conf join_timeout)",
                  o_.run_id, joined, need, r, left.count());
@@ -447,9 +458,12 @@ class Handler : public RendezvousHandler {
       close_round(joined);
     } else if (joined == o_.min_nodes) {
       // The last call: wait for more nodes, then close with whoever came.
-      auto last_call = std::min(Clock::now() + o_.last_call_timeout, deadline);
+      auto last_call = Clock::now() + o_.last_call_timeout;
+      Bound bound = last_call < deadline ? Bound::kLastCall : Bound::kJoinTimeout;
       try {
-        if (!wait_joined({size_key}, last_call, still_joined)) return std::nullopt;
+        if (!wait_joined({size_key}, std::min(last_call, deadline), still_joined, bound)) {
+          return std::nullopt;
+        }
       } catch (const TimeoutError&) {
         int64_t now = store_->add(keys_.joined(r), 0);
         close_round(std::min<int64_t>(now, o_.max_nodes));

@@ -14,6 +14,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "ccrun/endpoint.h"
 #include "ccrun/error.h"
@@ -29,11 +30,14 @@ CCRUN_BLOCK_STOP_SIGNALS_AT_LOAD();
 
 namespace {
 
+constexpr int kExitUsage = 2;  // a mistake in the command line, as ccrun's
+
 // The command line: the server's options, plus what main turns into them
 // (timeouts in seconds, the token's file) and the log level.
 struct DaemonFlags {
   ccrun::store::StoreServerOptions opts;
   std::string token_file;
+  int port = ccrun::rendezvous::kDefaultRendezvousPort;  // checked, then opts.port
   std::string log_level = "info";
   double handshake_s = 10, first_request_s = 60, idle_s = 0, finished_ttl_s = 600;
 };
@@ -42,8 +46,10 @@ struct DaemonFlags {
 void add_listen_options(CLI::App& app, DaemonFlags& f) {
   app.add_option("--host", f.opts.host, "Address to listen on (0.0.0.0 for every interface)")
       ->capture_default_str();
-  app.add_option("--port", f.opts.port, "Port to listen on; 0 picks a free one")
-      ->capture_default_str();
+  app.add_option("--port", f.port, "Port to listen on; 0 picks a free one")
+      ->capture_default_str()
+      ->type_name("PORT")
+      ->check(CLI::Range(0, 65535).description(""));
   app.add_option("--token-file", f.token_file,
                  "File holding a shared secret clients must present: its first line, "
                  "trailing whitespace stripped (torch clients cannot; ccrun agents read "
@@ -103,6 +109,21 @@ void apply_timeouts(DaemonFlags& f) {
   f.opts.finished_job_ttl = to_ms(f.finished_ttl_s);
 }
 
+// Parses the command line: nothing when the daemon should serve, else its
+// exit status (0 after --help or --version; kExitUsage for a bad flag,
+// said with the fix, as ccrun says its own).
+std::optional<int> parse_flags(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "ccrun-rendezvous: %s; see ccrun-rendezvous --help\n", e.what());
+    return kExitUsage;
+  }
+  return std::nullopt;
+}
+
 // SIGINT and SIGTERM stay blocked (every thread inherits the mask) and are
 // waited for by serve(); SIGHUP and SIGQUIT take their default action again.
 sigset_t keep_stop_signals() {
@@ -115,7 +136,9 @@ sigset_t keep_stop_signals() {
   return stop_signals;
 }
 
-// Serves until one of `stop_signals` comes; 1 if the server cannot start.
+// Serves until one of `stop_signals` comes; kExitUsage when the command
+// line names something unusable (the token file), 1 if the server cannot
+// start.
 int serve(DaemonFlags& f, const sigset_t& stop_signals) {
   try {
     if (!f.token_file.empty())
@@ -132,6 +155,9 @@ int serve(DaemonFlags& f, const sigset_t& stop_signals) {
     spdlog::info("{} received; closing {} connection(s)", ccrun::signal_name(signo),
                  server.num_connections());
     server.stop();
+  } catch (const ccrun::ConfigError& e) {
+    std::fprintf(stderr, "ccrun-rendezvous: %s\n", e.what());
+    return kExitUsage;
   } catch (const ccrun::Error& e) {
     std::fprintf(stderr, "ccrun-rendezvous: %s\n", e.what());
     return 1;
@@ -148,13 +174,13 @@ int main(int argc, char** argv) {
       "ccrun's extensions. Agents use it with --rdzv-endpoint HOST:PORT.",
       "ccrun-rendezvous"};
   DaemonFlags flags;
-  flags.opts.port = ccrun::rendezvous::kDefaultRendezvousPort;
   add_listen_options(app, flags);
   add_timeout_options(app, flags);
   add_limit_options(app, flags);
   app.set_version_flag("--version", std::string("ccrun-rendezvous ") + CCRUN_VERSION);
-  CLI11_PARSE(app, argc, argv);
-
+  if (std::optional<int> done = parse_flags(app, argc, argv)) return *done;
+  flags.opts.port = uint16_t(flags.port);
+  flags.opts.port_in_use_fix = "give another with --port (0 picks a free one, printed at start)";
   apply_timeouts(flags);
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [ccrun-rendezvous] [%l] %v");

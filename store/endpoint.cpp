@@ -1,6 +1,8 @@
 // host:port parsing and printing (see include/ccrun/endpoint.h).
 #include "ccrun/endpoint.h"
 
+#include <arpa/inet.h>
+
 #include <optional>
 
 #include "ccrun/error.h"
@@ -36,8 +38,29 @@ uint16_t endpoint_port(std::string_view text, std::string_view port) {
   return value;
 }
 
+// Throws when `text` starts with a URL scheme ("http://h:p"): an endpoint
+// is host:port alone.
+void reject_scheme(std::string_view text) {
+  auto sep = text.find("://");
+  if (sep == std::string_view::npos) return;
+  std::string rest(text.substr(sep + 3));
+  bad(text, "\"" + std::string(text.substr(0, sep + 3)) + "\" is a URL scheme, which an endpoint "
+            "does not take; drop it and give host:port" + (rest.empty() ? "" : ": " + rest));
+}
+
+// Throws unless `host` (two or more colons, no brackets) is an IPv6
+// address, with an optional %zone: "h:1:2" is a mistake, not a host.
+void check_bare_ipv6(std::string_view text, const std::string& host) {
+  std::string address = host.substr(0, host.find('%'));
+  in6_addr unused{};
+  if (::inet_pton(AF_INET6, address.c_str(), &unused) == 1) return;
+  bad(text, "more than one ':' and not an IPv6 address; give host:port, e.g. "
+            "10.0.0.1:29400 (an IPv6 address as [::1]:29400)");
+}
+
 Endpoint parse(std::string_view text, std::optional<uint16_t> default_port) {
   if (text.empty()) bad(text, "empty; give host or host:port");
+  reject_scheme(text);
   Endpoint ep;
   std::optional<std::string_view> port;
   if (text.front() == '[') {
@@ -61,6 +84,7 @@ Endpoint parse(std::string_view text, std::optional<uint16_t> default_port) {
     port = text.substr(colon + 1);
   } else {
     ep.host = std::string(text);  // a bare IPv6 address: no port
+    check_bare_ipv6(text, ep.host);
   }
   if (ep.host.empty()) bad(text, "the host is empty; give host:port, e.g. 10.0.0.1:29400");
   if (port) {

@@ -99,7 +99,13 @@ Endpoint parse_store_host(std::string_view text, std::string_view hosts,
 
 std::string etcd_address(std::string_view endpoint) {
   std::string text(endpoint);
-  return text.rfind("etcd://", 0) == 0 ? text : "etcd://" + text;
+  if (text.rfind("etcd://", 0) == 0) return text;
+  if (auto sep = text.find("://"); sep != std::string::npos) {
+    throw ConfigError("etcd endpoint \"" + text + "\": \"" + text.substr(0, sep + 3) +
+                      "\" is not taken; drop it and give host:port[,host:port...] (for TLS "
+                      "add --rdzv-conf protocol=https)");
+  }
+  return "etcd://" + text;
 }
 
 StoreAddress parse_store_address(std::string_view text) {

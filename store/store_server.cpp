@@ -88,7 +88,7 @@ class StoreServer::Impl {
     if (ec) {
       acceptor_.close();
       std::string hint = ec == asio::error::address_in_use
-                             ? "another process listens there; pick another port (or 0 for a free one, single-node jobs only)"
+                             ? "another process listens there; " + options_.port_in_use_fix
                              : ec == boost::system::errc::address_not_available
                                    ? "that address is not one of this host's"
                                    : "check the address and port";

@@ -91,7 +91,7 @@ class TcpStore::Connection {
         done += static_cast<size_t>(r);
         continue;
       }
-      if (r == 0) lost("the store closed the connection");
+      if (r == 0) lost(closed_why());
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) lost(std::strerror(errno));
       wait_for(POLLIN, deadline);
@@ -137,6 +137,15 @@ class TcpStore::Connection {
 
   // Whether the peer has answered on this connection yet.
   bool replied() const { return replied_; }
+
+  // Why the peer closed: a store started with --token-file closes a
+  // connection that sends a request unauthenticated, before any reply.
+  std::string closed_why() const {
+    std::string why = "the store closed the connection";
+    if (replied_ || !opts_.token.empty()) return why;
+    return why + " before its first reply; if it was started with --token-file (it wants a "
+                 "token), set CCRUN_STORE_TOKEN_FILE to that file";
+  }
 
   [[noreturn]] void lost(const std::string& why) {
     throw ConnectionError("store " + endpoint_ + ": connection lost: " + why);

@@ -1,9 +1,13 @@
 // The token-file rule (see include/ccrun/token_file.h).
 #include "ccrun/token_file.h"
 
+#include <cerrno>
+#include <filesystem>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <system_error>
 
 #include "ccrun/error.h"
 
@@ -17,15 +21,36 @@ std::string strip_trailing(std::string s) {
   return s;
 }
 
+// The whole file; throws ConfigError (starting with `where`) naming the
+// system's reason when it cannot be read. libstdc++ reports a read error
+// (a directory: EISDIR) by throwing from the stream buffer, so the read is
+// guarded as well as the open.
+std::string read_whole(const std::string& path, const std::string& where) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw ConfigError(where + "is a directory; give the file that holds the secret");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in.is_open()) {
+    throw ConfigError(where + "cannot be opened (" + std::strerror(errno) +
+                      "); check the path and its permissions");
+  }
+  const ConfigError unreadable(where + "cannot be read; check that it is a plain file");
+  std::string content;
+  try {
+    content.assign(std::istreambuf_iterator<char>(in), {});
+  } catch (const std::ios_base::failure&) {
+    throw unreadable;
+  }
+  if (in.bad()) throw unreadable;
+  return content;
+}
+
 }  // namespace
 
 std::string read_token_file(const std::string& path, std::string_view source) {
   const std::string where = std::string(source) + " \"" + path + "\": ";
-  std::ifstream in(path, std::ios::binary);
-  std::string content(std::istreambuf_iterator<char>(in), {});
-  if (!in.is_open() || in.bad()) {
-    throw ConfigError(where + "cannot be read; check the path and its permissions");
-  }
+  std::string content = read_whole(path, where);
   if (content.empty()) {
     throw ConfigError(where + "the file is empty; put the store's shared secret on its first line");
   }

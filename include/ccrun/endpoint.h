@@ -40,8 +40,10 @@ struct Endpoint {
 
 // Parses `text` in one of the forms above; `default_port` is the port when
 // the text gives none. Throws ccrun::ConfigError naming the text and the
-// fix when the host is empty, a bracket is unbalanced, or the port is
-// empty, not a number, or above 65535.
+// fix when the text starts with a URL scheme ("http://"), the host is empty,
+// a bracket is unbalanced, text with two or more ':' and no brackets is not
+// an IPv6 address ("h:1:2"), or the port is empty, not a number, or above
+// 65535.
 [[nodiscard]] Endpoint parse_endpoint(std::string_view text, uint16_t default_port);
 
 // The same, but the text must give the port (`host:port`, `[v6]:port`).

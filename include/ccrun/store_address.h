@@ -42,7 +42,8 @@ struct StoreAddress {
 };
 
 // `--rdzv-endpoint` of the etcd backend (host:port[,host:port...][/prefix],
-// etcd:// optional) as a store address.
+// etcd:// optional) as a store address. Throws ConfigError for another
+// scheme ("http://"): etcd's protocol is the `protocol` option.
 [[nodiscard]] std::string etcd_address(std::string_view endpoint);
 
 // Parses a store address. Throws ConfigError naming the text and the

@@ -34,6 +34,10 @@ struct StoreServerOptions {
   std::string host = "127.0.0.1";
   // Port to bind; 0 picks a free one (read it back with port()).
   uint16_t port = 0;
+  // What to do when another process holds `port`, said in start()'s error;
+  // the default suits an agent's store (its port is the job's).
+  std::string port_in_use_fix =
+      "pick another port (or 0 for a free one, single-node jobs only)";
   // Shared secret clients must present (2.x dialect, ccrun's AUTHENTICATE)
   // before any other request. Empty = no authentication; torch clients can
   // only use a store without a token.

@@ -105,6 +105,29 @@ def test_daemon_signalled_at_its_first_instruction_stops_cleanly(sig):
     assert "listening on" in out and "received; closing" in out  # spdlog: stdout
 
 
+@pytest.mark.parametrize("args,message", [
+    (["--bogus"], "--bogus"),
+    (["--port", "abc"], "--port"),
+    (["--port", "70000"], "--port"),
+    (["--log-level", "loud"], "loud"),
+    (["--max-connections", "-1"], "--max-connections"),
+])
+def test_daemon_bad_flags_exit_2_with_the_fix(args, message):
+    r = subprocess.run([binary("store", "ccrun-rendezvous"), *args], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert r.stderr.startswith("ccrun-rendezvous: ") and message in r.stderr, r.stderr
+    assert r.stderr.rstrip().endswith("see ccrun-rendezvous --help"), r.stderr
+
+
+def test_daemon_port_in_use_names_the_port_flag():
+    with start_daemon("--host", "127.0.0.1") as d:
+        r = subprocess.run([binary("store", "ccrun-rendezvous"), "--host", "127.0.0.1", "--port",
+                            str(d.port)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1, r.stderr
+    assert "give another with --port" in r.stderr and "single-node" not in r.stderr, r.stderr
+
+
 STUBBORN = 'trap "" INT TERM; echo up; while true; do sleep 0.1; done'
 
 
@@ -364,6 +387,31 @@ def test_each_run_gets_its_own_log_dir_and_every_failure_is_reported(tmp_path):
         assert (run / "attempt_1" / "0" / "stderr.log").read_text() == "attempt 1\n"
 
 
+def input_mistakes(tmp_path):
+    """(args, env, message) of mistakes in a node's input that the agent
+    would meet only once it runs: each is a usage error, exit 2."""
+    afile = tmp_path / "afile"
+    afile.write_text("x\n")
+    return [
+        (["--log-dir", str(afile)], {}, f'--log-dir "{afile}": is not a directory; give a directory'),
+        (["--log-dir", "/proc/ccrun-no-such-dir"], {}, "cannot create it"),
+        (["--numa-binding", "node"], {"CUDA_VISIBLE_DEVICES": ""},
+         "local rank 0 has no GPU: this node has 0 GPU(s)"),
+        ([], {"CCRUN_STORE_TOKEN_FILE": str(tmp_path / "missing")},
+         f'CCRUN_STORE_TOKEN_FILE "{tmp_path / "missing"}": cannot be opened (No such file'),
+        (["--rdzv-backend", "c10d", "--rdzv-endpoint", "http://localhost:29400"], {},
+         "drop it and give host:port: localhost:29400"),
+    ]
+
+
+def test_mistakes_in_a_nodes_input_exit_2_before_any_worker(tmp_path):
+    for args, env, message in input_mistakes(tmp_path):
+        r = run_ccrun("--standalone", *args, "--no-python", "/bin/echo", "ran", env=env, timeout=60)
+        assert r.returncode == 2, (args, r.returncode, r.stderr)
+        assert message in r.stderr and "ran" not in r.stdout, (args, r.stderr)
+        assert "job failed" not in r.stderr, r.stderr
+
+
 def test_a_full_log_disk_is_reported(tmp_path):
     logs = tmp_path / "small"
     logs.mkdir()
@@ -415,3 +463,14 @@ def test_forming_says_who_joined():
         rc, _, rest = finish(p)
         assert rc == 0, rest
         assert "succeeded (exit 0)" in rest
+
+
+def test_the_last_call_names_last_call_timeout():
+    r = run_ccrun("--nnodes", "1:2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                  f"127.0.0.1:{free_port()}", "--rdzv-conf",
+                  "keep_alive_interval=0.3,last_call_timeout=2", "--no-python", "true", timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"1 of 1 to 2 nodes joined round 0; waiting \d+s more for others "
+                     r"\(--rdzv-conf last_call_timeout\), then starting with those that joined",
+                     r.stderr), r.stderr
+    assert "(--rdzv-conf join_timeout)" not in r.stderr, r.stderr

@@ -130,6 +130,45 @@ def test_man_pages(root, program, words):
         assert w in text, w
 
 
+def built_man_page(program):
+    """The man page the build made (packaging/), as `man -l` renders it."""
+    man = tool("man", "man-db")
+    tool("help2man", "help2man")
+    page = os.path.join(build_dir(), "packaging", f"{program}.1.gz")
+    if not os.path.exists(page):
+        pytest.skip(f"skipped: {page} is not built")
+    r = subprocess.run([man, "-l", page], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "MANPAGER": "cat", "MANWIDTH": "200"})
+    assert r.returncode == 0, r.stderr
+    return [line.strip() for line in re.sub(r".\x08", "", r.stdout).split("\n")]
+
+
+def help_text(program):
+    return subprocess.run([os.path.join(build_dir(), *program), "--help"], capture_output=True,
+                          text=True, timeout=30, check=True).stdout
+
+
+@pytest.mark.parametrize("program", [("launcher", "ccrun"), ("store", "ccrun-rendezvous")])
+def test_man_page_options_have_their_names_alone_on_the_tag_line(program):
+    """help2man ends an option's names at two spaces; one space put the
+    text on the tag line (--virtual-local-rank, --rdzv-backend)."""
+    page = built_man_page(program[1])
+    for line in help_text(program).split("\n"):
+        if re.match(r"^  -", line):
+            names = line.strip().split("  ")[0]
+            assert names in page, f"{names!r} is not alone on its line in man {program[1]}"
+
+
+def test_man_page_examples_are_the_helps_as_written():
+    page = built_man_page("ccrun")
+    examples = help_text(("launcher", "ccrun")).split("Examples:\n")[1].split("\n")
+    commands = [e.strip() for e in examples if e.startswith("  ")]
+    assert len(commands) >= 6
+    section = page[page.index("EXAMPLES"):page.index("SEE ALSO")]
+    for c in commands:
+        assert c in section, f"{c!r} is not a line of man ccrun's EXAMPLES"
+
+
 def test_bash_completion(root):
     script = str(root / "usr/share/bash-completion/completions/ccrun")
     assert bash_complete(script, ["ccrun", "--rdzv-backend", ""]) == ["c10d", "etcd", "static"]

@@ -256,7 +256,7 @@ def test_numa_binding_sets_each_workers_affinity():
 def test_numa_binding_without_a_gpu_fails_before_any_worker():
     env = {"CUDA_VISIBLE_DEVICES": ""}
     r = run_ccrun("--numa-binding", "node", "--no-python", "/bin/echo", "ran", env=env)
-    assert r.returncode == 1 and "ran" not in r.stdout
+    assert r.returncode == 2 and "ran" not in r.stdout
     assert "local rank 0 has no GPU: this node has 0 GPU(s)" in r.stderr
     r = run_ccrun("--numa_binding", "numa", "--no-python", "/bin/true")
     assert r.returncode == 2

@@ -139,6 +139,10 @@ TEST_CASE("fanout: --nproc-per-node gpu is counted on each host, not here", "[fa
   CHECK_THROWS_WITH(parse_command_line({"--hostfile", hf, "--nproc-per-node", "gpu", "--include", "n1:0", "x"},
                                        no_gpu),
                     Catch::Contains("host \"n1\" counts its slots itself"));
+  // Per-rank settings are checked by each host's agent, against its own slots.
+  auto per_rank = parse_command_line({"--hostfile", hf, "--nproc-per-node", "gpu", "-r", "1:3",
+                                      "--local-ranks-filter", "1", "x"}, no_gpu).spec;
+  CHECK(per_rank.logs.redirects.at(1) == 3);
   // Without a host list, no GPU here is still an error.
   CHECK_THROWS_WITH(parse_command_line({"--nproc-per-node", "gpu", "x"}, no_gpu), Catch::Contains("no CUDA device"));
   std::filesystem::remove(hf);

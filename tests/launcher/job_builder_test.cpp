@@ -251,7 +251,8 @@ TEST_CASE("YAML: duplicate keys, bad env names and lists for scalars are errors"
 
 TEST_CASE("print-config: shortest numbers, quoted MIN:MAX", "[launcher][yaml]") {
   auto spec = parse({"--nnodes", "1:4", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h",
-                     "--monitor-interval", "0.1", "--stop-grace", "2.5", "-r", "0:1,1:2", "a"});
+                     "--monitor-interval", "0.1", "--stop-grace", "2.5", "--nproc-per-node", "2",
+                     "-r", "0:1,1:2", "a"});
   auto yaml = ccrun::launcher::to_yaml(spec);
   CHECK_THAT(yaml, Catch::Contains("\nmonitor_interval: 0.1\n"));
   CHECK_THAT(yaml, Catch::Contains("\nstop_grace: 2.5\n"));
@@ -289,4 +290,17 @@ TEST_CASE("logs specs: torch 2.x's only spec, default", "[launcher]") {
   CHECK_NOTHROW(parse_command_line({"--logs_specs=default", "--no-python", "x"}, env));
   CHECK_THROWS_WITH(parse_command_line({"--logs-specs", "mine", "--no-python", "x"}, env),
                     Catch::Contains("default"));
+}
+
+TEST_CASE("an unknown flag gets the nearest flag, its value and '_' aside", "[launcher]") {
+  auto suggests = [](const std::string& flag, const std::string& best) {
+    CHECK_THAT(error_of({flag, "x"}), Catch::Contains("unknown flag \"" + flag + "\"; did you mean \"" +
+                                                      best + "\"?"));
+  };
+  suggests("--nproc_per_nodes=2", "--nproc_per_node");
+  suggests("--nproc-per-nodes=2", "--nproc-per-node");
+  suggests("--master_address", "--master_addr");
+  suggests("--master-address=10.0.0.1", "--master-addr");
+  suggests("--ssh_commands=ssh", "--ssh-command");  // the one spelling it has
+  CHECK_THAT(error_of({"--completely-unrelated", "x"}), !Catch::Contains("did you mean"));
 }

@@ -15,6 +15,8 @@ def test_help_and_version():
     r = run_ccrun("--help")
     assert r.returncode == 0
     assert "--nproc-per-node,--nproc_per_node" in r.stdout and "Examples:" in r.stdout
+    assert "Usage: ccrun [OPTIONS] PROGRAM [ARGS...]\n" in r.stdout
+    assert "  or:  ccrun status --rdzv-endpoint HOST:PORT --rdzv-id ID" in r.stdout
     r = run_ccrun("--version")
     assert r.returncode == 0 and r.stdout.startswith("ccrun ")
 
@@ -31,15 +33,45 @@ def test_every_example_config_loads(config, tmp_path):
     assert r2.stdout == r.stdout
 
 
+def test_print_config_keeps_gpu_as_written_on_a_machine_without_one():
+    r = run_ccrun("--config", os.path.join(SOURCE, "configs", "elastic.yaml"), "--print-config",
+                  env={"CUDA_VISIBLE_DEVICES": ""})
+    assert r.returncode == 0, r.stderr
+    assert "nproc_per_node: gpu\n" in r.stdout
+    r = run_ccrun("--nproc-per-node", "gpu", "--no-python", "x", env={"CUDA_VISIBLE_DEVICES": ""})
+    assert r.returncode == 2 and "no CUDA device is visible on this machine" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--standalone", "--rdzv-endpoint", "10.0.0.1:29400"],
+     'warning: --rdzv-endpoint "10.0.0.1:29400" is ignored: --standalone serves its own store'),
+    (["--standalone", "--rdzv-backend", "etcd"],
+     'warning: --rdzv-backend "etcd" is ignored: --standalone uses c10d on its own store'),
+    (["--rdzv-endpoint", "10.0.0.1:29400"],
+     'warning: --rdzv-endpoint "10.0.0.1:29400" is ignored by the static rendezvous'),
+])
+def test_settings_a_rendezvous_ignores_are_warned_about(args, message):
+    r = run_ccrun(*args, "--print-config", "--no-python", "x")
+    assert r.returncode == 0, r.stderr
+    assert message in r.stderr
+    r = run_ccrun("--standalone", "--rdzv-backend", "c10d", "--print-config", "--no-python", "x")
+    assert "warning" not in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("args,message", [
     (["--nnodes", "3:2", "x"], '--nnodes "3:2": min is larger than max'),
     (["--master-port", "70000", "x"], '--master-port "70000": must be between 0 and 65535'),
     (["--nnodes", "2", "--master-port", "0", "x"], "0 (a free port) works for one node only"),
     (["--config", "/tmp", "x"], '--config "/tmp": is a directory'),
     (["--nproc-per-node", "2", "--local-ranks-filter", "99", "x"], "local rank 99 does not exist"),
+    (["--nproc-per-node", "2", "--redirects", "0:1,5:2", "x"],
+     '--redirects "0:1,5:2": local rank 5 does not exist: this node runs 2 worker(s)'),
+    (["--nproc-per-node", "2", "--tee", "2:3", "x"], '--tee "2:3": local rank 2 does not exist'),
     (["--start_method", "thread", "x"], "spawn, fork or forkserver"),
     (["--nproc-per-node", "0", "x"], '--nproc-per-node "0"'),
     (["--nprc-per-node", "2", "x"], 'did you mean "--nproc-per-node"'),
+    (["--nproc_per_nodes=2", "x"], 'unknown flag "--nproc_per_nodes=2"; did you mean "--nproc_per_node"?'),
+    (["--master_address", "10.0.0.1", "x"], 'did you mean "--master_addr"?'),
     (["--rdzv-backend", "etcd", "x"], "needs --rdzv-endpoint"),
     ([], "no program to run"),
     (["--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:abc", "x"],
@@ -47,6 +79,13 @@ def test_every_example_config_loads(config, tmp_path):
     (["--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:99999", "x"],
      'endpoint "127.0.0.1:99999": the port "99999" is above 65535'),
     (["--rdzv-backend", "c10d", "--rdzv-endpoint", "[::1:29400", "x"], "'[' without ']'"),
+    (["--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:29400:1", "x"],
+     '--rdzv-endpoint: endpoint "localhost:29400:1": more than one \':\' and not an IPv6 address'),
+    (["--rdzv-backend", "c10d", "--rdzv-endpoint", "http://localhost:29400", "x"],
+     '"http://" is a URL scheme, which an endpoint does not take; drop it and give host:port: '
+     'localhost:29400'),
+    (["--rdzv-backend", "etcd", "--rdzv-endpoint", "http://localhost:2379", "x"],
+     '"http://" is not taken; drop it and give host:port'),
 ])
 def test_bad_flags(args, message):
     r = run_ccrun(*args)
@@ -78,6 +117,9 @@ def test_pet_variables_configure_ccrun():
     ("env:\n  A=B: 1\nprogram: x\n", ":2: env.A=B: a variable name cannot hold '='"),
     ("env:\n  '': 1\nprogram: x\n", ":2: env: an empty variable name"),
     ("nproc_per_node: [2]\nprogram: x\n", ":1: nproc_per_node: expected a single value, not a list"),
+    ("rdzv_backend: c10d\nprogram: x\n",
+     ":1: rdzv_backend: unknown key at the top; the rendezvous settings go under rdzv:, "
+     "write rdzv: {backend: ...}"),
 ])
 def test_bad_yaml_values(tmp_path, text, message):
     job = tmp_path / "job.yaml"

@@ -40,6 +40,7 @@ TEST_CASE("endpoint: accepted forms", "[endpoint]") {
   check("[fe80::1%eth0]:7", "fe80::1%eth0", 7);
   check("::1", "::1", 29400);
   check("fe80::1:2", "fe80::1:2", 29400);
+  check("fe80::1%eth0", "fe80::1%eth0", 29400);
   CHECK(parse_endpoint("h:5").to_string() == "h:5");
   CHECK(parse_endpoint("[::1]:5").to_string() == "[::1]:5");
 }
@@ -61,6 +62,17 @@ TEST_CASE("endpoint: rejected forms name the text and the fix", "[endpoint]") {
   CHECK_THAT(error_of("[::1]:"), Catch::Contains("empty"));
   CHECK_THAT(error_of("h", true), Catch::Contains("endpoint \"h\": no port"));
   CHECK_THAT(error_of("::1", true), Catch::Contains("no port"));
+}
+
+TEST_CASE("endpoint: two colons that are no IPv6 address, and a URL scheme", "[endpoint]") {
+  CHECK_THAT(error_of("localhost:29400:1"),
+             Catch::Contains("endpoint \"localhost:29400:1\": more than one ':' and not an IPv6 "
+                             "address; give host:port"));
+  CHECK_THAT(error_of("h:1:2%eth0"), Catch::Contains("not an IPv6 address"));
+  CHECK(error_of("http://localhost:29400") ==
+        "endpoint \"http://localhost:29400\": \"http://\" is a URL scheme, which an endpoint "
+        "does not take; drop it and give host:port: localhost:29400");
+  CHECK_THAT(error_of("tcp://[::1]:5"), Catch::Contains("\"tcp://\" is a URL scheme"));
 }
 
 TEST_CASE("parse_port: a port alone, as MASTER_PORT gives it", "[endpoint]") {
