@@ -246,6 +246,12 @@ int Agent::loop() {
     switch (d.action) {
       case Decision::Action::kStop:
         return exit_signalled();
+      case Decision::Action::kStopped:
+        end_reason_ = d.reason;
+        spdlog::warn("ccrun: the job was stopped on another node: {}", d.reason);
+        // Says so to a hosting node that waits for it, if its store still answers.
+        run_bounded([this] { rdzv_->leave(false, milliseconds(0)); }, milliseconds(1'000));
+        return 128 + end.stop_signal;
       case Decision::Action::kLeave:
         state_ = State::kLeaving;
         run_off_loop([this] { rdzv_->leave(store_.server != nullptr, milliseconds(60'000)); });
@@ -275,7 +281,12 @@ void Agent::start_job() {
   });
   run_off_loop([this] { setup_store(); });
   slow.cancel();
-  run_logs_ = std::make_unique<RunLogs>(spec_.logs.log_dir, run_id_);
+  std::string home = logs_home(spec_.logs);
+  if (spec_.logs.log_dir.empty() && !home.empty()) {
+    spdlog::info("ccrun: -r/--redirects without --log-dir: the redirected output is kept under "
+                 "{} (--log-dir DIR chooses where)", home);
+  }
+  run_logs_ = std::make_unique<RunLogs>(home, run_id_, agent_token_);
   serve_file_timer();
   if (run_logs_->kept()) spdlog::info("ccrun: logs in {}", run_logs_->root().string());
   bool filters = !spec_.logs.duplicate_stdout_filters.empty() || !spec_.logs.duplicate_stderr_filters.empty();
@@ -306,7 +317,7 @@ void Agent::join_round() {
 AttemptEnd Agent::end_of(Outcome outcome) const {
   if (outcome == Outcome::kSignalled || signalled_) return AttemptEnd::signalled();
   if (outcome == Outcome::kSucceeded) return AttemptEnd::succeeded();
-  if (event_) return AttemptEnd::round_ended(event_->kind, event_->detail);
+  if (event_) return AttemptEnd::round_ended(event_->kind, event_->detail, event_->stop_signal);
   return AttemptEnd::round_ended(RoundEndKind::kRestartRequested,  // a failure here
                                  local_failures_.empty() ? "" : local_failures_.front().to_json());
 }

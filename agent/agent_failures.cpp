@@ -145,7 +145,13 @@ int Agent::exit_signalled() {
   end_reason_ = reason;
   if (rdzv_) {
     state_ = State::kLeaving;
-    run_bounded([&] { rdzv_->set_closed({reason, signalled_}); }, kCloseOnSignalTimeout);
+    // The hosting node keeps serving until the others have read the close (or
+    // the bound passes): its store goes away with it.
+    bool hosting = store_.server != nullptr;
+    run_bounded([&] {
+      rdzv_->set_closed({reason, signalled_});
+      if (hosting) rdzv_->leave(true, kCloseOnSignalTimeout);
+    }, kCloseOnSignalTimeout);
   }
   return 128 + signalled_;
 }

@@ -14,7 +14,6 @@ namespace ccrun::agent {
 namespace asio = boost::asio;
 
 namespace {
-constexpr size_t kTailLines = 12;
 
 constexpr const char* kSplitMarker = " [ccrun: line longer than 1 MiB, continued]";
 
@@ -140,8 +139,7 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
         file_fd = -1;
       }
     }
-    tail.push_back(line);
-    if (tail.size() > kTailLines) tail.pop_front();
+    tail.add(line);
   }
 
   asio::posix::stream_descriptor pipe;
@@ -149,7 +147,7 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
   std::function<void()> on_closed;
   std::shared_ptr<std::vector<char>> buf;  // the mux's (LogMux::buffer_)
   std::string partial;
-  std::deque<std::string> tail;
+  TailLines tail;
   int file_fd = -1;
 };
 
@@ -171,7 +169,38 @@ void LogMux::close_all() {
 std::string LogMux::tail(int id) const {
   std::string out;
   if (id < 0 || size_t(id) >= streams_.size()) return out;
-  for (const auto& l : streams_[id]->tail) out += l + "\n";
+  return streams_[id]->tail.text();
+}
+
+void TailLines::add(const std::string& line) {
+  size_t start = 0;
+  for (;;) {
+    size_t cr = line.find('\r', start);
+    std::string piece = line.substr(start, cr == std::string::npos ? std::string::npos : cr - start);
+    if (!piece.empty() || line.empty()) push(std::move(piece));  // an empty line stays one
+    if (cr == std::string::npos) break;
+    start = cr + 1;
+  }
+}
+
+void TailLines::push(std::string piece) {
+  if (piece.size() > kLineBytes) {
+    size_t cut = piece.size() - kLineBytes;
+    piece.resize(kLineBytes);
+    piece += " [ccrun: " + std::to_string(cut) + " more bytes]";
+  }
+  bytes_ += piece.size() + 1;
+  lines_.push_back(std::move(piece));
+  while (lines_.size() > kLines || (bytes_ > kTotalBytes && lines_.size() > 1)) {
+    bytes_ -= lines_.front().size() + 1;
+    lines_.pop_front();
+  }
+}
+
+std::string TailLines::text() const {
+  std::string out;
+  out.reserve(bytes_);
+  for (const auto& l : lines_) out += l + "\n";
   return out;
 }
 

@@ -54,6 +54,28 @@ struct StreamOptions {
   std::shared_ptr<FilteredLog> duplicate;
 };
 
+// The last lines of a stream, for a failure report: they travel through the
+// store and are printed on the console, so they are bounded in bytes, not
+// only in lines. A `\r` ends a line here too: a progress bar redrawn 10,000
+// times is 10,000 short lines, of which the last few are kept, not one line
+// of megabytes.
+class TailLines {
+ public:
+  static constexpr size_t kLines = 12;
+  static constexpr size_t kLineBytes = 400;   // a longer line keeps its start and says so
+  static constexpr size_t kTotalBytes = 4096;  // the oldest lines go first
+
+  // Adds one output line (without its '\n').
+  void add(const std::string& line);
+  // The lines kept, oldest first, each ending in '\n'.
+  std::string text() const;
+
+ private:
+  void push(std::string piece);
+  std::deque<std::string> lines_;
+  size_t bytes_ = 0;
+};
+
 class LogMux {
  public:
   static constexpr size_t kMaxLineBytes = 1 << 20;
@@ -65,8 +87,8 @@ class LogMux {
   LogMux& operator=(const LogMux&) = delete;
 
   // Starts reading `fd` (takes ownership). `on_closed` runs at EOF, after the
-  // last line was written. The last `tail_lines` lines are kept for
-  // failure reports (tail()).
+  // last line was written. Its last lines are kept for failure reports
+  // (tail(), TailLines).
   int add(int fd, StreamOptions options, std::function<void()> on_closed);
 
   // The last lines read from stream `id`, oldest first.

@@ -1,6 +1,7 @@
 // The orphan killer process (see orphan_killer.h). Protocol on the pipe: int32
 // values, a positive one tracks that process group, a negative one forgets
-// -value, 0 disarms the token scan until the next positive one.
+// -value, 0 disarms the token scan until the next positive one. At EOF it
+// also removes the files a dead agent left (remove_leftovers).
 #include "orphan_killer.h"
 
 #include "descendants.h"
@@ -11,15 +12,54 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
 
 namespace ccrun::agent {
 namespace {
 
 constexpr int kMaxGroups = 65536;
 
-[[noreturn]] void orphan_killer_main(int fd, const char* token) {
+// Removes `dir_fd`'s entries whose names start with `prefix` ("" = every
+// entry), directories with what they hold (`depth` levels at most). The
+// agent's own files only: the prefix carries its random token.
+void remove_prefixed(int dir_fd, const char* prefix, int depth) {
+  DIR* d = fdopendir(dup(dir_fd));
+  if (!d) return;
+  size_t n = std::strlen(prefix);
+  while (dirent* e = readdir(d)) {
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    if (std::strncmp(e->d_name, prefix, n) != 0) continue;
+    if (unlinkat(dir_fd, e->d_name, 0) == 0 || errno != EISDIR || depth == 0) continue;
+    int sub = openat(dir_fd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub < 0) continue;
+    remove_prefixed(sub, "", depth - 1);
+    close(sub);
+    unlinkat(dir_fd, e->d_name, AT_REMOVEDIR);
+  }
+  closedir(d);
+}
+
+// What a SIGKILLed agent leaves: its workers' progress records (and their
+// stack and module lists) and its temporary run directory, each named
+// ccrun-<token>-... (progress_watch.h, run_logs.h).
+void remove_leftovers(const char* progress_dir, const char* temp_dir, const char* prefix) {
+  for (const char* dir : {progress_dir, temp_dir}) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) continue;
+    remove_prefixed(fd, prefix, 3);
+    close(fd);
+  }
+}
+
+[[noreturn]] void orphan_killer_main(int fd, const char* token, const char* progress_dir,
+                                     const char* temp_dir, const char* prefix) {
   prctl(PR_SET_NAME, "ccrun-janitor");  // the name ps has always shown
   // Its own process group: a signal to the agent's group leaves it alive
   // to clean up.
@@ -64,6 +104,7 @@ constexpr int kMaxGroups = 65536;
   }
   for (int i = 0; i < count; ++i) kill(-groups[i], SIGKILL);
   if (armed) kill_token_holders(token, true);
+  if (*token) remove_leftovers(progress_dir, temp_dir, prefix);
   _exit(0);
 }
 
@@ -81,6 +122,12 @@ OrphanKiller& OrphanKiller::instance() {
 }
 
 OrphanKiller::OrphanKiller(const std::string& agent_token) {
+  // Where the leftovers would be, worked out before the fork.
+  const char* shm = std::getenv("CCRUN_PROGRESS_DIR");
+  std::string progress_dir = shm && *shm ? shm : "/dev/shm";
+  std::error_code ec;
+  std::string temp_dir = std::filesystem::temp_directory_path(ec).string();
+  std::string prefix = "ccrun-" + agent_token + "-";
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return;
   pid_t pid = fork();
@@ -88,7 +135,8 @@ OrphanKiller::OrphanKiller(const std::string& agent_token) {
     ::close(fds[1]);
     if (fds[0] != 3) dup2(fds[0], 3);
     syscall(SYS_close_range, 4u, ~0u, 0u);
-    orphan_killer_main(3, agent_token.c_str());
+    orphan_killer_main(3, agent_token.c_str(), progress_dir.c_str(), temp_dir.c_str(),
+                       prefix.c_str());
   }
   ::close(fds[0]);
   pipe_fd_ = pid > 0 ? fds[1] : -1;

@@ -8,7 +8,9 @@
 // it died) the orphan killer SIGKILLs every group still listed, then, unless
 // the agent disarmed it after a clean stop, every process that carries the
 // agent's token (descendants.h: those that left their worker's group with
-// setsid or setpgid), then exits. Its process name stays "ccrun-janitor",
+// setsid or setpgid), removes the files the agent would have removed (its
+// workers' progress records under /dev/shm, its temporary run directory:
+// both named ccrun-<token>-...), then exits. Its process name stays "ccrun-janitor",
 // the name ps has always shown for it.
 //
 //===----------------------------------------------------------------------===//

@@ -13,6 +13,7 @@ Decision decide(const AttemptEnd& end, const RestartBudget& budget) {
     case RoundEndKind::kStoreLost:
       return {Action::kStoreLost, end.detail};
     case RoundEndKind::kClosed:
+      if (end.stop_signal > 0) return {Action::kStopped, end.detail};
       return {Action::kFail,
               end.detail.empty() ? "the job was stopped on another node" : end.detail};
     case RoundEndKind::kNodeWaiting:

@@ -31,11 +31,12 @@ struct AttemptEnd {
   How how = How::kRoundEnded;
   RoundEndKind kind = RoundEndKind::kRestartRequested;  // kRoundEnded: why
   std::string detail;                                   // the event's detail
+  int stop_signal = 0;  // kClosed by a stop signal on another node: its number
 
   static AttemptEnd succeeded() { return {How::kSucceeded, RoundEndKind::kAllDone, ""}; }
   static AttemptEnd signalled() { return {How::kSignalled, RoundEndKind::kClosed, ""}; }
-  static AttemptEnd round_ended(RoundEndKind kind, std::string detail) {
-    return {How::kRoundEnded, kind, std::move(detail)};
+  static AttemptEnd round_ended(RoundEndKind kind, std::string detail, int stop_signal = 0) {
+    return {How::kRoundEnded, kind, std::move(detail), stop_signal};
   }
 };
 
@@ -52,6 +53,8 @@ struct Decision {
   enum class Action {
     kLeave,      // the job succeeded: leave the round, exit 0
     kStop,       // a signal: close the job, exit 128+N
+    kStopped,    // another node was stopped by a signal (the job is closed): exit
+                 // 128+N too, with no store call (the store may be gone with it)
     kRestart,    // restart the workers in a new round; one restart spent
     kRejoin,     // membership changed (a node waits to join): new round, no restart spent
     kFail,       // close the job for good; `reason` says why; exit 1

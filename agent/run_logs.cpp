@@ -1,6 +1,8 @@
 // The run's log directory (see run_logs.h).
 #include "run_logs.h"
 
+#include "ccrun/job_spec.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,10 +20,30 @@
 namespace ccrun::agent {
 namespace fs = std::filesystem;
 
-RunLogs::RunLogs(const std::string& log_dir, const std::string& run_id) {
+bool redirects_anything(const LogSpec& logs) {
+  if (logs.default_redirects != 0) return true;
+  for (const auto& [rank, bits] : logs.redirects) {
+    if (bits != 0) return true;
+  }
+  return false;
+}
+
+std::string logs_home(const LogSpec& logs) {
+  if (!logs.log_dir.empty() || !redirects_anything(logs)) return logs.log_dir;
+  std::string tmpl = (fs::temp_directory_path() / "ccrun-logs-XXXXXX").string();
+  if (!mkdtemp(tmpl.data())) {
+    throw Error("-r/--redirects without --log-dir: cannot create a directory for the redirected "
+                "output in " + fs::temp_directory_path().string() + ": " + std::strerror(errno) +
+                "; give --log-dir DIR");
+  }
+  return tmpl;
+}
+
+RunLogs::RunLogs(const std::string& log_dir, const std::string& run_id, const std::string& token) {
   kept_ = !log_dir.empty();
   if (!kept_) {
-    std::string tmpl = (fs::temp_directory_path() / "ccrun-XXXXXX").string();
+    std::string name = token.empty() ? "ccrun-XXXXXX" : "ccrun-" + token + "-XXXXXX";
+    std::string tmpl = (fs::temp_directory_path() / name).string();
     if (!mkdtemp(tmpl.data())) {
       throw Error("cannot create a temporary directory in " + fs::temp_directory_path().string() +
                   ": " + std::strerror(errno) + "; set TMPDIR to a writable directory");

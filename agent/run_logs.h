@@ -14,7 +14,9 @@
 // temporary directory holds only the workers' error files, one level flat
 // (attempt_<n>/error_<local_rank>.json: no directory per rank, whose
 // creation and removal cost 20 ms a launch of 128 workers on ext4), and is
-// removed when the run ends.
+// removed when the run ends. Output that -r/--redirects keeps off the console
+// is not thrown away for want of --log-dir: redirected_logs_home() gives it a
+// kept temporary home, as torchrun does.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -22,13 +24,26 @@
 #include <filesystem>
 #include <string>
 
+#include "ccrun/job_spec.h"
+
 namespace ccrun::agent {
+
+// Where the run's kept logs go: --log-dir, else, when -r/--redirects keeps a
+// stream off the console, a new directory ccrun-logs-XXXXXX under TMPDIR
+// (kept, and said); else "" (nothing kept). Throws ccrun::Error when that
+// directory cannot be made.
+std::string logs_home(const LogSpec& logs);
+
+// True when -r/--redirects keeps any stream of any local rank off the console.
+bool redirects_anything(const LogSpec& logs);
 
 class RunLogs {
  public:
   // Creates the run's directory; throws ccrun::Error naming the directory
-  // and the reason when it cannot be made.
-  RunLogs(const std::string& log_dir, const std::string& run_id);
+  // and the reason when it cannot be made. A temporary directory is named
+  // ccrun-<token>-XXXXXX, so the orphan killer of a SIGKILLed agent finds
+  // and removes it (orphan_killer.h).
+  RunLogs(const std::string& log_dir, const std::string& run_id, const std::string& token = "");
   ~RunLogs();  // removes a temporary directory
   RunLogs(const RunLogs&) = delete;  // owns a directory
   RunLogs& operator=(const RunLogs&) = delete;

@@ -114,6 +114,7 @@ std::string_view to_string(JobPhase phase) {
 std::string RoundEnd::to_json() const {
   json j{{"kind", to_string(kind)}, {"node", node}, {"detail", detail}};
   if (next_expected >= 0) j["next_expected"] = next_expected;
+  if (stop_signal > 0) j["stop_signal"] = stop_signal;
   return j.dump();
 }
 
@@ -129,6 +130,7 @@ RoundEnd RoundEnd::from_json(const std::string& text) {
     e.node = j.value("node", -1);
     e.detail = j.value("detail", "");
     e.next_expected = j.value("next_expected", -1);
+    e.stop_signal = j.value("stop_signal", 0);
   } catch (const json::exception& x) {
     e = RoundEnd{};
     e.detail = std::string("unreadable round end record: ") + x.what();

@@ -149,7 +149,9 @@ class Handler : public RendezvousHandler {
 
   void set_closed(const ClosedRecord& record) override {
     store_->compare_set(keys_.closed(), "", record.to_json());
-    if (round_ >= 0) end_round(round_, {RoundEndKind::kClosed, -1, record.reason});
+    if (round_ >= 0) {
+      end_round(round_, {RoundEndKind::kClosed, -1, record.reason, -1, record.stop_signal});
+    }
   }
 
   std::vector<std::string> failures() override {

@@ -163,7 +163,7 @@ bool RoundWatch::wait_for_end(store::Store& s, int64_t until_ms) {
     return false;
   }
   RoundEnd end = RoundEnd::from_json(s.get(keys_.end(o_.round)));
-  deliver({end.kind, end.node, end.detail});
+  deliver({end.kind, end.node, end.detail, end.stop_signal});
   return true;
 }
 

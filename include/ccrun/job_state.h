@@ -59,6 +59,7 @@ struct RoundEnd {
   int node = -1;           // the node concerned, -1 when none
   std::string detail;
   int next_expected = -1;  // nodes that will surely rejoin the next round; -1: unknown
+  int stop_signal = 0;     // kClosed by a stop signal on some node: its number (0: none)
 
   [[nodiscard]] std::string to_json() const;
   // An unreadable record reads as kClosed saying so: a round whose end

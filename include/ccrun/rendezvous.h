@@ -68,6 +68,7 @@ struct RoundEvent {
   Kind kind = Kind::kClosed;
   int node_rank = -1;  // the node concerned, -1 when none
   std::string detail;
+  int stop_signal = 0;  // kClosed by a stop signal on some node: its number
 };
 
 // Opens a new connection to the job's store. The handler calls it for the

@@ -59,3 +59,13 @@ TEST_CASE("decision: a close fails the job, a lost store ends this node", "[deci
   CHECK(lost.action == Action::kStoreLost);
   CHECK(lost.reason == "connection refused");
 }
+
+TEST_CASE("decision: a job closed by a stop signal elsewhere stops here too, no store call",
+          "[decision]") {
+  Decision d = decide(AttemptEnd::round_ended(RoundEndKind::kClosed,
+                                              "ccrun received SIGINT on node 0", 2),
+                      budget(3));
+  CHECK(d.action == Action::kStopped);
+  CHECK(d.reason == "ccrun received SIGINT on node 0");
+  CHECK(decide(ended(RoundEndKind::kClosed, "an error"), budget(3)).action == Action::kFail);
+}

@@ -39,7 +39,7 @@ TEST_CASE("phases nothing wrote are left out, and a launch is the reference", "[
   StartupReference ref{5'000, "launch"};
   std::vector<StartupTimeline> ranks = {rank(0, 5'010, {-1, -1, -1, -1, 20'000})};
   REQUIRE(startup_line(0, ref, ranks) ==
-          "attempt 0: every rank at its first step 0.03 s after launch (until spawned 0.010, "
+          "attempt 0: every rank at its first step 0.03 s after launch (until spawned 0.01, "
           "first step 0.02; slowest rank 0)");
 }
 

@@ -474,3 +474,82 @@ def test_the_last_call_names_last_call_timeout():
                      r"\(--rdzv-conf last_call_timeout\), then starting with those that joined",
                      r.stderr), r.stderr
     assert "(--rdzv-conf join_timeout)" not in r.stderr, r.stderr
+
+
+def test_redirected_output_without_a_log_dir_is_kept_and_its_place_said(tmp_path):
+    r = run_ccrun("--standalone", "--nproc-per-node", "2", "-r", "3", "--no-python", "/bin/sh",
+                  "-c", 'echo "out of $RANK"; echo "err of $RANK" >&2',
+                  env={"TMPDIR": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    assert "out of" not in r.stdout
+    m = re.search(r"logs in (\S+)", r.stderr)
+    assert m and "redirected output is kept under" in r.stderr, r.stderr
+    root = m.group(1)
+    assert open(os.path.join(root, "attempt_0", "1", "stdout.log")).read() == "out of 1\n"
+    assert open(os.path.join(root, "attempt_0", "0", "stderr.log")).read() == "err of 0\n"
+
+
+def test_a_progress_bar_and_a_huge_line_before_a_crash_give_a_small_report(tmp_path):
+    prog = ("import sys\n"
+            "for i in range(20000): sys.stderr.write('\\r%d%%|####|' % (i % 101))\n"
+            "sys.stderr.write('x' * (10 << 20) + '\\n')\n"
+            "sys.stderr.flush()\n"
+            "raise SystemExit('crashed after the bar')\n")
+    r = run_ccrun("--standalone", "--nproc-per-node", "1", "--log-dir", str(tmp_path),
+                  "--no-python", "/usr/bin/python3", "-c", prog, timeout=120)
+    assert r.returncode == 1
+    [report] = [os.path.join(d, "failure_report.json") for d, _, files in os.walk(tmp_path)
+                if "failure_report.json" in files]
+    size = os.path.getsize(report)
+    assert size < 64 << 10, f"failure_report.json is {size} bytes"
+    tail = json.load(open(report))["failures"][0]["stderr_tail"]
+    assert "crashed after the bar" in tail and "more bytes]" in tail, tail[:500]
+    # The console carries the bar and the line once (the worker's own output), not the tail again.
+    assert len(r.stderr) < 2 * (10 << 20) + (1 << 20)
+
+
+def test_a_sigkilled_agent_leaves_no_progress_records_or_temporary_directory(tmp_path):
+    p = spawn_ccrun("--standalone", "--nproc-per-node", "2", "--no-python", "/bin/sh", "-c",
+                    'echo "token $CCRUN_AGENT_TOKEN"; exec sleep 60',
+                    env={"TMPDIR": str(tmp_path)})
+    token = None
+    deadline = time.time() + 30
+    while token is None and time.time() < deadline:
+        m = re.search(r"token (\w+)\.", p.stdout.readline())
+        token = m.group(1) if m else None
+    assert token
+    assert glob_leftovers(tmp_path, token), "the running job has its files"
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=30)
+    deadline = time.time() + 10
+    while glob_leftovers(tmp_path, token) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not glob_leftovers(tmp_path, token)
+
+
+def glob_leftovers(tmp_path, token):
+    import glob
+    return (glob.glob(f"/dev/shm/ccrun-{token}-*") +
+            glob.glob(os.path.join(str(tmp_path), f"ccrun-{token}-*")))
+
+
+def test_ctrl_c_on_the_node_hosting_the_store_stops_the_other_node_at_once():
+    # torchrun's usual topology: the endpoint is node 0, whose agent hosts the store.
+    port = free_port()
+    args = ["--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+            "--rdzv-id", "ctrl-c", "--nproc-per-node", "1", "--no-python", "/bin/sh", "-c",
+            'echo "running $RANK"; exec sleep 60']
+    host = spawn_ccrun(*args)
+    read_stderr_until(host, "nodes joined round")  # it hosts the store
+    other = spawn_ccrun(*args)
+    wait_for_lines(host, "running", 1)
+    wait_for_lines(other, "running", 1)
+    start = time.time()
+    host.send_signal(signal.SIGINT)
+    rc_host, _, err_host = finish(host)
+    rc, _, err = finish(other)
+    assert rc_host == 130, err_host
+    assert rc == 130, err
+    assert "the job was stopped on another node: ccrun received SIGINT on node" in err, err
+    assert "job failed" not in err
+    assert time.time() - start < 5, f"took {time.time() - start:.1f}s\n{err}"
