@@ -151,7 +151,8 @@ def main():
         cells = []
         for mode in ("ccrun cold", "ccrun warm", "torchrun"):
             cells.append(fmt % median(values[mode]))
-        ratio = lambda m: "%.1fx" % (t / median(values[m])) if median(values[m]) > 0 else "n/a"
+        # a phase a warm start skips (0 s) has no ratio
+        ratio = lambda m: "%.1fx" % (t / median(values[m])) if median(values[m]) >= 0.001 else "—"
         return "| %s | %s | %s / %s |" % (label, " | ".join(cells), ratio("ccrun cold"),
                                           ratio("ccrun warm"))
 

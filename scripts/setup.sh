@@ -25,6 +25,7 @@ packages=(
   clang libclang-rt-14-dev
   ccache etcd-server openssh-server
   elfutils  # eu-stack: every rank's native stack in a hang verdict
+  strace  # scripts/bench-startup.sh counts the file-system calls of a start-up
   python3-matplotlib  # scripts/plot_bench.py: the benchmarks' figures in docs/
   python3-yaml  # tests/launcher/test_kubernetes.py reads the manifests of configs/k8s/
   libhwloc-dev  # --numa-binding reads the CPUs, caches, NUMA nodes and GPUs with hwloc
