@@ -26,7 +26,7 @@ constexpr std::chrono::milliseconds kCloseOnSignalTimeout{3'000};
 }  // namespace
 
 void Agent::collect_failures() {
-  std::vector<std::string> records;
+  std::vector<Failure> records;
   try {
     run_off_loop([&] { records = rdzv_->failures(); });
   } catch (const InterruptedError&) {
@@ -38,8 +38,7 @@ void Agent::collect_failures() {
     collect_failures_local();
     return;
   }
-  last_failures_.clear();
-  for (const auto& j : records) last_failures_.push_back(Failure::from_json(j));
+  last_failures_ = std::move(records);
   all_failures_.insert(all_failures_.end(), last_failures_.begin(), last_failures_.end());
 }
 

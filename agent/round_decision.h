@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -31,11 +32,13 @@ struct AttemptEnd {
   How how = How::kRoundEnded;
   RoundEndKind kind = RoundEndKind::kRestartRequested;  // kRoundEnded: why
   std::string detail;                                   // the event's detail
+  std::optional<Failure> failure;  // kRestartRequested: the failure behind it, when known
 
-  static AttemptEnd succeeded() { return {How::kSucceeded, RoundEndKind::kAllDone, ""}; }
-  static AttemptEnd signalled() { return {How::kSignalled, RoundEndKind::kClosed, ""}; }
-  static AttemptEnd round_ended(RoundEndKind kind, std::string detail) {
-    return {How::kRoundEnded, kind, std::move(detail)};
+  static AttemptEnd succeeded() { return {How::kSucceeded, RoundEndKind::kAllDone, "", {}}; }
+  static AttemptEnd signalled() { return {How::kSignalled, RoundEndKind::kClosed, "", {}}; }
+  static AttemptEnd round_ended(RoundEndKind kind, std::string detail,
+                                std::optional<Failure> failure = std::nullopt) {
+    return {How::kRoundEnded, kind, std::move(detail), std::move(failure)};
   }
 };
 
