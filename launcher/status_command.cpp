@@ -256,15 +256,15 @@ int run_status_command(const std::vector<std::string>& args) {
     } else {
       std::fputs(format_text(job, st, endpoint).c_str(), stdout);
     }
-    std::string state = st.value("state", "unknown");
-    if (state == "unknown") {
+    if (job.phase == JobPhase::kUnknown) {
       std::fprintf(stderr,
                    "ccrun status: the store at %s has no job '%s'; check --rdzv-id (and that "
                    "this is the job's store)\n",
                    endpoint.c_str(), run_id.c_str());
       return kExitUnknown;
     }
-    return state == "failed" || state == "stopped" ? kExitFailed : kExitHealthy;
+    bool failed = job.phase == JobPhase::kFailed || job.phase == JobPhase::kStopped;
+    return failed ? kExitFailed : kExitHealthy;
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "ccrun status: %s\n", e.what());
     return kExitUsage;

@@ -18,23 +18,23 @@ using json = nlohmann::json;
 // last failure.
 constexpr int kFailureLookback = 8;
 
-constexpr std::array<std::pair<RoundEndKind, std::string_view>, 6> kRoundEndNames{{
-    {RoundEndKind::kRestartRequested, "restart"},
-    {RoundEndKind::kNodeDead, "dead"},
-    {RoundEndKind::kNodeWaiting, "waiting"},
-    {RoundEndKind::kAllDone, "all_done"},
-    {RoundEndKind::kClosed, "closed"},
-    {RoundEndKind::kStoreLost, "store_lost"},
+constexpr std::array<NamedValue<RoundEndKind>, 6> kRoundEndNames{{
+    {"restart", RoundEndKind::kRestartRequested},
+    {"dead", RoundEndKind::kNodeDead},
+    {"waiting", RoundEndKind::kNodeWaiting},
+    {"all_done", RoundEndKind::kAllDone},
+    {"closed", RoundEndKind::kClosed},
+    {"store_lost", RoundEndKind::kStoreLost},
 }};
 
-constexpr std::array<std::pair<JobPhase, std::string_view>, 7> kPhaseNames{{
-    {JobPhase::kUnknown, "unknown"},
-    {JobPhase::kForming, "forming"},
-    {JobPhase::kRunning, "running"},
-    {JobPhase::kRestarting, "restarting"},
-    {JobPhase::kFinished, "finished"},
-    {JobPhase::kFailed, "failed"},
-    {JobPhase::kStopped, "stopped"},
+constexpr std::array<NamedValue<JobPhase>, 7> kPhaseNames{{
+    {"unknown", JobPhase::kUnknown},
+    {"forming", JobPhase::kForming},
+    {"running", JobPhase::kRunning},
+    {"restarting", JobPhase::kRestarting},
+    {"finished", JobPhase::kFinished},
+    {"failed", JobPhase::kFailed},
+    {"stopped", JobPhase::kStopped},
 }};
 
 json parse_object(const std::string& text) {
@@ -104,26 +104,14 @@ void read_phase(store::Store& s, const JobKeys& k, JobState& st) {
 
 }  // namespace
 
-std::string_view to_string(RoundEndKind kind) {
-  for (const auto& [k, name] : kRoundEndNames) {
-    if (k == kind) return name;
-  }
-  return "closed";
-}
+std::string_view to_string(RoundEndKind kind) { return name_of(kRoundEndNames, kind, "closed"); }
 
 std::optional<RoundEndKind> parse_round_end_kind(std::string_view name) {
-  for (const auto& [k, n] : kRoundEndNames) {
-    if (n == name) return k;
-  }
-  return std::nullopt;
+  const auto* entry = find_name(kRoundEndNames, name);
+  return entry ? std::optional(entry->value) : std::nullopt;
 }
 
-std::string_view to_string(JobPhase phase) {
-  for (const auto& [p, name] : kPhaseNames) {
-    if (p == phase) return name;
-  }
-  return "unknown";
-}
+std::string_view to_string(JobPhase phase) { return name_of(kPhaseNames, phase, "unknown"); }
 
 std::string RoundEnd::to_json() const {
   json j{{"kind", to_string(kind)}, {"node", node}, {"detail", detail}};
