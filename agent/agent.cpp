@@ -85,9 +85,7 @@ void Agent::summarize(int status) {
 
 void Agent::setup_signals() {
   std::vector<int> handled = {SIGINT, SIGTERM};
-  for (const auto& n : spec_.signals_to_handle) {
-    if (int s = signal_number(n)) handled.push_back(s);
-  }
+  handled.insert(handled.end(), spec_.signals_to_handle.begin(), spec_.signals_to_handle.end());
   ::signal(SIGPIPE, SIG_IGN);
   signals_ = std::make_unique<SignalStream>(io_, handled);
   arm_signals();

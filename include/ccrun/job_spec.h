@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <csignal>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -118,9 +119,9 @@ struct JobSpec {
   int max_restarts = 0;
   std::chrono::milliseconds monitor_interval{100};
   std::string role = "default";
-  // Signals forwarded to workers when ccrun gets them.
-  std::vector<std::string> signals_to_handle = {"SIGTERM", "SIGINT",
-                                                "SIGHUP", "SIGQUIT"};
+  // Signals forwarded to workers when ccrun gets them, as numbers: the
+  // launcher reads the names and refuses those it cannot handle.
+  std::vector<int> signals_to_handle = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
   // Time between SIGTERM and SIGKILL when stopping workers.
   std::chrono::milliseconds stop_grace{30'000};
   // No progress from any rank, or ranks disagreeing on a collective, for
