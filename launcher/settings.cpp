@@ -106,7 +106,7 @@ const Setting kSettings[] = {
     {"rdzv_id", "--rdzv-id,--rdzv_id", "Job id: agents with one id meet", "Rendezvous",
      [](S s) { return s.rdzv.id; }, Y::kRdzv, true},
     {"rdzv_conf", "--rdzv-conf,--rdzv_conf",
-     "k=v,... : join_timeout, last_call_timeout, close_timeout, read_timeout, "
+     "k=v,... : join_timeout, last_call_timeout, read_timeout, "
      "keep_alive_interval, keep_alive_max_attempt (seconds), is_host; torchrun's other keys "
      "are accepted (docs/cli.md), an unknown one is ignored with a warning",
      "Rendezvous", conf_text, Y::kRdzv, true},

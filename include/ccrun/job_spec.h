@@ -37,7 +37,6 @@ namespace ccrun {
 struct RendezvousTiming {
   std::chrono::milliseconds join_timeout{600'000};     // whole rendezvous
   std::chrono::milliseconds last_call_timeout{30'000};  // wait after min
-  std::chrono::milliseconds close_timeout{30'000};
   std::chrono::milliseconds keep_alive_interval{5'000};
   int keep_alive_max_attempt = 3;  // missed beats before a node is dead
 };
