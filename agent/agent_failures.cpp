@@ -60,9 +60,9 @@ void Agent::report(const std::string& reason) {
     all_failures_.push_back(f);
   }
   std::string text = format_report(run_id_, final) + "  reason    : " + reason + "\n";
-  if (spec_.exit_on_stdin_eof) {
-    // Started by a fan-out: every node prints the same report, and the
-    // launching ccrun shows one of them (fanout.h, kReportMarker).
+  if (spec_.started_by_fanout) {
+    // Every node prints the same report, and the launching ccrun shows one
+    // of them (fanout.h, kReportMarker).
     std::string marked;
     std::istringstream lines(text);
     for (std::string l; std::getline(lines, l);) marked += kReportMarker + l + "\n";
