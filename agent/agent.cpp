@@ -85,9 +85,7 @@ void Agent::summarize(int status) {
 
 void Agent::setup_signals() {
   std::vector<int> handled = {SIGINT, SIGTERM};
-  for (const auto& n : spec_.signals_to_handle) {
-    if (int s = signal_number(n)) handled.push_back(s);
-  }
+  handled.insert(handled.end(), spec_.signals_to_handle.begin(), spec_.signals_to_handle.end());
   ::signal(SIGPIPE, SIG_IGN);
   signals_ = std::make_unique<SignalStream>(io_, handled);
   arm_signals();
@@ -317,9 +315,13 @@ void Agent::join_round() {
 AttemptEnd Agent::end_of(Outcome outcome) const {
   if (outcome == Outcome::kSignalled || signalled_) return AttemptEnd::signalled();
   if (outcome == Outcome::kSucceeded) return AttemptEnd::succeeded();
-  if (event_) return AttemptEnd::round_ended(event_->kind, event_->detail, event_->stop_signal);
-  return AttemptEnd::round_ended(RoundEndKind::kRestartRequested,  // a failure here
-                                 local_failures_.empty() ? "" : local_failures_.front().to_json());
+  if (event_) {
+    return AttemptEnd::round_ended(event_->kind, event_->detail, event_->failure,
+                                   event_->stop_signal);
+  }
+  std::optional<Failure> here;  // a failure here
+  if (!local_failures_.empty()) here = local_failures_.front();
+  return AttemptEnd::round_ended(RoundEndKind::kRestartRequested, "", here);
 }
 
 void Agent::say_why_the_group_stops(const AttemptEnd& end) {
@@ -327,12 +329,12 @@ void Agent::say_why_the_group_stops(const AttemptEnd& end) {
     dead_node_ = event_;
     spdlog::warn("ccrun: the group stops: {}", end.detail);
   }
-  if (end.kind != RoundEndKind::kRestartRequested || end.detail.empty()) return;
-  Failure f = Failure::from_json(end.detail);
-  std::string how = f.cause == "hang" ? "hung"
-                    : f.signal        ? signal_name(f.signal)
-                                      : "exit code " + std::to_string(f.exit_code);
-  if (f.cause == "oom") how += ", the kernel's OOM killer";
+  if (end.kind != RoundEndKind::kRestartRequested || !end.failure) return;
+  const Failure& f = *end.failure;
+  std::string how = f.cause == FailureCause::kHang ? "hung"
+                    : f.signal                     ? signal_name(f.signal)
+                                                   : "exit code " + std::to_string(f.exit_code);
+  if (f.cause == FailureCause::kOom) how += ", the kernel's OOM killer";
   spdlog::warn("ccrun: the group stops: node {} rank {} failed ({}, pid {})", f.node_rank,
                f.rank, how, f.pid);
 }

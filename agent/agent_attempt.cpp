@@ -173,8 +173,7 @@ Failure Agent::node_failure(const std::string& message) const {
 }
 
 void Agent::tell_restart(const Failure& f) {
-  std::string json = f.to_json();
-  tasks_->run([this, json] { rdzv_->request_restart(json); },
+  tasks_->run([this, f] { rdzv_->request_restart(f); },
               [](const std::string& what) {
                 spdlog::error("ccrun: cannot tell the other nodes: {}", what);
               });
@@ -204,16 +203,16 @@ void Agent::on_worker_exit(const WorkerExit& e) {
   f.time_ms = std::chrono::duration_cast<milliseconds>(e.time.time_since_epoch()).count();
   f.stderr_tail = e.stderr_tail;
   if (auto it = timer_kills_.find(e.pid); it != timer_kills_.end()) {
-    f.cause = "timer";
+    f.cause = FailureCause::kTimer;
     f.message = it->second + (f.message.empty() ? "" : "\n" + f.message);
   } else if (e.signal == SIGKILL) {
     name_oom_kill(f);
   }
   local_failures_.push_back(f);
-  run_logs_->event("failure", restart_count_, f.to_json());
+  run_logs_->event("failure", restart_count_, f.to_json().dump());
   spdlog::error("ccrun: worker rank {} (pid {}) failed: {}{}", e.rank, e.pid,
                 e.signal ? signal_name(e.signal) : "exit code " + std::to_string(e.exit_code),
-                f.cause == "oom" ? " (the kernel's OOM killer)" : "");
+                f.cause == FailureCause::kOom ? " (the kernel's OOM killer)" : "");
   stopping_ = true;
   state_ = State::kStopping;
   tell_restart(f);
@@ -223,7 +222,7 @@ void Agent::on_worker_exit(const WorkerExit& e) {
 void Agent::name_oom_kill(Failure& f) const {
   std::string why = monitor_->oom_evidence(f.local_rank, f.pid);
   if (why.empty()) return;
-  f.cause = "oom";
+  f.cause = FailureCause::kOom;
   f.message = why + (f.message.empty() ? "" : "\n" + f.message);
 }
 
@@ -235,10 +234,9 @@ void Agent::on_round_event(const RoundEvent& ev) {
     return;
   }
   if (stopping_) return;
-  if (ev.kind == RoundEvent::Kind::kRestartRequested && monitor_ &&
-      Failure::from_json(ev.detail).cause == "hang") {
+  if (monitor_ && ev.failure && ev.failure->cause == FailureCause::kHang) {
     // Node 0 judged the job hung: this node's ranks' stacks first.
-    hang_ = nlohmann::json{{"headline", Failure::from_json(ev.detail).message}};
+    hang_ = nlohmann::json{{"headline", ev.failure->message}};
     stop_with_stacks(monitor_->sample(), [] {}, Outcome::kRoundEnded);
     return;
   }

@@ -26,7 +26,7 @@ constexpr std::chrono::milliseconds kCloseOnSignalTimeout{3'000};
 }  // namespace
 
 void Agent::collect_failures() {
-  std::vector<std::string> records;
+  std::vector<Failure> records;
   try {
     run_off_loop([&] { records = rdzv_->failures(); });
   } catch (const InterruptedError&) {
@@ -38,8 +38,7 @@ void Agent::collect_failures() {
     collect_failures_local();
     return;
   }
-  last_failures_.clear();
-  for (const auto& j : records) last_failures_.push_back(Failure::from_json(j));
+  last_failures_ = std::move(records);
   all_failures_.insert(all_failures_.end(), last_failures_.begin(), last_failures_.end());
 }
 
@@ -61,9 +60,9 @@ void Agent::report(const std::string& reason) {
     all_failures_.push_back(f);
   }
   std::string text = format_report(run_id_, final) + "  reason    : " + reason + "\n";
-  if (spec_.exit_on_stdin_eof) {
-    // Started by a fan-out: every node prints the same report, and the
-    // launching ccrun shows one of them (fanout.h, kReportMarker).
+  if (spec_.started_by_fanout) {
+    // Every node prints the same report, and the launching ccrun shows one
+    // of them (fanout.h, kReportMarker).
     std::string marked;
     std::istringstream lines(text);
     for (std::string l; std::getline(lines, l);) marked += kReportMarker + l + "\n";

@@ -45,7 +45,7 @@ std::unique_ptr<HangMonitor> Agent::make_monitor() {
   o.attempt = restart_count_, o.host = host_name(), o.token = agent_token_;
   o.evidence_prefix = evidence_prefix();
   HangMonitor::Hooks h;
-  h.publish = [this](const std::string& ranks) { rdzv_->set_progress(ranks); };
+  h.publish = [this](std::vector<RankView> ranks) { rdzv_->set_progress(std::move(ranks)); };
   h.read_statuses = [rdzv = rdzv_.get()] { return rdzv->node_statuses(); };
   h.off_loop = [this](std::function<void()> call) {
     tasks_->run(std::move(call), [](const std::string& what) {
@@ -73,13 +73,13 @@ void Agent::on_hang(const HangVerdict& v, const std::vector<RankView>& all,
   hang_["progress"] = ranks;
   run_logs_->event("hang", restart_count_, hang_.dump());
   Failure f = node_failure("hang: " + v.headline);
-  f.cause = "hang";
+  f.cause = FailureCause::kHang;
   if (culprit.rank >= 0) {
     f.rank = culprit.rank, f.local_rank = culprit.local_rank, f.pid = culprit.pid;
     f.node_rank = culprit.node_rank, f.hostname = culprit.host;
   }
   local_failures_.push_back(f);
-  run_logs_->event("failure", restart_count_, f.to_json());
+  run_logs_->event("failure", restart_count_, f.to_json().dump());
   stop_with_stacks(local, [this, f] { tell_restart(f); }, Outcome::kFailedHere);
 }
 

@@ -13,38 +13,6 @@
 namespace ccrun::agent {
 using json = nlohmann::json;
 
-std::string Failure::to_json() const {
-  return json{{"node_rank", node_rank}, {"hostname", hostname}, {"addr", addr},
-              {"rank", rank}, {"local_rank", local_rank}, {"pid", pid},
-              {"exit_code", exit_code}, {"signal", signal}, {"time_ms", time_ms},
-              {"attempt", attempt}, {"cause", cause}, {"message", message},
-              {"stderr_tail", stderr_tail}}
-      .dump();
-}
-
-Failure Failure::from_json(const std::string& text) {
-  Failure f;
-  try {
-    json j = json::parse(text);
-    f.node_rank = j.value("node_rank", -1);
-    f.hostname = j.value("hostname", "");
-    f.addr = j.value("addr", "");
-    f.rank = j.value("rank", -1);
-    f.local_rank = j.value("local_rank", -1);
-    f.pid = j.value("pid", 0);
-    f.exit_code = j.value("exit_code", 0);
-    f.signal = j.value("signal", 0);
-    f.time_ms = j.value("time_ms", int64_t{0});
-    f.attempt = j.value("attempt", 0);
-    f.cause = j.value("cause", "");
-    f.message = j.value("message", "");
-    f.stderr_tail = j.value("stderr_tail", "");
-  } catch (const json::exception&) {
-    f.message = "unreadable failure record: " + text.substr(0, 200);
-  }
-  return f;
-}
-
 std::string read_error_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) return {};
@@ -82,9 +50,16 @@ std::string format_time(int64_t ms) {
 }
 
 std::string describe_exit(const Failure& f) {
-  if (f.cause == "hang") return "hang (no progress: the verdict and every rank's stacks are logged above)";
-  if (f.cause == "timer") return "torch FileTimer expired (" + signal_name(f.signal) + ")";
-  if (f.cause == "oom") return "killed by the kernel's OOM killer (" + signal_name(f.signal) + ")";
+  switch (f.cause) {
+    case FailureCause::kHang:
+      return "hang (no progress: the verdict and every rank's stacks are logged above)";
+    case FailureCause::kTimer:
+      return "torch FileTimer expired (" + signal_name(f.signal) + ")";
+    case FailureCause::kOom:
+      return "killed by the kernel's OOM killer (" + signal_name(f.signal) + ")";
+    case FailureCause::kNone:
+      break;
+  }
   if (f.signal) return signal_name(f.signal) + " (signal " + std::to_string(f.signal) + ")";
   if (f.rank < 0) return "node failure";
   return "exit code " + std::to_string(f.exit_code);
@@ -138,8 +113,8 @@ std::string report_json(const std::string& run_id, std::vector<Failure> final,
   sort_by_time(final);
   sort_by_time(all);
   json j{{"run_id", run_id}, {"reason", reason}, {"failures", json::array()}};
-  for (const auto& f : all) j["failures"].push_back(json::parse(f.to_json()));
-  if (!final.empty()) j["root_cause"] = json::parse(final[0].to_json());
+  for (const auto& f : all) j["failures"].push_back(f.to_json());
+  if (!final.empty()) j["root_cause"] = final[0].to_json();
   int attempts = 0;
   for (const auto& f : all) attempts = std::max(attempts, f.attempt + 1);
   j["attempts"] = attempts;

@@ -1,9 +1,9 @@
 //===- failure_report.h - What failed, first, and where ---------*- C++ -*-===//
 //
-// A `Failure` is one worker's (or node's) failure as every node of the job
-// sees it: it travels between nodes as JSON through the rendezvous. The
-// report puts the root cause (the earliest failure) first, then the others,
-// as a table on stderr and as JSON in the log directory.
+// A `Failure` (ccrun/job_state.h) is one worker's (or node's) failure as
+// every node of the job sees it. The report puts the root cause (the
+// earliest failure) first, then the others, as a table on stderr and as
+// JSON in the log directory.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -12,26 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "ccrun/job_state.h"
+
 namespace ccrun::agent {
 
-struct Failure {
-  int node_rank = -1;
-  std::string hostname, addr;
-  int rank = -1, local_rank = -1;  // -1 for a node failure
-  int pid = 0;
-  int exit_code = 0;
-  int signal = 0;
-  int64_t time_ms = 0;     // wall clock, ms since the epoch (for ordering)
-  int attempt = 0;
-  std::string cause;       // what ccrun found behind it: "hang" (a hang verdict), "oom"
-                           // (the kernel's OOM killer), "timer" (an expired torch
-                           // FileTimer); "" for a plain exit or signal
-  std::string message;     // error file message, or "node stopped heartbeating"
-  std::string stderr_tail;
-
-  std::string to_json() const;
-  static Failure from_json(const std::string& json);  // tolerant
-};
+// The record itself is ccrun/job_state.h's: it travels between nodes
+// through the rendezvous.
+using ccrun::Failure;
+using ccrun::FailureCause;
 
 // Starts each report line of an agent started by the ssh fan-out
 // (--exit-on-stdin-eof), so that the launching ccrun can show the report of

@@ -65,15 +65,13 @@ void HangMonitor::arm() {
 // others only write), so no node reads every other's.
 void HangMonitor::on_sample() {
   std::vector<RankView> views = watch_.sample();
-  json mine = json::array();
-  for (const auto& r : views) mine.push_back(r.to_json());
-  hooks_.publish(mine.dump());
+  hooks_.publish(views);
   if (o_.node_rank != 0) return;
   if (o_.num_nodes <= 1) return judge(views, views);
   if (reading_) return;  // the last read has not come back yet
   reading_ = true;
   hooks_.off_loop([this, io = &io_, alive = alive_, views, read = hooks_.read_statuses] {
-    std::vector<std::string> statuses;
+    std::vector<std::optional<NodeStatus>> statuses;
     try {
       statuses = read();
     } catch (const Error& e) {
@@ -88,12 +86,10 @@ void HangMonitor::on_sample() {
 }
 
 std::vector<RankView> HangMonitor::with_other_nodes(
-    std::vector<RankView> local, const std::vector<std::string>& statuses) const {
+    std::vector<RankView> local, const std::vector<std::optional<NodeStatus>>& statuses) const {
   for (size_t node = 0; node < statuses.size(); ++node) {
-    if (int(node) == o_.node_rank || statuses[node].empty()) continue;
-    auto status = json::parse(statuses[node], nullptr, false);
-    if (!status.is_object() || !status.contains("ranks") || !status["ranks"].is_array()) continue;
-    for (const auto& r : status["ranks"]) local.push_back(RankView::from_json(r));
+    if (int(node) == o_.node_rank || !statuses[node]) continue;
+    local.insert(local.end(), statuses[node]->ranks.begin(), statuses[node]->ranks.end());
   }
   return local;
 }

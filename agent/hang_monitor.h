@@ -29,9 +29,11 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "ccrun/job_state.h"
 #include "hang_verdict.h"
 #include "progress_watch.h"
 
@@ -52,10 +54,11 @@ struct HangMonitorOptions {
 class HangMonitor {
  public:
   struct Hooks {
-    // This node's rank views (a JSON array), to go with its heartbeat.
-    std::function<void(const std::string&)> publish;
-    // Node 0: every node's last status (blocks: called through off_loop).
-    std::function<std::vector<std::string>()> read_statuses;
+    // This node's rank views, to go with its heartbeat.
+    std::function<void(std::vector<RankView>)> publish;
+    // Node 0: every node's last status, nullopt before its first heartbeat
+    // (blocks: called through off_loop).
+    std::function<std::vector<std::optional<NodeStatus>>()> read_statuses;
     // Runs a blocking call on a thread of its own.
     std::function<void(std::function<void()>)> off_loop;
     // Node 0 judged the job hung: the verdict, every rank's view, this
@@ -107,8 +110,8 @@ class HangMonitor {
   void on_sample();
   void judge(const std::vector<RankView>& all, const std::vector<RankView>& local);
   void note_stragglers(const std::vector<RankView>& all);
-  std::vector<RankView> with_other_nodes(std::vector<RankView> local,
-                                         const std::vector<std::string>& statuses) const;
+  std::vector<RankView> with_other_nodes(
+      std::vector<RankView> local, const std::vector<std::optional<NodeStatus>>& statuses) const;
 
   boost::asio::io_context& io_;
   HangMonitorOptions o_;

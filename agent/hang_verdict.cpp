@@ -186,44 +186,6 @@ std::vector<int> find_stragglers(const std::vector<RankView>& ranks) {
   return out;
 }
 
-json RankView::to_json() const {
-  json gs = json::array();
-  for (const auto& g : groups) {
-    gs.push_back({{"id", g.id}, {"size", g.size}, {"issued", g.issued},
-                  {"completed", g.completed}, {"op", progress::op_name(g.op)}, {"op_code", g.op},
-                  {"count", g.count}, {"waiting_ms", g.waiting_ms}});
-  }
-  return {{"rank", rank}, {"local_rank", local_rank}, {"node_rank", node_rank}, {"host", host},
-          {"pid", pid}, {"reporting", reporting}, {"idle_ms", idle_ms}, {"steps", steps},
-          {"steps_per_s", steps_per_s}, {"busy_ms_per_step", busy_ms_per_step},
-          {"rss_kb", rss_kb}, {"groups", gs}, {"startup", startup.to_json()}};
-}
-
-RankView RankView::from_json(const json& j) {
-  RankView r;
-  r.rank = j.value("rank", -1);
-  r.local_rank = j.value("local_rank", -1);
-  r.node_rank = j.value("node_rank", -1);
-  r.host = j.value("host", "");
-  r.pid = j.value("pid", 0);
-  r.reporting = j.value("reporting", false);
-  r.idle_ms = j.value("idle_ms", int64_t(0));
-  r.steps = j.value("steps", uint64_t(0));
-  r.steps_per_s = j.value("steps_per_s", 0.0);
-  r.busy_ms_per_step = j.value("busy_ms_per_step", -1.0);
-  r.rss_kb = j.value("rss_kb", int64_t(0));
-  if (j.contains("startup")) r.startup = StartupTimeline::from_json(j["startup"]);
-  if (j.contains("groups") && j["groups"].is_array()) {
-    for (const auto& g : j["groups"]) {
-      r.groups.push_back({g.value("id", uint64_t(0)), g.value("size", 0u),
-                          g.value("issued", uint64_t(0)), g.value("completed", uint64_t(0)),
-                          g.value("op_code", 0u), g.value("count", uint64_t(0)),
-                          g.value("waiting_ms", int64_t(-1))});
-    }
-  }
-  return r;
-}
-
 json HangVerdict::to_json() const {
   return {{"hung", hung}, {"headline", headline}, {"culprits", culprits}, {"ranks", lines}};
 }

@@ -25,38 +25,13 @@
 #include <string>
 #include <vector>
 
-#include "startup_timeline.h"
+#include "ccrun/rank_progress.h"
 
 namespace ccrun::agent {
 
-// One process group as one rank's record shows it.
-struct GroupView {
-  uint64_t id = 0;          // same on every member (0: the world group)
-  uint32_t size = 0;        // members
-  uint64_t issued = 0;      // last call issued (sequence number)
-  uint64_t completed = 0;   // last call completed
-  uint32_t op = 0;          // progress::Op of the last call issued
-  uint64_t count = 0;       // its elements
-  int64_t waiting_ms = -1;  // since the unfinished call was issued; -1: none
-};
-
-// One rank, as its agent sampled it.
-struct RankView {
-  int rank = -1, local_rank = -1, node_rank = -1;
-  std::string host;
-  int pid = 0;
-  bool reporting = false;  // its record (or its file's mtime) ever moved
-  int64_t idle_ms = 0;     // since its last progress of any kind
-  uint64_t steps = 0;      // steps marked (step(), or touches of the file)
-  double steps_per_s = 0;  // over the last window
-  double busy_ms_per_step = -1;  // time outside collectives per step; -1: unknown
-  int64_t rss_kb = 0;      // resident memory, last sample
-  std::vector<GroupView> groups;
-  StartupTimeline startup;  // this attempt's start-up so far
-
-  nlohmann::json to_json() const;
-  static RankView from_json(const nlohmann::json& j);  // tolerant
-};
+// The views themselves are ccrun/rank_progress.h's: every node's status carries them.
+using ccrun::GroupView;
+using ccrun::RankView;
 
 // The verdict. `culprits` are ranks; `lines` the report, one line each.
 struct HangVerdict {

@@ -5,6 +5,8 @@
 #include <array>
 #include <string_view>
 
+#include "ccrun/name_table.h"
+
 namespace ccrun::agent {
 namespace {
 
@@ -24,15 +26,18 @@ bool is_one_of(const std::string& word, const auto& list) {
   return std::find(list.begin(), list.end(), word) != list.end();
 }
 
+// Each kind's name, as the warm template's fork request carries it.
+constexpr std::array<NamedValue<PythonCommand::Kind>, 3> kKindNames{{
+    {"script", PythonCommand::Kind::kScript},
+    {"module", PythonCommand::Kind::kModule},
+    {"code", PythonCommand::Kind::kCode},
+}};
+
 }  // namespace
 
 const char* PythonCommand::kind_name() const {
-  switch (kind) {
-    case Kind::kModule: return "module";
-    case Kind::kCode: return "code";
-    case Kind::kScript: break;
-  }
-  return "script";
+  // Every name is a literal, so the view is NUL-terminated.
+  return name_of(kKindNames, kind, "script").data();
 }
 
 std::optional<PythonCommand> parse_python_command(const std::vector<std::string>& argv) {

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -31,12 +32,15 @@ struct AttemptEnd {
   How how = How::kRoundEnded;
   RoundEndKind kind = RoundEndKind::kRestartRequested;  // kRoundEnded: why
   std::string detail;                                   // the event's detail
+  std::optional<Failure> failure;  // kRestartRequested: the failure behind it, when known
   int stop_signal = 0;  // kClosed by a stop signal on another node: its number
 
-  static AttemptEnd succeeded() { return {How::kSucceeded, RoundEndKind::kAllDone, ""}; }
-  static AttemptEnd signalled() { return {How::kSignalled, RoundEndKind::kClosed, ""}; }
-  static AttemptEnd round_ended(RoundEndKind kind, std::string detail, int stop_signal = 0) {
-    return {How::kRoundEnded, kind, std::move(detail), stop_signal};
+  static AttemptEnd succeeded() { return {How::kSucceeded, RoundEndKind::kAllDone, "", {}, 0}; }
+  static AttemptEnd signalled() { return {How::kSignalled, RoundEndKind::kClosed, "", {}, 0}; }
+  static AttemptEnd round_ended(RoundEndKind kind, std::string detail,
+                                std::optional<Failure> failure = std::nullopt,
+                                int stop_signal = 0) {
+    return {How::kRoundEnded, kind, std::move(detail), std::move(failure), stop_signal};
   }
 };
 

@@ -7,14 +7,11 @@
 namespace ccrun::agent {
 
 using progress::Phase;
-using json = nlohmann::json;
 
 namespace {
 
 constexpr const char* kPhaseNames[progress::kPhases] = {"start", "imports", "process group",
                                                         "first collective", "first step"};
-constexpr const char* kPhaseKeys[progress::kPhases] = {"interpreter", "imports", "group",
-                                                       "collective", "step"};
 
 std::string secs(double s) {
   char buf[32];
@@ -29,35 +26,6 @@ double first_step_ms(const StartupTimeline& t) {
 }
 
 }  // namespace
-
-int64_t StartupTimeline::last_us() const {
-  int64_t last = 0;
-  for (int64_t us : after_spawn_us) last = std::max(last, us);
-  return last;
-}
-
-json StartupTimeline::to_json() const {
-  json phases = json::object();
-  for (int p = 0; p < progress::kPhases; ++p) {
-    if (after_spawn_us[size_t(p)] >= 0) phases[kPhaseKeys[p]] = double(after_spawn_us[size_t(p)]) / 1e6;
-  }
-  return {{"rank", rank}, {"spawned_ms", spawned_ms}, {"warm", warm}, {"after_spawn_s", phases}};
-}
-
-StartupTimeline StartupTimeline::from_json(const json& j) {
-  StartupTimeline t;
-  if (!j.is_object()) return t;
-  t.rank = j.value("rank", -1);
-  t.spawned_ms = j.value("spawned_ms", int64_t(0));
-  t.warm = j.value("warm", false);
-  const json& phases = j.contains("after_spawn_s") ? j["after_spawn_s"] : json::object();
-  for (int p = 0; p < progress::kPhases; ++p) {
-    if (phases.is_object() && phases.contains(kPhaseKeys[p]) && phases[kPhaseKeys[p]].is_number()) {
-      t.after_spawn_us[size_t(p)] = int64_t(phases[kPhaseKeys[p]].get<double>() * 1e6);
-    }
-  }
-  return t;
-}
 
 const char* phase_name(Phase p) { return kPhaseNames[size_t(p)]; }
 

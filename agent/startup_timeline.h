@@ -17,33 +17,18 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "ccrun/progress.h"
+#include "ccrun/rank_progress.h"
 
 namespace ccrun::agent {
 
-// One worker's start-up in one attempt.
-struct StartupTimeline {
-  int rank = -1;
-  int64_t spawned_ms = 0;  // wall clock (ms since the epoch) when it was spawned; 0 = unknown
-  // Microseconds from the spawn to each progress::Phase; -1 = not reached.
-  std::array<int64_t, progress::kPhases> after_spawn_us{-1, -1, -1, -1, -1};
-  bool warm = false;  // forked from a warm template
-
-  bool reached(progress::Phase p) const { return after_spawn_us[size_t(p)] >= 0; }
-  // Took its first step.
-  bool done() const { return reached(progress::Phase::kStep); }
-  // The last phase reached (microseconds after the spawn), 0 when none.
-  int64_t last_us() const;
-
-  nlohmann::json to_json() const;
-  static StartupTimeline from_json(const nlohmann::json& j);  // tolerant
-};
+// The record itself is ccrun/rank_progress.h's: every node's status carries it.
+using ccrun::StartupTimeline;
 
 // A phase's name as the timeline prints it ("process group").
 const char* phase_name(progress::Phase p);

@@ -27,7 +27,7 @@ struct Flags {
   std::string config;
   bool print_config = false, version = false;
   std::vector<std::string> exports;  // --export, repeatable
-  bool exit_on_stdin_eof = false;    // hidden: set by the ssh fan-out
+  bool exit_on_stdin_eof = false;    // hidden: given by the ssh fan-out alone
   std::string completion;            // --print-completion SHELL
   // The fixed values of the options that have them, for the completion.
   std::map<const CLI::Option*, std::vector<std::string>> choices;
@@ -232,6 +232,7 @@ Command parse_command_line(const std::vector<std::string>& args, const Environme
   if (!f.print_config) check_workers_counted(src, spec);
   resolve_fanout(src, f.exports, spec);
   spec.exit_on_stdin_eof = f.exit_on_stdin_eof;
+  spec.started_by_fanout = f.exit_on_stdin_eof;  // only the fan-out gives the flag
   resolve_rendezvous(src, spec);
   resolve_restarts(src, spec);
   resolve_logs(src, spec);

@@ -23,8 +23,6 @@ const RdzvConfKey kKeys[] = {
     {"last_call_timeout", "dynamic, etcd",
      [](const Raw& v, R& r) { r.last_call_timeout = to_seconds(v); },
      [](const R& r) { return seconds_text(r.last_call_timeout); }},
-    {"close_timeout", "dynamic", [](const Raw& v, R& r) { r.close_timeout = to_seconds(v); },
-     [](const R& r) { return seconds_text(r.close_timeout); }},
     {"read_timeout", "c10d, etcd-v2", [](const Raw& v, R& r) { r.read_timeout = to_seconds(v); },
      [](const R& r) { return seconds_text(r.read_timeout); }},
     {"keep_alive_interval", "dynamic",
@@ -56,6 +54,10 @@ const RdzvConfKey kKeys[] = {
     {"etcd_request_timeout", "ccrun", nullptr, nullptr},
     // Accepted and dropped: ccrun has no use for them.
     {"heartbeat_timeout", "dynamic", nullptr, nullptr, nullptr, true},  // a beat is one bounded store call
+    // A close is one store write, which the nodes' watchers (parked on the
+    // round's end) see at once: no wait to bound. Checked as seconds.
+    {"close_timeout", "dynamic", [](const Raw& v, R&) { (void)to_seconds(v); }, nullptr, nullptr,
+     true},
     {"use_libuv", "c10d", nullptr, nullptr, nullptr, true},  // ccrun's store is its own (Asio)
     {"store_type", "c10d",
      [](const Raw& v, R&) {

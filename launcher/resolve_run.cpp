@@ -29,7 +29,7 @@ void resolve_restarts(const Sources& src, JobSpec& spec) {
     if (sig.empty()) continue;
     const int s = signal_number(sig);
     if (s == 0 || s == SIGKILL || s == SIGSTOP) fail(signals, "\"" + sig + "\" is not a signal ccrun can handle (e.g. SIGTERM)");
-    spec.signals_to_handle.push_back(sig);
+    spec.signals_to_handle.push_back(s);
   }
   spec.role = raw("role").value;
   // torchrun 1.13's --start_method: how its Python agent made workers.

@@ -12,6 +12,7 @@
 #include "ccrun/event_log_handler.h"
 #include "ccrun/numa_binding.h"
 #include "ccrun/rendezvous_backend.h"
+#include "ccrun/signal_names.h"
 #include "fanout.h"
 
 namespace ccrun::launcher {
@@ -39,6 +40,13 @@ std::string ranks_text(S s) {
   std::vector<std::string> ranks;
   for (int r : s.logs.local_ranks_filter) ranks.push_back(std::to_string(r));
   return join(ranks, ",");
+}
+
+// The signals by name, as --signals-to-handle reads them.
+std::string signal_names_text(const std::vector<int>& signals) {
+  std::vector<std::string> names;
+  for (int sig : signals) names.push_back(signal_name(sig));
+  return join(names, ",");
 }
 
 std::string none(S) { return ""; }  // kept in the JobSpec as something else (hosts)
@@ -97,7 +105,7 @@ const Setting kSettings[] = {
     {"rdzv_id", "--rdzv-id,--rdzv_id", "Job id: agents with one id meet", "Rendezvous",
      [](S s) { return s.rdzv.id; }, Y::kRdzv, true},
     {"rdzv_conf", "--rdzv-conf,--rdzv_conf",
-     "k=v,... : join_timeout, last_call_timeout, close_timeout, read_timeout, "
+     "k=v,... : join_timeout, last_call_timeout, read_timeout, "
      "keep_alive_interval, keep_alive_max_attempt (seconds), is_host; torchrun's other keys "
      "are accepted (docs/cli.md), an unknown one is ignored with a warning",
      "Rendezvous", conf_text, Y::kRdzv, true},
@@ -127,7 +135,7 @@ const Setting kSettings[] = {
      "job is declared hung: every rank's stack is reported, then it restarts; 0 = never",
      "Restarts", [](S s) { return seconds_text(s.hang_timeout); }, Y::kScalar, true},
     {"signals_to_handle", "--signals-to-handle,--signals_to_handle", "Signals forwarded to the workers",
-     "Restarts", [](S s) { return join(s.signals_to_handle, ","); }, Y::kList, true},
+     "Restarts", [](S s) { return signal_names_text(s.signals_to_handle); }, Y::kList, true},
     {"role", "--role", "Worker role name (ROLE_NAME); ROLE_RANK counts per role", "Program", [](S s) { return s.role; }, Y::kScalar,
      true},
     {"module", "-m,--module", "Run the program as a Python module (python -m)", "Program", nullptr,

@@ -18,6 +18,7 @@
 #include "ccrun/signal_names.h"
 #include "ccrun/store_address.h"
 #include "hang_verdict.h"
+#include "startup_timeline.h"
 #include "rdzv_conf.h"
 
 namespace ccrun::launcher {
@@ -40,18 +41,12 @@ std::string format_time(int64_t ms) {
   return buf;
 }
 
-json parse_or_null(const std::string& text) {
-  json j = json::parse(text, nullptr, false);
-  return j.is_discarded() ? json() : j;
-}
-
 // Every rank's progress as its node published it with its heartbeat, with
 // where it is in words and the straggler mark (docs/hangs.md).
-void add_rank_progress(json& out) {
-  std::vector<agent::RankView> views;
-  for (const auto& n : out["nodes"]) {
-    if (!n.contains("ranks") || !n["ranks"].is_array()) continue;
-    for (const auto& r : n["ranks"]) views.push_back(agent::RankView::from_json(r));
+void add_rank_progress(const JobState& st, json& out) {
+  std::vector<RankView> views;
+  for (const auto& n : st.node_statuses) {
+    if (n) views.insert(views.end(), n->ranks.begin(), n->ranks.end());
   }
   if (views.empty()) return;
   std::vector<int> slow = agent::find_stragglers(views);
@@ -64,7 +59,15 @@ void add_rank_progress(json& out) {
     r["startup_summary"] = agent::startup_summary(v.startup);
     out["ranks"].push_back(r);
   }
-  for (auto& n : out["nodes"]) n.erase("ranks");  // once, in out["ranks"]
+}
+
+// One node's row: its status (its ranks once, in the job's "ranks") and
+// how long ago it beat.
+json node_json(const NodeStatus& n, int64_t now) {
+  json j = n.to_json();
+  j.erase("ranks");
+  j["heartbeat_age_s"] = double(now - n.beat_ms) / 1000.0;
+  return j;
 }
 
 // The job's state as `ccrun status --json` prints it.
@@ -88,39 +91,36 @@ json status_json(const JobState& st) {
   int64_t now = wall_clock_ms();
   int attempt = 0, world = 0;
   for (int i = 0; i < int(st.node_statuses.size()); ++i) {
-    if (st.node_statuses[i].empty()) {
+    const auto& n = st.node_statuses[i];
+    if (!n) {
       out["nodes"].push_back({{"node_rank", i}, {"state", "no heartbeat yet"}});
       continue;
     }
-    json n = parse_or_null(st.node_statuses[i]);
-    if (!n.is_object()) continue;
-    n["heartbeat_age_s"] = double(now - n.value("beat_ms", int64_t{0})) / 1000.0;
-    attempt = std::max(attempt, n.value("attempt", 0));
-    world += n.value("nproc", 0);
-    out["nodes"].push_back(n);
+    attempt = std::max(attempt, n->attempt);
+    world += n->nproc;
+    out["nodes"].push_back(node_json(*n, now));
   }
   out["attempt"] = attempt;
   out["world_size"] = world;
-  add_rank_progress(out);
-  if (!st.last_failure.empty()) {
-    out["last_failure"] = parse_or_null(st.last_failure);
+  add_rank_progress(st, out);
+  if (st.last_failure) {
+    out["last_failure"] = st.last_failure->to_json();
     out["last_failure"]["round"] = st.last_failure_round;
   }
   return out;
 }
 
-std::string describe_failure(const json& f) {
+std::string describe_failure(const Failure& f) {
   std::ostringstream o;
-  o << "node " << f.value("node_rank", -1) << " rank " << f.value("rank", -1) << ": ";
-  if (int sig = f.value("signal", 0)) {
-    o << signal_name(sig);
-  } else if (f.value("rank", -1) < 0) {
-    o << f.value("message", std::string("node failure"));
+  o << "node " << f.node_rank << " rank " << f.rank << ": ";
+  if (f.signal) {
+    o << signal_name(f.signal);
+  } else if (f.rank < 0) {
+    o << (f.message.empty() ? std::string("node failure") : f.message);
   } else {
-    o << "exit code " << f.value("exit_code", 0);
+    o << "exit code " << f.exit_code;
   }
-  o << " at " << format_time(f.value("time_ms", int64_t{0})) << " (attempt "
-    << f.value("attempt", 0) << ")";
+  o << " at " << format_time(f.time_ms) << " (attempt " << f.attempt << ")";
   return o.str();
 }
 
@@ -146,7 +146,8 @@ void format_ranks(std::ostringstream& o, const json& ranks) {
        "1.5x the others' median)\n";
 }
 
-std::string format_text(const json& st, const std::string& endpoint) {
+// The job's state as `ccrun status` prints it: `st` is status_json(`job`).
+std::string format_text(const JobState& job, const json& st, const std::string& endpoint) {
   std::ostringstream o;
   o << "job '" << st.value("run_id", "") << "' at " << endpoint << ": " << st.value("state", "");
   if (st.contains("round")) o << ", round " << st["round"].get<int>();
@@ -182,9 +183,7 @@ std::string format_text(const json& st, const std::string& endpoint) {
     }
   }
   if (st.contains("ranks")) format_ranks(o, st["ranks"]);
-  if (st.contains("last_failure")) {
-    o << "  last failure: " << describe_failure(st["last_failure"]) << "\n";
-  }
+  if (job.last_failure) o << "  last failure: " << describe_failure(*job.last_failure) << "\n";
   return o.str();
 }
 
@@ -250,21 +249,22 @@ int run_status_command(const std::vector<std::string>& args) {
     opts.connect_timeout = opts.timeout;
     auto opened = store::open_store(address, opts);
     store::Store& store = *opened;
-    json st = status_json(read_job_state(store, run_id));
+    JobState job = read_job_state(store, run_id);
+    json st = status_json(job);
     if (as_json) {
       std::printf("%s\n", st.dump(2).c_str());
     } else {
-      std::fputs(format_text(st, endpoint).c_str(), stdout);
+      std::fputs(format_text(job, st, endpoint).c_str(), stdout);
     }
-    std::string state = st.value("state", "unknown");
-    if (state == "unknown") {
+    if (job.phase == JobPhase::kUnknown) {
       std::fprintf(stderr,
                    "ccrun status: the store at %s has no job '%s'; check --rdzv-id (and that "
                    "this is the job's store)\n",
                    endpoint.c_str(), run_id.c_str());
       return kExitUnknown;
     }
-    return state == "failed" || state == "stopped" ? kExitFailed : kExitHealthy;
+    bool failed = job.phase == JobPhase::kFailed || job.phase == JobPhase::kStopped;
+    return failed ? kExitFailed : kExitHealthy;
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "ccrun status: %s\n", e.what());
     return kExitUsage;

@@ -18,23 +18,23 @@ using json = nlohmann::json;
 // last failure.
 constexpr int kFailureLookback = 8;
 
-constexpr std::array<std::pair<RoundEndKind, std::string_view>, 6> kRoundEndNames{{
-    {RoundEndKind::kRestartRequested, "restart"},
-    {RoundEndKind::kNodeDead, "dead"},
-    {RoundEndKind::kNodeWaiting, "waiting"},
-    {RoundEndKind::kAllDone, "all_done"},
-    {RoundEndKind::kClosed, "closed"},
-    {RoundEndKind::kStoreLost, "store_lost"},
+constexpr std::array<NamedValue<RoundEndKind>, 6> kRoundEndNames{{
+    {"restart", RoundEndKind::kRestartRequested},
+    {"dead", RoundEndKind::kNodeDead},
+    {"waiting", RoundEndKind::kNodeWaiting},
+    {"all_done", RoundEndKind::kAllDone},
+    {"closed", RoundEndKind::kClosed},
+    {"store_lost", RoundEndKind::kStoreLost},
 }};
 
-constexpr std::array<std::pair<JobPhase, std::string_view>, 7> kPhaseNames{{
-    {JobPhase::kUnknown, "unknown"},
-    {JobPhase::kForming, "forming"},
-    {JobPhase::kRunning, "running"},
-    {JobPhase::kRestarting, "restarting"},
-    {JobPhase::kFinished, "finished"},
-    {JobPhase::kFailed, "failed"},
-    {JobPhase::kStopped, "stopped"},
+constexpr std::array<NamedValue<JobPhase>, 7> kPhaseNames{{
+    {"unknown", JobPhase::kUnknown},
+    {"forming", JobPhase::kForming},
+    {"running", JobPhase::kRunning},
+    {"restarting", JobPhase::kRestarting},
+    {"finished", JobPhase::kFinished},
+    {"failed", JobPhase::kFailed},
+    {"stopped", JobPhase::kStopped},
 }};
 
 json parse_object(const std::string& text) {
@@ -59,12 +59,26 @@ void read_last_failure(store::Store& s, const JobKeys& k, int r, JobState& st) {
   for (int back = r; back >= 0 && back > r - kFailureLookback; --back) {
     int64_t n = counter(s, k.failures(back));
     if (n <= 0 || !s.check({k.failure(back, int(n - 1))})) continue;
-    std::string text = s.get(k.failure(back, int(n - 1)));
-    if (!json::parse(text, nullptr, false).is_object()) continue;
-    st.last_failure = std::move(text);
+    json j = json::parse(s.get(k.failure(back, int(n - 1))), nullptr, false);
+    if (!j.is_object()) continue;
+    st.last_failure = Failure::from_json(j);
     st.last_failure_round = back;
     return;
   }
+}
+
+// Each node's last status in round r (nullopt: no heartbeat yet).
+std::vector<std::optional<NodeStatus>> read_statuses(store::Store& s, const JobKeys& k, int r,
+                                                     int num_nodes) {
+  std::vector<std::optional<NodeStatus>> out;
+  for (int i = 0; i < num_nodes; ++i) {
+    if (s.check({k.status(r, i)})) {
+      out.push_back(NodeStatus::from_json(json::parse(s.get(k.status(r, i)), nullptr, false)));
+    } else {
+      out.emplace_back();
+    }
+  }
+  return out;
 }
 
 // What ended the current round, or the job, as a phase and a reason.
@@ -90,26 +104,14 @@ void read_phase(store::Store& s, const JobKeys& k, JobState& st) {
 
 }  // namespace
 
-std::string_view to_string(RoundEndKind kind) {
-  for (const auto& [k, name] : kRoundEndNames) {
-    if (k == kind) return name;
-  }
-  return "closed";
-}
+std::string_view to_string(RoundEndKind kind) { return name_of(kRoundEndNames, kind, "closed"); }
 
 std::optional<RoundEndKind> parse_round_end_kind(std::string_view name) {
-  for (const auto& [k, n] : kRoundEndNames) {
-    if (n == name) return k;
-  }
-  return std::nullopt;
+  const auto* entry = find_name(kRoundEndNames, name);
+  return entry ? std::optional(entry->value) : std::nullopt;
 }
 
-std::string_view to_string(JobPhase phase) {
-  for (const auto& [p, name] : kPhaseNames) {
-    if (p == phase) return name;
-  }
-  return "unknown";
-}
+std::string_view to_string(JobPhase phase) { return name_of(kPhaseNames, phase, "unknown"); }
 
 std::string RoundEnd::to_json() const {
   json j{{"kind", to_string(kind)}, {"node", node}, {"detail", detail}};
@@ -138,6 +140,11 @@ RoundEnd RoundEnd::from_json(const std::string& text) {
   return e;
 }
 
+std::optional<Failure> RoundEnd::failure() const {
+  if (kind != RoundEndKind::kRestartRequested) return std::nullopt;
+  return Failure::from_json(json::parse(detail, nullptr, false));
+}
+
 std::string ClosedRecord::to_json() const {
   return json{{"reason", reason}, {"stop_signal", stop_signal}}.dump();
 }
@@ -152,6 +159,74 @@ ClosedRecord ClosedRecord::from_json(const std::string& text) {
     c.reason = "closed (unreadable record: " + text.substr(0, 200) + ")";
   }
   return c;
+}
+
+json Failure::to_json() const {
+  return {{"node_rank", node_rank}, {"hostname", hostname}, {"addr", addr},
+          {"rank", rank}, {"local_rank", local_rank}, {"pid", pid},
+          {"exit_code", exit_code}, {"signal", signal}, {"time_ms", time_ms},
+          {"attempt", attempt}, {"cause", name_of(kFailureCauseNames, cause, "")},
+          {"message", message}, {"stderr_tail", stderr_tail}};
+}
+
+Failure Failure::from_json(const json& j) {
+  Failure f;
+  if (!j.is_object()) {
+    f.message = "unreadable failure record";
+    return f;
+  }
+  try {
+    f.node_rank = j.value("node_rank", -1);
+    f.hostname = j.value("hostname", "");
+    f.addr = j.value("addr", "");
+    f.rank = j.value("rank", -1);
+    f.local_rank = j.value("local_rank", -1);
+    f.pid = j.value("pid", 0);
+    f.exit_code = j.value("exit_code", 0);
+    f.signal = j.value("signal", 0);
+    f.time_ms = j.value("time_ms", int64_t{0});
+    f.attempt = j.value("attempt", 0);
+    const auto* cause = find_name(kFailureCauseNames, j.value("cause", ""));
+    f.cause = cause ? cause->value : FailureCause::kNone;
+    f.message = j.value("message", "");
+    f.stderr_tail = j.value("stderr_tail", "");
+  } catch (const json::exception&) {
+    f = Failure{};
+    f.message = "unreadable failure record: " + j.dump().substr(0, 200);
+  }
+  return f;
+}
+
+json NodeStatus::to_json() const {
+  json j{{"host", host}, {"addr", addr}, {"node_rank", node_rank}, {"first_rank", first_rank},
+         {"nproc", nproc}, {"attempt", attempt}, {"beat_ms", beat_ms}, {"pid", pid}};
+  if (!ranks.empty()) {
+    j["ranks"] = json::array();
+    for (const auto& r : ranks) j["ranks"].push_back(r.to_json());
+  }
+  return j;
+}
+
+NodeStatus NodeStatus::from_json(const json& j) {
+  NodeStatus n;
+  if (!j.is_object()) return n;
+  try {
+    n.host = j.value("host", "");
+    n.addr = j.value("addr", "");
+    n.node_rank = j.value("node_rank", -1);
+    n.first_rank = j.value("first_rank", 0);
+    n.nproc = j.value("nproc", 0);
+    n.attempt = j.value("attempt", 0);
+    n.beat_ms = j.value("beat_ms", int64_t{0});
+    n.pid = j.value("pid", 0);
+    if (j.contains("ranks") && j["ranks"].is_array()) {
+      for (const auto& r : j["ranks"]) n.ranks.push_back(RankView::from_json(r));
+    }
+  } catch (const json::exception&) {
+    // A field of another type (another version's record): the fields read
+    // so far stand, the rest keep their defaults, as for a missing field.
+  }
+  return n;
 }
 
 JobState read_job_state(store::Store& s, const std::string& run_id) {
@@ -172,9 +247,7 @@ JobState read_job_state(store::Store& s, const std::string& run_id) {
   st.round = std::stoi(s.get(k.current_round()));
   st.nodes_waiting = counter(s, k.joined(st.round + 1));
   st.num_nodes = round_size(s, k, st.round);
-  for (int i = 0; i < st.num_nodes; ++i) {
-    st.node_statuses.push_back(s.check({k.status(st.round, i)}) ? s.get(k.status(st.round, i)) : "");
-  }
+  st.node_statuses = read_statuses(s, k, st.round, st.num_nodes);
   read_phase(s, k, st);
   read_last_failure(s, k, st.round, st);
   return st;

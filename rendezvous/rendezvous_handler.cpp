@@ -129,11 +129,12 @@ class Handler : public RendezvousHandler {
     watch_ = std::make_unique<RoundWatch>(std::move(w), connect_, std::move(hooks));
   }
 
-  void request_restart(const std::string& failure_json) override {
+  void request_restart(const Failure& failure) override {
     int r = round_;
+    std::string text = failure.to_json().dump();
     int64_t i = store_->add(keys_.failures(r), 1);
-    store_->set(keys_.failure(r, int(i - 1)), failure_json);
-    end_round(r, {RoundEndKind::kRestartRequested, info_.node_rank, failure_json, info_.num_nodes});
+    store_->set(keys_.failure(r, int(i - 1)), text);
+    end_round(r, {RoundEndKind::kRestartRequested, info_.node_rank, text, info_.num_nodes});
   }
 
   // The last node to mark done ends the round (one counter: O(1) per node).
@@ -154,12 +155,17 @@ class Handler : public RendezvousHandler {
     }
   }
 
-  std::vector<std::string> failures() override {
+  std::vector<Failure> failures() override {
     int r = round_;
     int64_t n = store_->add(keys_.failures(r), 0);
     std::vector<std::string> ks;
     for (int i = 0; i < n; ++i) ks.push_back(keys_.failure(r, i));
-    return ks.empty() ? std::vector<std::string>{} : store_->multi_get(ks);
+    std::vector<Failure> out;
+    if (ks.empty()) return out;
+    for (const auto& text : store_->multi_get(ks)) {
+      out.push_back(Failure::from_json(json::parse(text, nullptr, false)));
+    }
+    return out;
   }
 
   // Counts this node out of the round and, on the node that hosts the
@@ -184,19 +190,25 @@ class Handler : public RendezvousHandler {
 
   void set_attempt(int attempt) override { attempt_ = attempt; }
 
-  void set_progress(const std::string& ranks_json) override {
+  void set_progress(std::vector<RankView> ranks) override {
     std::lock_guard<std::mutex> lock(progress_mu_);
-    progress_ = ranks_json;
+    progress_ = std::move(ranks);
   }
 
-  std::vector<std::string> node_statuses() override {
+  std::vector<std::optional<NodeStatus>> node_statuses() override {
     int r = round_;
-    std::vector<std::string> keys, out(size_t(std::max(info_.num_nodes, 0)));
+    std::vector<std::string> keys, texts(size_t(std::max(info_.num_nodes, 0)));
     for (int i = 0; i < info_.num_nodes; ++i) keys.push_back(keys_.status(r, i));
-    if (keys.empty()) return out;
-    if (store_->check(keys)) return store_->multi_get(keys);
-    for (int i = 0; i < info_.num_nodes; ++i) {  // some node has not beaten yet
-      if (store_->check({keys[i]})) out[i] = store_->get(keys[i]);
+    if (!keys.empty() && store_->check(keys)) {
+      texts = store_->multi_get(keys);
+    } else {
+      for (size_t i = 0; i < keys.size(); ++i) {  // some node has not beaten yet
+        if (store_->check({keys[i]})) texts[i] = store_->get(keys[i]);
+      }
+    }
+    std::vector<std::optional<NodeStatus>> out(texts.size());
+    for (size_t i = 0; i < texts.size(); ++i) {
+      if (!texts[i].empty()) out[i] = NodeStatus::from_json(json::parse(texts[i], nullptr, false));
     }
     return out;
   }
@@ -214,14 +226,18 @@ class Handler : public RendezvousHandler {
   // For `ccrun status`: who this node is and when it last beat (wall clock:
   // the reader is another machine), with its ranks' progress.
   std::string status_record() {
-    json status{{"host", info_.self.hostname}, {"addr", info_.self.addr},
-                {"node_rank", info_.node_rank}, {"first_rank", info_.rank_offset},
-                {"nproc", info_.self.local_world_size}, {"attempt", attempt_.load()},
-                {"beat_ms", wall_clock_ms()}, {"pid", getpid()}};
+    NodeStatus status;
+    status.host = info_.self.hostname;
+    status.addr = info_.self.addr;
+    status.node_rank = info_.node_rank;
+    status.first_rank = info_.rank_offset;
+    status.nproc = info_.self.local_world_size;
+    status.attempt = attempt_.load();
+    status.beat_ms = wall_clock_ms();
+    status.pid = getpid();
     std::lock_guard<std::mutex> lock(progress_mu_);
-    json ranks = json::parse(progress_, nullptr, false);
-    if (!progress_.empty() && !ranks.is_discarded()) status["ranks"] = std::move(ranks);
-    return status.dump();
+    status.ranks = progress_;
+    return status.to_json().dump();
   }
 
   JoinedNode self_node(int master_port, bool agent_store = false) const {
@@ -494,7 +510,7 @@ class Handler : public RendezvousHandler {
   std::atomic<bool> done_{false};  // mark_done() ran in this round
   std::atomic<int> attempt_{0};    // the agent's restart count, for status
   std::mutex progress_mu_;
-  std::string progress_;           // the ranks' progress, JSON array (guarded by progress_mu_)
+  std::vector<RankView> progress_;  // the ranks' progress (guarded by progress_mu_)
   int forming_round_ = 0;          // the round next_rendezvous() is joining
   int last_progress_ = -1;         // nodes joined, as last reported
   std::string token_;              // identifies this agent's joins

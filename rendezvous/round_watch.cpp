@@ -84,7 +84,7 @@ std::shared_ptr<store::Store> RoundWatch::connect() {
       return nullptr;
     } catch (const Error& e) {
       if (!dynamic_cast<const ConnectionError*>(&e) || Clock::now() - since >= window) {
-        deliver({RoundEndKind::kStoreLost, -1, e.what()});
+        deliver({RoundEndKind::kStoreLost, -1, e.what(), {}});
         return nullptr;
       }
     }
@@ -108,12 +108,12 @@ void RoundWatch::run() {
       // A store that refuses the connection or does not answer in time
       // (stopped, hung): lost once that lasts the keep-alive window.
       if (!transient(e)) {
-        deliver({RoundEndKind::kClosed, -1, e.what()});
+        deliver({RoundEndKind::kClosed, -1, e.what(), {}});
         return;
       }
       if (lost_since == Clock::time_point{}) lost_since = Clock::now();
       if (Clock::now() - lost_since >= window) {
-        deliver({RoundEndKind::kStoreLost, -1, e.what()});
+        deliver({RoundEndKind::kStoreLost, -1, e.what(), {}});
         return;
       }
       if (!pause(o_.interval)) return;
@@ -163,7 +163,7 @@ bool RoundWatch::wait_for_end(store::Store& s, int64_t until_ms) {
     return false;
   }
   RoundEnd end = RoundEnd::from_json(s.get(keys_.end(o_.round)));
-  deliver({end.kind, end.node, end.detail, end.stop_signal});
+  deliver({end.kind, end.node, end.detail, end.failure(), end.stop_signal});
   return true;
 }
 

@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <csignal>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -36,7 +37,6 @@ namespace ccrun {
 struct RendezvousTiming {
   std::chrono::milliseconds join_timeout{600'000};     // whole rendezvous
   std::chrono::milliseconds last_call_timeout{30'000};  // wait after min
-  std::chrono::milliseconds close_timeout{30'000};
   std::chrono::milliseconds keep_alive_interval{5'000};
   int keep_alive_max_attempt = 3;  // missed beats before a node is dead
 };
@@ -116,11 +116,14 @@ struct JobSpec {
 
   // Restarts and monitoring.
   int max_restarts = 0;
+  // --monitor-interval: accepted for torchrun compatibility and printed by
+  // --print-config; nothing reads it, since the agent watches its workers
+  // by pidfd events, not by polling.
   std::chrono::milliseconds monitor_interval{100};
   std::string role = "default";
-  // Signals forwarded to workers when ccrun gets them.
-  std::vector<std::string> signals_to_handle = {"SIGTERM", "SIGINT",
-                                                "SIGHUP", "SIGQUIT"};
+  // Signals forwarded to workers when ccrun gets them, as numbers: the
+  // launcher reads the names and refuses those it cannot handle.
+  std::vector<int> signals_to_handle = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
   // Time between SIGTERM and SIGKILL when stopping workers.
   std::chrono::milliseconds stop_grace{30'000};
   // No progress from any rank, or ranks disagreeing on a collective, for
@@ -161,10 +164,15 @@ struct JobSpec {
     std::string remote_ccrun;
   } fanout;
 
-  // Hidden flag --exit-on-stdin-eof, given to agents started over ssh: the
-  // agent stops the job (as on SIGTERM) when its stdin reaches EOF, which is
-  // how a SIGKILLed launching ccrun (its ssh gone) reaches remote nodes.
+  // Hidden flag --exit-on-stdin-eof, which only the ssh fan-out gives, sets
+  // both of these. exit_on_stdin_eof: the agent stops the job (as on
+  // SIGTERM) when its stdin reaches EOF, which is how a SIGKILLed launching
+  // ccrun (its ssh gone) reaches remote nodes.
   bool exit_on_stdin_eof = false;
+  // started_by_fanout: every node prints the same failure report, so each
+  // marks its lines for the launching ccrun to show one node's
+  // (launcher/fanout.h).
+  bool started_by_fanout = false;
 
   // The job's hosts, in node-rank order (the first is node 0 and, unless
   // --master-addr is given, the master); empty = no host list: this node

@@ -1,12 +1,21 @@
 //===- ccrun/job_state.h - A job's records in its store, and their reader -*- C++ -*-//
 //
 // The records the agents of one job write into its store (where: JobKeys in
-// ccrun/job_keys.h), with their one text format each, and the one reader of
-// a job's whole state that `ccrun status` and the tests use.
+// ccrun/job_keys.h), with their one JSON format each, and the one reader of
+// a job's whole state that `ccrun status` and the tests use. Records stored
+// on their own (RoundEnd, ClosedRecord) give and take text; records that
+// nest in others (Failure in the failure report, NodeStatus with its
+// RankViews) give and take JSON values, dumped and parsed only where they
+// meet the store. Every reader is tolerant: agents of other versions write
+// these records.
 //
 //   RoundEnd end{RoundEndKind::kNodeDead, 2, "node 2 sent no heartbeat", 3};
 //   store.compare_set(keys.end(r), "", end.to_json());  // the first end wins
 //   RoundEnd seen = RoundEnd::from_json(store.get(keys.end(r)));
+//
+//   Failure f;
+//   f.rank = 3, f.cause = FailureCause::kOom;
+//   Failure back = Failure::from_json(f.to_json());     // back.cause == kOom
 //
 //   JobState st = read_job_state(store, "my-job");      // never waits
 //   if (st.phase == JobPhase::kStopped) std::cout << st.stop_signal;
@@ -14,13 +23,17 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "ccrun/name_table.h"
+#include "ccrun/rank_progress.h"
 #include "ccrun/store.h"
 
 namespace ccrun {
@@ -34,6 +47,63 @@ inline int64_t wall_clock_ms() {
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
+
+// What ccrun found behind a worker's (or node's) failure, beyond its exit
+// status.
+enum class FailureCause {
+  kNone,   // a plain exit or signal
+  kHang,   // the hang verdict (--hang-timeout) stopped it
+  kOom,    // the kernel's OOM killer
+  kTimer,  // an expired torch FileTimer
+};
+
+// Each cause's stored name ("" for kNone: what agents have always written).
+inline constexpr std::array<NamedValue<FailureCause>, 4> kFailureCauseNames{{
+    {"", FailureCause::kNone},
+    {"hang", FailureCause::kHang},
+    {"oom", FailureCause::kOom},
+    {"timer", FailureCause::kTimer},
+}};
+
+// round/<R>/failure/<i>, and round/<R>/end's detail when a node asks for a
+// restart: JSON {node_rank, hostname, addr, rank, local_rank, pid,
+// exit_code, signal, time_ms, attempt, cause, message, stderr_tail}. One
+// worker's (or node's) failure as every node of the job sees it.
+struct Failure {
+  int node_rank = -1;
+  std::string hostname, addr;
+  int rank = -1, local_rank = -1;  // -1 for a node failure
+  int pid = 0;
+  int exit_code = 0;
+  int signal = 0;
+  int64_t time_ms = 0;     // wall clock, ms since the epoch (for ordering)
+  int attempt = 0;
+  FailureCause cause = FailureCause::kNone;
+  std::string message;     // error file message, or "node stopped heartbeating"
+  std::string stderr_tail;
+
+  [[nodiscard]] nlohmann::json to_json() const;
+  // An unreadable record reads as a failure whose message says so; a cause
+  // of a newer version reads as kNone.
+  [[nodiscard]] static Failure from_json(const nlohmann::json& j);
+};
+
+// round/<R>/status/<rank>: JSON {host, addr, node_rank, first_rank, nproc,
+// attempt, beat_ms, pid, ranks}, a node's last heartbeat (wall clock: the
+// reader is another machine), with its ranks' progress.
+struct NodeStatus {
+  std::string host, addr;
+  int node_rank = -1;
+  int first_rank = 0;     // RANK of its LOCAL_RANK 0
+  int nproc = 0;          // its workers
+  int attempt = 0;        // its restart count
+  int64_t beat_ms = 0;    // when it beat
+  int pid = 0;            // its agent's
+  std::vector<RankView> ranks;  // its workers' progress, as its agent last sampled it
+
+  [[nodiscard]] nlohmann::json to_json() const;
+  [[nodiscard]] static NodeStatus from_json(const nlohmann::json& j);  // tolerant
+};
 
 // Why a round ended. Every kind but kStoreLost is written to round/<R>/end;
 // kStoreLost is what a node's own watcher concludes when the store stops
@@ -65,6 +135,8 @@ struct RoundEnd {
   // An unreadable record reads as kClosed saying so: a round whose end
   // nobody can read is over for everyone.
   [[nodiscard]] static RoundEnd from_json(const std::string& text);
+  // kRestartRequested: the Failure its detail holds; nullopt for other kinds.
+  [[nodiscard]] std::optional<Failure> failure() const;
 };
 
 // closed: JSON {"reason", "stop_signal"}. `stop_signal` is the signal a
@@ -99,11 +171,11 @@ struct JobState {
   int64_t nodes_waiting = 0;    // nodes already joining the next round
   std::string reason;           // kFailed, kStopped, kRestarting: why
   int stop_signal = 0;          // kStopped: the signal
-  // By node rank: each node's last status record (JSON; job_keys.h gives
-  // its fields), "" for a node that has not beaten yet.
-  std::vector<std::string> node_statuses;
-  std::string last_failure;     // the newest failure report (JSON), "" if none
-  int last_failure_round = -1;  // the round it ended
+  // By node rank: each node's last status record, nullopt for a node that
+  // has not beaten yet.
+  std::vector<std::optional<NodeStatus>> node_statuses;
+  std::optional<Failure> last_failure;  // the newest failure report
+  int last_failure_round = -1;          // the round it ended
 };
 
 // Reads `run_id`'s state from `store`. Every read is a check or a single get

@@ -9,7 +9,7 @@
 //   for (;;) {
 //     RendezvousInfo info = rdzv->next_rendezvous();  // blocks
 //     rdzv->watch([&](const RoundEvent& e) { /* post to the agent loop */ });
-//     ... run workers; on failure: rdzv->request_restart(report_json) ...
+//     ... run workers; on failure: rdzv->request_restart(failure) ...
 //     ... on success: rdzv->mark_done(), then wait for kAllDone ...
 //   }
 //
@@ -68,6 +68,7 @@ struct RoundEvent {
   Kind kind = Kind::kClosed;
   int node_rank = -1;  // the node concerned, -1 when none
   std::string detail;
+  std::optional<Failure> failure;  // kRestartRequested: the failure `detail` holds
   int stop_signal = 0;  // kClosed by a stop signal on some node: its number
 };
 
@@ -110,8 +111,8 @@ class RendezvousHandler {
   virtual void watch(std::function<void(const RoundEvent&)> on_event) = 0;
 
   // Ends the current round for every node because this node's workers
-  // failed; `failure_json` reaches every node (root cause report).
-  virtual void request_restart(const std::string& failure_json) = 0;
+  // failed; `failure` reaches every node (root cause report).
+  virtual void request_restart(const Failure& failure) = 0;
 
   // This node's workers all exited 0. When every node of the round has
   // called it, watchers receive kAllDone (the exit barrier). Idempotent; the
@@ -124,8 +125,8 @@ class RendezvousHandler {
   virtual void set_closed(const ClosedRecord& record) = 0;
 
   // Failure reports recorded in the current round by every node, oldest
-  // first (JSON strings as given to request_restart).
-  [[nodiscard]] virtual std::vector<std::string> failures() = 0;
+  // first (as given to request_restart).
+  [[nodiscard]] virtual std::vector<Failure> failures() = 0;
 
   // Leaves the current round for good (the job is over on this node). On
   // the node hosting the store, `wait_for_all` holds it until every node has
@@ -140,14 +141,14 @@ class RendezvousHandler {
   // heartbeat for `ccrun status`.
   virtual void set_attempt(int attempt) = 0;
 
-  // This node's ranks' progress (a JSON array of the agent's rank views),
-  // published with every heartbeat in the node's status: node 0's agent
-  // judges hangs from every node's (docs/hangs.md), `ccrun status` shows them.
-  virtual void set_progress(const std::string& ranks_json) = 0;
+  // This node's ranks' progress, published with every heartbeat in the
+  // node's status: node 0's agent judges hangs from every node's
+  // (docs/hangs.md), `ccrun status` shows them.
+  virtual void set_progress(std::vector<RankView> ranks) = 0;
 
-  // Every node's last published status in the current round (JSON objects,
-  // by node rank; "" for a node that has not beaten yet).
-  [[nodiscard]] virtual std::vector<std::string> node_statuses() = 0;
+  // Every node's last published status in the current round, by node rank;
+  // nullopt for a node that has not beaten yet.
+  [[nodiscard]] virtual std::vector<std::optional<NodeStatus>> node_statuses() = 0;
 };
 
 // The handler for options.backend: static rounds, or dynamic ones (c10d,

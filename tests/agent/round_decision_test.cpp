@@ -63,7 +63,7 @@ TEST_CASE("decision: a close fails the job, a lost store ends this node", "[deci
 TEST_CASE("decision: a job closed by a stop signal elsewhere stops here too, no store call",
           "[decision]") {
   Decision d = decide(AttemptEnd::round_ended(RoundEndKind::kClosed,
-                                              "ccrun received SIGINT on node 0", 2),
+                                              "ccrun received SIGINT on node 0", std::nullopt, 2),
                       budget(3));
   CHECK(d.action == Action::kStopped);
   CHECK(d.reason == "ccrun received SIGINT on node 0");

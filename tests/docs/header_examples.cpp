@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <memory>
 #include <string>
 #include <thread>
@@ -22,6 +23,7 @@
 #include "ccrun/job_keys.h"
 #include "ccrun/job_state.h"
 #include "ccrun/prefix_store.h"
+#include "ccrun/rank_progress.h"
 #include "ccrun/event_log_handler.h"
 #include "ccrun/name_table.h"
 #include "ccrun/numa_binding.h"
@@ -171,8 +173,21 @@ void job_state_h(Store& store, const JobKeys& keys, int r) {
   store.compare_set(keys.end(r), "", end.to_json());  // the first end wins
   RoundEnd seen = RoundEnd::from_json(store.get(keys.end(r)));
 
+  Failure f;
+  f.rank = 3, f.cause = FailureCause::kOom;
+  Failure back = Failure::from_json(f.to_json());     // back.cause == kOom
+
   JobState st = read_job_state(store, "my-job");      // never waits
   if (st.phase == JobPhase::kStopped) std::cout << st.stop_signal;
+  // end
+}
+
+void rank_progress_h() {
+  // example: ccrun/rank_progress.h
+  RankView v;
+  v.rank = 3, v.steps = 120;
+  nlohmann::json j = v.to_json();           // {"rank": 3, "steps": 120, ...}
+  RankView back = RankView::from_json(j);   // back.steps == 120
   // end
 }
 

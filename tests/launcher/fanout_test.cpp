@@ -68,6 +68,7 @@ TEST_CASE("fanout: each host's agent flags parse back into the job", "[fanout]")
     CHECK(node.logs.redirects == std::map<int, int>{{0, 1}});
     CHECK(node.role == "trainer");
     CHECK(node.exit_on_stdin_eof);
+    CHECK(node.started_by_fanout);
     CHECK(node.entrypoint == V{"./train", "--lr", "0.1"});
   }
   CHECK(parse_command_line(agent_args(job, 0), {}).spec.nproc_per_node == 2);

@@ -244,7 +244,7 @@ TEST_CASE("YAML: duplicate keys, bad env names and lists for scalars are errors"
   auto lists_ok = write_yaml("nproc_per_node: 3\nsignals_to_handle: [SIGTERM, SIGUSR1]\n"
                              "local_ranks_filter: [0, 2]\nprogram: x\n");
   auto s = parse({"--config", lists_ok});
-  CHECK(s.signals_to_handle == std::vector<std::string>{"SIGTERM", "SIGUSR1"});
+  CHECK(s.signals_to_handle == std::vector<int>{SIGTERM, SIGUSR1});
   CHECK(s.logs.local_ranks_filter == std::set<int>{0, 2});
   for (auto p : {dup, dup_rdzv, dup_env, eq, empty, list, env_list, lists_ok}) std::filesystem::remove(p);
 }

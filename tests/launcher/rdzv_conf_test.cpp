@@ -54,7 +54,6 @@ TEST_CASE("rdzv-conf: torch's keys and what ccrun does with them", "[launcher][r
             .empty());
   CHECK(r.join_timeout == milliseconds(5000));  // join_timeout wins over timeout
   CHECK(r.last_call_timeout == milliseconds(1000));
-  CHECK(r.close_timeout == milliseconds(2000));
   CHECK(r.read_timeout == milliseconds(3000));
   CHECK(r.keep_alive_interval == milliseconds(500));
   CHECK(r.keep_alive_max_attempt == 4);
@@ -64,7 +63,7 @@ TEST_CASE("rdzv-conf: torch's keys and what ccrun does with them", "[launcher][r
   CHECK(t.join_timeout == milliseconds(7000));  // torchrun's --rdzv-timeout
   // Accepted and dropped; torch's etcd-v2 names under ccrun's.
   RendezvousSpec e;
-  CHECK(apply("use_libuv=1,heartbeat_timeout=5,store_type=tcp,rank=0,etcd_prefix=/p,"
+  CHECK(apply("use_libuv=1,heartbeat_timeout=5,close_timeout=2,store_type=tcp,rank=0,etcd_prefix=/p,"
               "ssl_cert=c.pem,ssl_cert_key=k.pem,ca_cert=ca.pem,protocol=https,etcd_user=u",
               e)
             .empty());
@@ -75,6 +74,7 @@ TEST_CASE("rdzv-conf: torch's keys and what ccrun does with them", "[launcher][r
                                                      {"protocol", "https"}});
   CHECK_THROWS_WITH(apply("store_type=file", e), Catch::Contains("TCP store only"));
   CHECK_THROWS_WITH(apply("join_timeout=soon", e), Catch::Contains("--rdzv-conf join_timeout \"soon\""));
+  CHECK_THROWS_WITH(apply("close_timeout=soon", e), Catch::Contains("--rdzv-conf close_timeout"));
   CHECK_THROWS_WITH(apply("keep_alive_interval=0", e), Catch::Contains("keep_alive_interval must be more than 0"));
 }
 

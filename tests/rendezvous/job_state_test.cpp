@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <nlohmann/json.hpp>
 
 #include "ccrun/hash_store.h"
 #include "ccrun/job_keys.h"
@@ -11,6 +12,82 @@
 
 using namespace ccrun;
 using namespace ccrun::rendezvous::testing;
+
+TEST_CASE("failure records: every field and every cause round-trip", "[job_state]") {
+  for (const auto& [name, cause] : kFailureCauseNames) {
+    Failure f;
+    f.node_rank = 1, f.hostname = "h1", f.addr = "10.0.0.2", f.rank = 5, f.local_rank = 1;
+    f.pid = 42, f.exit_code = 3, f.signal = 9, f.time_ms = 1'700'000'000'123, f.attempt = 2;
+    f.cause = cause, f.message = "boom", f.stderr_tail = "last line";
+    nlohmann::json j = f.to_json();
+    CHECK(j["cause"] == name);  // the stored name, "" for a plain exit
+    Failure back = Failure::from_json(j);
+    CHECK(back.node_rank == 1);
+    CHECK(back.hostname == "h1");
+    CHECK(back.addr == "10.0.0.2");
+    CHECK(back.rank == 5);
+    CHECK(back.local_rank == 1);
+    CHECK(back.pid == 42);
+    CHECK(back.exit_code == 3);
+    CHECK(back.signal == 9);
+    CHECK(back.time_ms == 1'700'000'000'123);
+    CHECK(back.attempt == 2);
+    CHECK(back.cause == cause);
+    CHECK(back.message == "boom");
+    CHECK(back.stderr_tail == "last line");
+  }
+  CHECK(names_text(kFailureCauseNames) == ", hang, oom or timer");
+}
+
+TEST_CASE("failure records: other versions' and unreadable records", "[job_state]") {
+  // A cause this version does not know, fields missing: defaults.
+  Failure newer = Failure::from_json(nlohmann::json{{"rank", 2}, {"cause", "gpu_fell_off"}});
+  CHECK(newer.rank == 2);
+  CHECK(newer.cause == FailureCause::kNone);
+  CHECK(newer.node_rank == -1);
+  // Not an object, or a field of another type: a failure that says so.
+  CHECK(Failure::from_json(nlohmann::json::parse("[1]")).message == "unreadable failure record");
+  Failure typed = Failure::from_json(nlohmann::json{{"rank", "three"}});
+  CHECK(typed.rank == -1);
+  CHECK(typed.message.find("unreadable failure record") == 0);
+}
+
+TEST_CASE("node status records round-trip with their ranks' progress", "[job_state]") {
+  NodeStatus n;
+  n.host = "h0", n.addr = "10.0.0.1", n.node_rank = 1, n.first_rank = 4, n.nproc = 4;
+  n.attempt = 2, n.beat_ms = 1'700'000'000'000, n.pid = 77;
+  RankView r;
+  r.rank = 5, r.node_rank = 1, r.steps = 9, r.groups.push_back({0, 8, 3, 2, 1, 16, 250});
+  n.ranks.push_back(r);
+  nlohmann::json j = n.to_json();
+  for (const char* key : {"host", "addr", "node_rank", "first_rank", "nproc", "attempt", "beat_ms",
+                          "pid", "ranks"}) {
+    CHECK(j.contains(key));  // the keys `ccrun status` of other versions reads
+  }
+  NodeStatus back = NodeStatus::from_json(j);
+  CHECK(back.host == "h0");
+  CHECK(back.addr == "10.0.0.1");
+  CHECK(back.node_rank == 1);
+  CHECK(back.first_rank == 4);
+  CHECK(back.nproc == 4);
+  CHECK(back.attempt == 2);
+  CHECK(back.beat_ms == 1'700'000'000'000);
+  CHECK(back.pid == 77);
+  REQUIRE(back.ranks.size() == 1);
+  CHECK(back.ranks[0].rank == 5);
+  CHECK(back.ranks[0].steps == 9);
+  REQUIRE(back.ranks[0].groups.size() == 1);
+  CHECK(back.ranks[0].groups[0].waiting_ms == 250);
+  // A node with no ranks to show publishes none.
+  CHECK_FALSE(NodeStatus{}.to_json().contains("ranks"));
+  CHECK(NodeStatus::from_json(nlohmann::json("junk")).node_rank == -1);
+}
+
+TEST_CASE("job phases: each has its one name", "[job_state]") {
+  CHECK(to_string(JobPhase::kUnknown) == "unknown");
+  CHECK(to_string(JobPhase::kRestarting) == "restarting");
+  CHECK(to_string(JobPhase::kStopped) == "stopped");
+}
 
 TEST_CASE("round end records: every kind round-trips by its one name", "[job_state]") {
   for (auto kind : {RoundEndKind::kRestartRequested, RoundEndKind::kNodeDead,
@@ -58,26 +135,32 @@ TEST_CASE("job state: unknown, forming, running, finished", "[job_state]") {
   CHECK(running.round == 0);
   CHECK(running.num_nodes == 2);
   REQUIRE(running.node_statuses.size() == 2);
-  CHECK(running.node_statuses[0].empty());  // nobody beat yet
+  CHECK_FALSE(running.node_statuses[0]);  // nobody beat yet
 
   watch_all(nodes);
   for (auto& n : nodes) n->handler->mark_done();
   for (auto& n : nodes) CHECK(event_of(*n).kind == RoundEndKind::kAllDone);
   JobState done = read_job_state(*store, "test");
   CHECK(done.phase == JobPhase::kFinished);
-  CHECK_FALSE(done.node_statuses[0].empty());  // each watcher beat once
+  REQUIRE(done.node_statuses[0]);  // each watcher beat once
+  CHECK(done.node_statuses[0]->node_rank == 0);
+  CHECK(done.node_statuses[0]->nproc == 1);
 }
 
 TEST_CASE("job state: a failure restarts, a signal stops, a close fails", "[job_state]") {
   auto store = std::make_shared<store::HashStore>();
   auto nodes = join_all(store, std::vector<rendezvous::RendezvousOptions>(2, options("c10d", 2, 2)));
   watch_all(nodes);
-  nodes[1]->handler->request_restart(R"({"rank": 3, "exit_code": 1})");
+  Failure failed;
+  failed.rank = 3, failed.exit_code = 1;
+  nodes[1]->handler->request_restart(failed);
   for (auto& n : nodes) CHECK(event_of(*n).kind == RoundEndKind::kRestartRequested);
   JobState restarting = read_job_state(*store, "test");
   CHECK(restarting.phase == JobPhase::kRestarting);
   CHECK(restarting.reason == "a worker failed");
-  CHECK(restarting.last_failure == R"({"rank": 3, "exit_code": 1})");
+  REQUIRE(restarting.last_failure);
+  CHECK(restarting.last_failure->rank == 3);
+  CHECK(restarting.last_failure->exit_code == 1);
   CHECK(restarting.last_failure_round == 0);
 
   SECTION("stopped by a signal") {

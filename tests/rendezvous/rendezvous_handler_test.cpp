@@ -15,6 +15,8 @@
 #include "round_plan.h"
 
 using namespace ccrun::rendezvous;
+using ccrun::Failure;
+using ccrun::FailureCause;
 using namespace ccrun::store;
 using namespace ccrun::rendezvous::testing;
 using namespace std::chrono_literals;
@@ -100,13 +102,19 @@ TEST_CASE("a restart request reaches every node with the failure", "[rendezvous]
   auto store = std::make_shared<HashStore>();
   auto nodes = join_all(store, std::vector<RendezvousOptions>(3, options("c10d", 3, 3)));
   watch_all(nodes);
-  nodes[1]->handler->request_restart("{\"rank\":4}");
+  Failure failed;
+  failed.rank = 4, failed.cause = FailureCause::kOom;
+  nodes[1]->handler->request_restart(failed);
   for (auto& n : nodes) {
     auto e = event_of(*n);
     CHECK(e.kind == RoundEvent::Kind::kRestartRequested);
-    CHECK(e.detail == "{\"rank\":4}");
+    REQUIRE(e.failure);
+    CHECK(e.failure->rank == 4);
+    CHECK(e.failure->cause == FailureCause::kOom);
   }
-  CHECK(nodes[0]->handler->failures() == std::vector<std::string>{"{\"rank\":4}"});
+  auto recorded = nodes[0]->handler->failures();
+  REQUIRE(recorded.size() == 1);
+  CHECK(recorded[0].rank == 4);
   // Everyone moves on to the next round together.
   std::vector<std::thread> threads;
   for (auto& n : nodes) threads.emplace_back([&n] { n->info = n->handler->next_rendezvous(); });
@@ -164,7 +172,7 @@ TEST_CASE("dynamic: node ranks stay the same across a restart, whatever the join
   for (auto& n : nodes) first[n->info.self.addr] = n->info.node_rank;
   REQUIRE(first.size() == 3);
   watch_all(nodes);
-  nodes[0]->handler->request_restart("{}");
+  nodes[0]->handler->request_restart(Failure{});
   for (auto& n : nodes) event_of(*n);
   // Rejoin one by one, in the reverse order of the first ranks.
   std::vector<Node*> by_rank(3);
