@@ -21,8 +21,8 @@ milliseconds StartupWatch::interval(milliseconds elapsed) {
 void StartupWatch::arm() {
   auto elapsed = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - started_);
   timer_.expires_after(interval(elapsed));
-  timer_.async_wait([this](boost::system::error_code ec) {
-    if (ec) return;  // cancelled: `this` may be gone
+  timer_.async_wait([this, alive = alive_](boost::system::error_code ec) {
+    if (ec || !*alive) return;  // cancelled, or queued before the watch went: `this` is gone
     std::vector<StartupTimeline> now = read_();
     bool all = !now.empty() &&
                std::all_of(now.begin(), now.end(), [](const StartupTimeline& t) { return t.done(); });

@@ -19,6 +19,7 @@
 #include <boost/asio.hpp>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "startup_timeline.h"
@@ -33,7 +34,12 @@ class StartupWatch {
   // Starts watching now; `done` runs on `io` once, when every timeline
   // `read` returns has its first step.
   StartupWatch(boost::asio::io_context& io, Read read, Done done);
-  ~StartupWatch() { timer_.cancel(); }  // `done` never runs after this
+  // `done` never runs after this: a handler already queued (its timer had
+  // expired, so cancel() cannot stop it) finds the watch gone and returns.
+  ~StartupWatch() {
+    *alive_ = false;
+    timer_.cancel();
+  }
   StartupWatch(const StartupWatch&) = delete;  // its timer's handler holds `this`
   StartupWatch& operator=(const StartupWatch&) = delete;
 
@@ -42,6 +48,7 @@ class StartupWatch {
 
  private:
   void arm();
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   boost::asio::steady_timer timer_;
   Read read_;
   Done done_;

@@ -240,8 +240,8 @@ def startup(tabs):
     return [nonempty(f, f.title) for f in figs]
 
 
-KINDS = {"bench-startup": startup, "bench-launch": launch, "bench-store": store, "bench-collectives": collectives,
-         "bench-rendezvous": rendezvous, "bench-scale": scale}
+KINDS = {"bench-launch": launch, "bench-store": store, "bench-collectives": collectives,
+         "bench-rendezvous": rendezvous, "bench-scale": scale, "bench-startup": startup}
 
 
 def figures(kind, text):

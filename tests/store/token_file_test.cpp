@@ -64,7 +64,7 @@ TEST_CASE("token file: a missing file is an error naming it", "[token_file]") {
   const std::string path = "/nonexistent-dir/ccrun-token";
   CHECK_THROWS_AS(read_token_file(path, "--token-file"), ConfigError);
   CHECK_THROWS_WITH(read_token_file(path, "--token-file"),
-                    Catch::Contains(path) && Catch::Contains("cannot be read"));
+                    Catch::Contains(path) && Catch::Contains("cannot be opened"));
 }
 
 TEST_CASE("token file: CCRUN_STORE_TOKEN_FILE is read by the same rule", "[token_file]") {
