@@ -132,7 +132,8 @@ const Setting kSettings[] = {
      kShutdownTimeoutEnv},
     {"hang_timeout", "--hang-timeout,--hang_timeout",
      "Seconds with no progress from any rank (or ranks stuck apart in a collective) before the "
-     "job is declared hung: every rank's stack is reported, then it restarts; 0 = never",
+     "job is declared hung: every rank's stack is reported, then the job fails, or restarts "
+     "while --max-restarts allows; 0 = never",
      "Restarts", [](S s) { return seconds_text(s.hang_timeout); }, Y::kScalar, true},
     {"signals_to_handle", "--signals-to-handle,--signals_to_handle", "Signals forwarded to the workers",
      "Restarts", [](S s) { return signal_names_text(s.signals_to_handle); }, Y::kList, true},
