@@ -287,6 +287,10 @@ void Agent::start_job() {
   run_logs_ = std::make_unique<RunLogs>(home, run_id_, agent_token_);
   serve_file_timer();
   if (run_logs_->kept()) spdlog::info("ccrun: logs in {}", run_logs_->root().string());
+  if (spec_.standalone && !store_.etcd) {  // its id and port are random: say them, ready to paste
+    spdlog::info("ccrun: job '{}'; to see it: ccrun status --rdzv-endpoint {} --rdzv-id {}", run_id_,
+                 store_endpoint(), run_id_);
+  }
   bool filters = !spec_.logs.duplicate_stdout_filters.empty() || !spec_.logs.duplicate_stderr_filters.empty();
   if (filters && !run_logs_->kept()) {
     spdlog::warn("ccrun: the filtered_stdout.log/filtered_stderr.log of --duplicate-*-filters are "

@@ -108,3 +108,27 @@ def test_finished_and_failed():
         r, _ = status(d, "bad")
         assert r.returncode == 1
         assert "failed" in r.stdout and "last failure: node" in r.stdout and "exit code 1" in r.stdout
+
+
+def test_a_standalone_job_says_how_to_see_it():
+    # Its run id and its store's port are random: the line is ready to paste.
+    import re
+    import shlex
+    from helpers import read_stderr_until
+    p = spawn_ccrun("--standalone", "--nproc-per-node", "1", "--no-python", "/bin/sleep", "30")
+    try:
+        seen = read_stderr_until(p, "to see it: ccrun status")
+        m = re.search(r"to see it: (ccrun status .*)$", seen, re.M)
+        args = shlex.split(m.group(1))[1:]
+        deadline = time.time() + 30
+        while True:
+            r = subprocess.run([binary("launcher", "ccrun"), *args, "--json"], capture_output=True,
+                               text=True, timeout=30)
+            state = json.loads(r.stdout).get("state") if r.stdout.strip() else None
+            if state == "running" or time.time() > deadline:
+                break
+            time.sleep(0.2)
+        assert state == "running", (r.stdout, r.stderr)
+    finally:
+        p.kill()
+        p.wait()
