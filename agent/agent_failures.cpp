@@ -59,7 +59,9 @@ void Agent::report(const std::string& reason) {
     final.push_back(f);
     all_failures_.push_back(f);
   }
-  std::string text = format_report(run_id_, final) + "  reason    : " + reason + "\n";
+  auto python = parse_python_command(spec_.entrypoint);
+  std::string text = format_report(run_id_, final) + "  reason    : " + reason + "\n" +
+                     interpreter_lines(python ? python->interpreter.front() : "", final);
   if (spec_.started_by_fanout) {
     // Every node prints the same report, and the launching ccrun shows one
     // of them (fanout.h, kReportMarker).

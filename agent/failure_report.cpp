@@ -158,4 +158,19 @@ std::string launcher_error_record(const Failure& root, const std::string& worker
   return json{{"message", message}}.dump();
 }
 
+std::string interpreter_lines(const std::string& python, const std::vector<Failure>& failures) {
+  if (python.empty()) return "";
+  std::string out = "  python    : " + python + " (PYTHON_EXEC, else python3 on PATH)\n";
+  for (const auto& f : failures) {
+    const std::string& text = f.message.empty() ? f.stderr_tail : f.message;
+    size_t at = text.find("ModuleNotFoundError: No module named ");
+    if (at == std::string::npos) continue;
+    size_t end = text.find('\n', at);
+    out += "  hint      : " + text.substr(at, end == std::string::npos ? end : end - at) + " in " +
+           python + "; set PYTHON_EXEC to the interpreter that has it (your venv's or conda's)\n";
+    break;
+  }
+  return out;
+}
+
 }  // namespace ccrun::agent

@@ -56,4 +56,10 @@ std::string launcher_error_record(const Failure& root, const std::string& worker
 std::string own_error_record(const std::string& type, const std::string& what,
                              int64_t unix_seconds);
 
+// The report's lines about the interpreter of a Python program (`python`:
+// the workers' interpreter, "" for another program): which one ran, and,
+// when a failure says a module is missing, that it is the interpreter
+// without it (a venv or conda python is not the first python3 on PATH).
+std::string interpreter_lines(const std::string& python, const std::vector<Failure>& failures);
+
 }  // namespace ccrun::agent

@@ -51,3 +51,16 @@ TEST_CASE("root cause: the earliest failure", "[failure_report]") {
   CHECK(root_cause({failed(1, 1, 0, 20), failed(2, 1, 0, 10)}).rank == 2);
   CHECK(root_cause({}).rank == -1);
 }
+
+TEST_CASE("a Python program's report names its interpreter, and a missing module's fix",
+          "[failure_report]") {
+  using ccrun::Failure;
+  Failure f;
+  f.stderr_tail = "Traceback (most recent call last):\nModuleNotFoundError: No module named 'torch'\n";
+  std::string lines = interpreter_lines("python3", {f});
+  REQUIRE(lines.find("python    : python3 (PYTHON_EXEC, else python3 on PATH)") != std::string::npos);
+  REQUIRE(lines.find("hint      : ModuleNotFoundError: No module named 'torch' in python3; set "
+                     "PYTHON_EXEC") != std::string::npos);
+  REQUIRE(interpreter_lines("python3", {Failure{}}).find("hint") == std::string::npos);
+  REQUIRE(interpreter_lines("", {f}).empty());
+}

@@ -255,3 +255,13 @@ def test_a_bad_preload_name_is_refused():
     r = ccrun(["--warm-start", "--preload", "os;rm", "--nproc-per-node", "1", "x.py"])
     assert r.returncode == 2
     assert "is not a module name" in r.stderr
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_missing_module_names_the_interpreter_and_the_fix(tmp_path, mode):
+    path = script(tmp_path, "needs.py", "import no_such_module_for_ccrun\n")
+    r = ccrun(mode + ["--nproc-per-node", "1", path])
+    assert r.returncode == 1
+    assert f"python    : {PYTHON} (PYTHON_EXEC, else python3 on PATH)" in r.stderr, r.stderr
+    assert ("hint      : ModuleNotFoundError: No module named 'no_such_module_for_ccrun' in "
+            f"{PYTHON}; set PYTHON_EXEC") in r.stderr, r.stderr
