@@ -52,7 +52,7 @@ void Agent::start_template() {
 
 WorkerStarter* Agent::warm_starter() {
   if (!warm_) return nullptr;
-  bool was_ready = warm_->broken().empty() && warm_->import_seconds() > 0;
+  bool was_ready = warm_->ready();
   std::string why;
   run_off_loop([&] { why = warm_->wait_ready(kTemplateReady); });
   if (!why.empty()) {

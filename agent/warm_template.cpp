@@ -99,7 +99,13 @@ void WarmTemplate::spawn() {
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&fa, 2, 1);  // it prints nothing; its imports may warn
-  // dup2 onto itself would keep close-on-exec: the socket never sits at 3 (0-2 are taken).
+  // A dup2 onto itself is a no-op that keeps close-on-exec: move an end that
+  // sits at 3 already elsewhere first.
+  if (sv[1] == kControlFd) {
+    int moved = ::fcntl(sv[1], F_DUPFD_CLOEXEC, kControlFd + 1);
+    ::close(sv[1]);
+    sv[1] = moved;
+  }
   posix_spawn_file_actions_adddup2(&fa, sv[1], kControlFd);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);

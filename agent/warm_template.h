@@ -58,6 +58,9 @@ class WarmTemplate final : public WorkerStarter {
   // a thread, a CUDA context), in one line. Later calls return at once.
   std::string wait_ready(std::chrono::milliseconds timeout);
 
+  // It said it was ready (wait_ready has returned once since then).
+  bool ready() const { return ready_; }
+
   // What it imported before it was ready, how long that took, and the
   // modules it could not import (with their errors).
   const std::vector<std::string>& imported() const { return imported_; }
