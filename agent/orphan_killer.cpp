@@ -112,6 +112,13 @@ OrphanKiller* g_orphan_killer = nullptr;
 
 }  // namespace
 
+std::string leftover_prefix(const std::string& agent_token) { return "ccrun-" + agent_token + "-"; }
+
+std::string progress_dir() {
+  const char* dir = std::getenv("CCRUN_PROGRESS_DIR");
+  return dir && *dir ? dir : "/dev/shm";
+}
+
 void OrphanKiller::start(const std::string& agent_token) {
   if (!g_orphan_killer) g_orphan_killer = new OrphanKiller(agent_token);  // lives as long as the agent
 }
@@ -123,11 +130,10 @@ OrphanKiller& OrphanKiller::instance() {
 
 OrphanKiller::OrphanKiller(const std::string& agent_token) {
   // Where the leftovers would be, worked out before the fork.
-  const char* shm = std::getenv("CCRUN_PROGRESS_DIR");
-  std::string progress_dir = shm && *shm ? shm : "/dev/shm";
+  std::string records = progress_dir();
   std::error_code ec;
   std::string temp_dir = std::filesystem::temp_directory_path(ec).string();
-  std::string prefix = "ccrun-" + agent_token + "-";
+  std::string prefix = leftover_prefix(agent_token);
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return;
   pid_t pid = fork();
@@ -135,8 +141,7 @@ OrphanKiller::OrphanKiller(const std::string& agent_token) {
     ::close(fds[1]);
     if (fds[0] != 3) dup2(fds[0], 3);
     syscall(SYS_close_range, 4u, ~0u, 0u);
-    orphan_killer_main(3, agent_token.c_str(), progress_dir.c_str(), temp_dir.c_str(),
-                       prefix.c_str());
+    orphan_killer_main(3, agent_token.c_str(), records.c_str(), temp_dir.c_str(), prefix.c_str());
   }
   ::close(fds[0]);
   pipe_fd_ = pid > 0 ? fds[1] : -1;

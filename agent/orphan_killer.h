@@ -22,6 +22,14 @@
 
 namespace ccrun::agent {
 
+// What every file or directory an agent leaves in a shared place starts
+// with: its workers' progress records (progress_dir()) and its temporary run
+// directory (under TMPDIR). The orphan killer of a dead agent removes what
+// starts with it there.
+std::string leftover_prefix(const std::string& agent_token);  // "ccrun-<token>-"
+// Where the progress records are: $CCRUN_PROGRESS_DIR, else /dev/shm.
+std::string progress_dir();
+
 class OrphanKiller {
  public:
   // Forks the agent's orphan killer; call once, before any thread exists.

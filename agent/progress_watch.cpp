@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ccrun/progress.h"
+#include "orphan_killer.h"
 
 #ifndef CCRUN_PYTHON_HOOK_SOURCE_DIR
 #define CCRUN_PYTHON_HOOK_SOURCE_DIR ""
@@ -183,9 +184,7 @@ struct ProgressWatch::Worker {
 ProgressWatch::ProgressWatch(const std::string& token, int attempt, int first_rank,
                              int node_rank, std::string host, int nproc)
     : first_rank_(first_rank), node_rank_(node_rank), host_(std::move(host)) {
-  const char* dir = std::getenv("CCRUN_PROGRESS_DIR");
-  std::string base = std::string(dir && *dir ? dir : "/dev/shm") + "/ccrun-" + token + "-" +
-                     std::to_string(attempt) + "-";
+  std::string base = progress_dir() + "/" + leftover_prefix(token) + std::to_string(attempt) + "-";
   for (int lr = 0; lr < nproc; ++lr) {
     auto w = std::make_unique<Worker>();
     if (!w->create(base + std::to_string(lr))) {
@@ -262,6 +261,7 @@ std::vector<StartupTimeline> ProgressWatch::timelines() const {
 std::vector<RankView> ProgressWatch::sample() {
   int64_t now = progress::now_ns();
   int64_t real = realtime_ns();
+  int64_t mono_to_wall = real - progress::monotonic_ns();
   std::vector<RankView> out;
   for (size_t lr = 0; lr < workers_.size(); ++lr) {
     Worker& w = *workers_[lr];
@@ -275,8 +275,7 @@ std::vector<RankView> ProgressWatch::sample() {
     v.rss_kb = w.rss_kb;
     if (Record* r = w.map()) {
       w.read_progress(*r, now, real, v);
-      v.startup = read_timeline(v.rank, w.spawned_ns, r->startup,
-                                real - (progress::monotonic_ns()));
+      v.startup = read_timeline(v.rank, w.spawned_ns, r->startup, mono_to_wall);
     }
     out.push_back(std::move(v));
   }

@@ -1,8 +1,6 @@
 // The run's log directory (see run_logs.h).
 #include "run_logs.h"
 
-#include "ccrun/job_spec.h"
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,6 +14,7 @@
 #include <random>
 
 #include "ccrun/error.h"
+#include "orphan_killer.h"
 
 namespace ccrun::agent {
 namespace fs = std::filesystem;
@@ -42,7 +41,7 @@ std::string logs_home(const LogSpec& logs) {
 RunLogs::RunLogs(const std::string& log_dir, const std::string& run_id, const std::string& token) {
   kept_ = !log_dir.empty();
   if (!kept_) {
-    std::string name = token.empty() ? "ccrun-XXXXXX" : "ccrun-" + token + "-XXXXXX";
+    std::string name = (token.empty() ? "ccrun-" : leftover_prefix(token)) + "XXXXXX";
     std::string tmpl = (fs::temp_directory_path() / name).string();
     if (!mkdtemp(tmpl.data())) {
       throw Error("cannot create a temporary directory in " + fs::temp_directory_path().string() +
