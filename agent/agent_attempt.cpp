@@ -81,6 +81,7 @@ Agent::Outcome Agent::run_attempt() {
   });
   if (signalled_) outcome_ = Outcome::kSignalled;
   Outcome o = *outcome_;
+  if (startup_) startup_->finish();
   startup_.reset();
   group_.reset();
   attempt_ended_ms_ = wall_clock_ms();

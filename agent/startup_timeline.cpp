@@ -76,7 +76,10 @@ std::string startup_line(int attempt, const StartupReference& ref,
                      secs(seconds_to_first_step(ref, ranks)) + " s after " +
                      (ref.what.empty() ? "its spawn" : ref.what) + " (";
   std::string parts;
-  if (ref.wall_ms) parts = std::string(ref.what == "launch" ? "until spawned " : "stop ") + secs(double(slowest->spawned_ms - ref.wall_ms) / 1000.0);
+  if (ref.wall_ms) {
+    parts = std::string(ref.what == "launch" ? "until spawned " : "stop ") +
+            secs(double(slowest->spawned_ms - ref.wall_ms) / 1000.0);
+  }
   int64_t prev = 0;
   for (int p = 0; p < progress::kPhases; ++p) {
     int64_t at = slowest->after_spawn_us[size_t(p)];

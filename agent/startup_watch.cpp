@@ -23,15 +23,26 @@ void StartupWatch::arm() {
   timer_.expires_after(interval(elapsed));
   timer_.async_wait([this, alive = alive_](boost::system::error_code ec) {
     if (ec || !*alive) return;  // cancelled, or queued before the watch went: `this` is gone
-    std::vector<StartupTimeline> now = read_();
-    bool all = !now.empty() &&
-               std::all_of(now.begin(), now.end(), [](const StartupTimeline& t) { return t.done(); });
-    if (all) {
-      done_(std::move(now));
-      return;
-    }
-    arm();
+    if (!check()) arm();
   });
+}
+
+bool StartupWatch::check() {
+  if (!done_) return true;
+  std::vector<StartupTimeline> now = read_();
+  bool all = !now.empty() &&
+             std::all_of(now.begin(), now.end(), [](const StartupTimeline& t) { return t.done(); });
+  if (!all) return false;
+  auto done = std::move(done_);
+  done_ = nullptr;
+  done(std::move(now));
+  return true;
+}
+
+void StartupWatch::finish() {
+  timer_.cancel();
+  check();
+  done_ = nullptr;
 }
 
 }  // namespace ccrun::agent

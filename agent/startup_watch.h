@@ -43,11 +43,17 @@ class StartupWatch {
   StartupWatch(const StartupWatch&) = delete;  // its timer's handler holds `this`
   StartupWatch& operator=(const StartupWatch&) = delete;
 
+  // One last read, at the end of the attempt: ranks that stepped and exited
+  // between two reads still get their line. Then no more reads.
+  void finish();
+
   // How long to wait before the next read, `elapsed` after the start.
   static std::chrono::milliseconds interval(std::chrono::milliseconds elapsed);
 
  private:
   void arm();
+  // Reads the timelines; `done` when every rank stepped (once). True then.
+  bool check();
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   boost::asio::steady_timer timer_;
   Read read_;

@@ -172,8 +172,8 @@ def test_a_warm_workers_exit_code_is_reported(tmp_path):
 
 SIGINT_WAITS = """
 import os, sys, time
-print("READY", os.environ["RANK"], flush=True)
 try:
+    print("READY", os.environ["RANK"], flush=True)  # from here on, SIGINT is caught
     time.sleep(60)
 except KeyboardInterrupt:
     print("INTERRUPTED", os.environ["RANK"], "ok", flush=True)
@@ -192,7 +192,6 @@ def test_ctrl_c_reaches_warm_workers(tmp_path):
     deadline = time.time() + 60
     while seen.count("READY") < 2 and time.time() < deadline:
         seen += p.stdout.readline()
-    time.sleep(0.2)  # into the sleep
     p.send_signal(signal.SIGINT)
     seen += p.stdout.read()
     p.wait(timeout=60)
