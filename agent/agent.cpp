@@ -274,8 +274,9 @@ void Agent::start_job() {
   slow.async_wait([this](boost::system::error_code ec) {
     if (ec) return;
     spdlog::warn("ccrun: no answer yet from the store at {}; retrying for up to {}s "
-                 "(--rdzv-conf join_timeout)",
-                 store_address_hint(spec_), spec_.rdzv.join_timeout.count() / 1000);
+                 "(--rdzv-conf join_timeout){}",
+                 store_address_hint(spec_), spec_.rdzv.join_timeout.count() / 1000,
+                 store_wait_hint(spec_));
   });
   run_off_loop([this] { setup_store(); });
   slow.cancel();

@@ -119,4 +119,14 @@ std::string store_address_hint(const JobSpec& spec) {
   return spec.rdzv.endpoint;
 }
 
+std::string store_wait_hint(const JobSpec& spec) {
+  if (spec.standalone || spec.rdzv.backend != rendezvous::Backend::kC10d) return "";
+  TcpPlan p = plan_tcp(spec);
+  if (!p.hosting) return "";
+  return fmt::format("; if no ccrun agent on this machine serves it, another program holds port {} "
+                     "without listening there (`ss -tanp | grep :{}` names it): choose another "
+                     "--rdzv-endpoint port",
+                     p.port, p.port);
+}
+
 }  // namespace ccrun::agent

@@ -52,4 +52,9 @@ JobStore open_job_store(const JobSpec& spec, std::shared_ptr<store::StoreInterru
 // Where the store is, from the spec alone (for messages before it answered).
 std::string store_address_hint(const JobSpec& spec);
 
+// What to check when the store has not answered for a while: for a c10d
+// endpoint on this machine, that some other program may hold its port
+// without serving a store (then no agent here could listen on it); else "".
+std::string store_wait_hint(const JobSpec& spec);
+
 }  // namespace ccrun::agent

@@ -1,5 +1,6 @@
 """Helpers for the Python tests: where the binaries are, and a daemon starter."""
 import os
+import random
 import re
 import shlex
 import socket
@@ -70,9 +71,27 @@ def bash_complete(script, words):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port on 127.0.0.1 that nothing listens on, taken from below the
+    kernel's ephemeral range: a port the kernel handed out for bind(0) goes
+    back into that range, and while a test's agents start, a connection of
+    a test running beside it can take it as its local port, so neither agent
+    can listen there and both wait for a store that never comes."""
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(10000, max(low, 10001))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 class Daemon:

@@ -4,10 +4,11 @@ record every call of the world group and of the subgroup of the even ranks
 (docs/collectives.md, "Progress record"); a file that is not a record is
 ignored, not a crash."""
 import os
-import socket
 import struct
 import subprocess
 import tempfile
+
+from helpers import free_port
 
 BUILD = os.environ.get("CCRUN_BUILD_DIR", "build")
 CHECK = os.path.join(BUILD, "tests", "collectives_check")
@@ -16,12 +17,6 @@ MAGIC, VERSION, RECORD_BYTES = 0x3152505255524343, 1, 4096
 HEADER, SLOT = 64, 64
 OPS = ["none", "all_reduce", "broadcast", "reduce", "all_gather", "gather", "scatter",
        "reduce_scatter", "all_to_all", "send", "recv", "barrier", "other"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def make_record(path):
