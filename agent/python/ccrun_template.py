@@ -8,7 +8,8 @@ and then asks it for each worker. The template:
 
   1. imports torch (where installed), the --preload modules and, after an attempt has run, the
      installed packages that its workers had imported; then says "ready" and waits;
-  2. for each request, checks that a fork is safe (no thread but its main one, no CUDA context),
+  2. for each request, checks that a fork is safe (no thread but its main one, once OpenBLAS's
+     pool is stopped as a fork would stop it; no CUDA context),
      forks with CLONE_PARENT, so that the worker is the agent's child exactly like a cold one
      (the agent's pidfd, waitpid, process group, orphan killing), and answers with its pid;
   3. in the forked child, becomes the worker: its own stdio, process group, parent-death signal,
@@ -88,6 +89,8 @@ class Template:
             return "a warm start forks with clone(CLONE_PARENT), known here on x86_64 and " \
                    "aarch64, not on " + platform.machine()
         threads = len(os.listdir("/proc/self/task"))
+        if threads > 1 and self.stop_native_pools():
+            threads = len(os.listdir("/proc/self/task"))
         if threads > 1:
             import threading
             names = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
@@ -102,6 +105,27 @@ class Template:
         except Exception:
             pass
         return ""
+
+    def stop_native_pools(self):
+        """Stops the thread pools of loaded native libraries that know how to stop and restart
+        theirs across a fork; returns whether there was one. fork(3) runs pthread_atfork's
+        handlers, a clone(2) does not: OpenBLAS (numpy's BLAS in pip wheels, which starts one
+        thread a core when numpy is imported, as torch does) shuts its pool down in such a
+        handler and starts it again at its next call, so the template calls that shutdown
+        itself. Any other thread still makes the fork unsafe."""
+        import ctypes
+        stopped = False
+        for path in loaded_libraries():
+            if "openblas" not in os.path.basename(path).lower():
+                continue
+            try:
+                lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+                shutdown = lib.blas_thread_shutdown_
+            except (OSError, AttributeError):
+                continue
+            shutdown()
+            stopped = True
+        return stopped
 
     def send(self, message):
         self.sock.send(json.dumps(message).encode())
@@ -142,6 +166,17 @@ class Template:
         else:
             self.send({"pid": pid})
         return None
+
+
+def loaded_libraries():
+    """The paths of the shared libraries mapped into this process."""
+    paths = set()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            parts = line.split(None, 5)
+            if len(parts) == 6 and ".so" in parts[5]:
+                paths.add(parts[5].strip())
+    return sorted(paths)
 
 
 class Worker:

@@ -264,3 +264,74 @@ def test_a_missing_module_names_the_interpreter_and_the_fix(tmp_path, mode):
     assert f"python    : {PYTHON} (PYTHON_EXEC, else python3 on PATH)" in r.stderr, r.stderr
     assert ("hint      : ModuleNotFoundError: No module named 'no_such_module_for_ccrun' in "
             f"{PYTHON}; set PYTHON_EXEC") in r.stderr, r.stderr
+
+
+# A stand-in for OpenBLAS's thread pool as pip's numpy ships it: started at load (one thread a
+# core there, two here), stopped by blas_thread_shutdown_ (what OpenBLAS's own pthread_atfork
+# handler calls before a fork), started again by its next call.
+POOL_SOURCE = r"""
+#include <pthread.h>
+#include <unistd.h>
+enum { kThreads = 2 };
+static pthread_t pool[kThreads];
+static int running, quit;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static void* idle(void* arg) {
+  pthread_mutex_lock(&mu);
+  while (!quit) pthread_cond_wait(&cv, &mu);
+  pthread_mutex_unlock(&mu);
+  return arg;
+}
+static void start(void) {
+  quit = 0;
+  for (int i = 0; i < kThreads; ++i) pthread_create(&pool[i], 0, idle, 0);
+  running = 1;
+}
+__attribute__((constructor)) static void at_load(void) { start(); }
+int blas_thread_shutdown_(void) {
+  if (!running) return 0;
+  pthread_mutex_lock(&mu);
+  quit = 1;
+  pthread_cond_broadcast(&cv);
+  pthread_mutex_unlock(&mu);
+  for (int i = 0; i < kThreads; ++i) pthread_join(pool[i], 0);
+  running = 0;
+  return 0;
+}
+int standin_call(void) {
+  if (!running) start();
+  return kThreads;
+}
+"""
+
+POOL_LOADER = """
+import ctypes, os
+lib = ctypes.CDLL(os.path.join(os.path.dirname(os.path.abspath(__file__)), "libopenblas_standin.so"))
+"""
+
+POOL_WORKER = """
+import os, threadpool_at_import
+before = len(os.listdir("/proc/self/task"))
+threadpool_at_import.lib.standin_call()
+after = len(os.listdir("/proc/self/task"))
+print("THREADS", os.environ["RANK"], before, after)
+"""
+
+
+def test_openblas_threads_are_stopped_for_the_fork_and_restart_in_the_worker(tmp_path):
+    (tmp_path / "pool.c").write_text(POOL_SOURCE)
+    cc = subprocess.run(["cc", "-shared", "-fPIC", "-pthread", "-o",
+                         str(tmp_path / "libopenblas_standin.so"), str(tmp_path / "pool.c")],
+                        capture_output=True, text=True)
+    assert cc.returncode == 0, cc.stderr
+    (tmp_path / "threadpool_at_import.py").write_text(POOL_LOADER)
+    path = script(tmp_path, "pool_worker.py", POOL_WORKER)
+    cold = ccrun(["--nproc-per-node", "2", path], env={"PYTHONPATH": str(tmp_path)})
+    warm = ccrun(["--warm-start", "--preload", "threadpool_at_import", "--nproc-per-node", "2",
+                  path], env={"PYTHONPATH": str(tmp_path)})
+    assert cold.returncode == 0 and warm.returncode == 0, cold.stderr + warm.stderr
+    assert "starts cold" not in warm.stderr, warm.stderr
+    # Cold, the pool started at import; warm, the fork had none and the first call started it.
+    assert rank_lines(cold.stdout, "THREADS") == {0: "3 3", 1: "3 3"}
+    assert rank_lines(warm.stdout, "THREADS") == {0: "1 3", 1: "1 3"}
