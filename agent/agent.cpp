@@ -14,6 +14,7 @@
 
 #include "ccrun/endpoint.h"
 #include "ccrun/error.h"
+#include "ccrun/job_keys.h"
 #include "ccrun/signal_names.h"
 #include "orphan_killer.h"
 #include "worker_env.h"
@@ -204,6 +205,12 @@ rendezvous::RendezvousOptions Agent::rendezvous_options(uint16_t master_port) co
   ro.master_addr = spec_.master_addr;
   ro.master_port = master_port;
   if (worker_store_) ro.worker_store_port = [ws = worker_store_.get()] { return int(ws->port()); };
+  if (store_.server && !worker_store_) {  // the workers meet in the store this agent hosts
+    ro.clear_worker_keys = [server = store_.server.get(), keep = JobKeys(run_id_).base()] {
+      size_t n = server->erase_keys_outside(keep);
+      spdlog::debug("ccrun: cleared {} key(s) the workers of the attempt before left in the store", n);
+    };
+  }
   return ro;
 }
 

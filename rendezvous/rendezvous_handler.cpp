@@ -331,6 +331,7 @@ class Handler : public RendezvousHandler {
     }
     std::vector<JoinedNode> nodes;
     for (const auto& text : store_->multi_get(ks)) nodes.push_back(JoinedNode::from_json(text));
+    if (!dynamic_ && r > 0 && o_.clear_worker_keys) o_.clear_worker_keys();
     RoundPlan p = plan_round(nodes, dynamic_);
     std::vector<std::string> keys, values;
     for (int i = 0; i < size; ++i) {

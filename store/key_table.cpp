@@ -66,6 +66,13 @@ size_t KeyTable::erase_prefix(std::string_view prefix) {
   return erased;
 }
 
+size_t KeyTable::erase_if_not_prefix(std::string_view keep) {
+  auto other = [keep](const std::string& k) { return !k.starts_with(keep); };
+  size_t erased = std::erase_if(data_, [&](const auto& kv) { return other(kv.first); });
+  std::erase_if(queues_, [&](const auto& kv) { return other(kv.first); });
+  return erased;
+}
+
 void KeyTable::queue_push(const std::string& key, std::string value) {
   queues_[key].push_back(std::move(value));
   if (on_write) on_write(key);

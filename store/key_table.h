@@ -66,6 +66,9 @@ class KeyTable {
   // Removes every value and queue whose key begins with `prefix` (not empty);
   // returns how many keys lost their value. O(keys stored).
   size_t erase_prefix(std::string_view prefix);
+  // Removes every value and queue whose key does not begin with `keep`;
+  // returns how many keys lost their value. O(keys stored).
+  size_t erase_if_not_prefix(std::string_view keep);
 
   // Keys with a value (torch's GETNUMKEYS: queues are not counted).
   size_t size() const { return data_.size(); }

@@ -262,4 +262,8 @@ size_t StoreServer::num_keys() const {
   return impl_->query([this] { return impl_->ctx().table.size(); });
 }
 
+size_t StoreServer::erase_keys_outside(std::string_view keep) {
+  return impl_->query([this, keep] { return impl_->ctx().table.erase_if_not_prefix(keep); });
+}
+
 }  // namespace ccrun::store

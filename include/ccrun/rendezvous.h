@@ -94,6 +94,14 @@ struct RendezvousOptions : RendezvousTiming {
   // (asked at each join; the agent renews the store between rounds). Empty,
   // or 0: none, and the round's rank-0 worker hosts one at a free port.
   std::function<int()> worker_store_port;
+  // Static rounds after the first: called by the round's planner once every
+  // node joined (so every worker of the round before has exited) and before
+  // the plan lets any node start its workers. The agent that hosts the job's
+  // store empties the workers' keys there: torch 2.x's workers use
+  // MASTER_PORT's store with no per-attempt prefix (they expect a new store
+  // per restart), so Gloo's addresses of the attempt before would be read
+  // back as the new ones. Empty: nothing to clear.
+  std::function<void()> clear_worker_keys;
 };
 
 class RendezvousHandler {

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace ccrun::store {
 
@@ -115,6 +116,10 @@ class StoreServer {
 
   // Keys stored now.
   [[nodiscard]] size_t num_keys() const;
+  // Removes every key, value and queue, that does not begin with `keep`;
+  // returns how many values it removed. An agent clears the workers' keys of
+  // an attempt this way, keeping its own (ccrun/...). Waiters stay parked.
+  size_t erase_keys_outside(std::string_view keep);
 
  private:
   class Impl;

@@ -281,3 +281,22 @@ def test_a_one_worker_launch_stays_under_7_mib_resident(tmp_path):
         assert r.returncode == 0, r.stderr
         peaks.append(int(out.read_text().split()[-1]))  # KiB
     assert min(peaks) <= 7 * 1024, f"launcher peak RSS {peaks} KiB, the target is 7168"
+
+
+@pytest.mark.parametrize("nodes", [1, 2], ids=["one_node", "two_nodes"])
+def test_a_restarted_static_job_finds_no_key_of_the_attempt_before(nodes):
+    # torch 2.x's workers meet in MASTER_PORT's store with no per-attempt prefix.
+    port = str(free_port())
+    script = os.path.join(HERE, "stale_keys.py")
+    common = ["--nnodes", str(nodes), "--nproc-per-node", "2", "--master-port", port,
+              "--max-restarts", "1"]
+    outs = two_nodes(common, [["--node-rank", str(n), script] for n in range(nodes)],
+                     timeout=120, env={"PYTHON_EXEC": PY})
+    found = {}
+    for rc, out, err in outs:
+        assert rc == 0, err[-3000:]
+        for line in out.splitlines():
+            if "LEFTOVER" in line:
+                _, rank, count = line.split()[-3:]
+                found[int(rank)] = int(count)
+    assert found == {r: 0 for r in range(2 * nodes)}

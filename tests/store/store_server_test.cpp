@@ -1045,3 +1045,22 @@ TEST_CASE("finished jobs' keys expire after --finished-job-ttl; live jobs' never
   CHECK_FALSE(store.check({"ccrun/live/round/0/hb/0"}));
   CHECK(store.get("keep/me") == "safe");
 }
+
+TEST_CASE("erase_keys_outside keeps one prefix's values and removes every other value and queue",
+          "[server]") {
+  Server s;
+  TcpStoreOptions opts;
+  opts.port = s.port();
+  opts.timeout = 5s;
+  TcpStore store(opts);
+  store.set("ccrun/job/round/0/plan", "p");
+  store.set("default_pg/0//cpu//rank_1", "addr");
+  store.queue_push("workers/queue", "item");
+  (void)store.ping();  // a round trip: SET and QUEUE_PUSH have no reply
+  REQUIRE(s.server.num_keys() == 3);  // keep/me too
+  CHECK(s.server.erase_keys_outside("ccrun/job/") == 2);
+  CHECK(store.check({"ccrun/job/round/0/plan"}));
+  CHECK_FALSE(store.check({"default_pg/0//cpu//rank_1"}));
+  CHECK_FALSE(store.check({"keep/me"}));
+  CHECK(store.queue_len("workers/queue") == 0);
+}
