@@ -12,8 +12,10 @@ went (docs/startup.md). Each rank prints when it reached each start-up phase
     BENCH <attempt> <rank> <phase> <time.time()>
 
 phases: main (the script runs), imports (torch imported), group (init_process_group returned),
-step (the first training step done). With --crash-at N, rank 1 of attempt 0 exits with code 1
-after step N, printing "BENCH 0 1 crash <time>"; the launcher restarts the group once.
+step (the first training step done). With --crash-at N, rank 1 of attempt 0 (rank 0 when it runs
+alone) exits with code 1 after step N, printing "BENCH 0 <rank> crash <time>"; the launcher restarts
+the group once. With --device cuda each rank trains on GPU LOCAL_RANK over NCCL (one rank a GPU),
+and its first step counts once the GPU finished it.
 """
 import os
 import sys
@@ -25,13 +27,25 @@ _imports = time.time()
 import torch.distributed as dist  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
-steps = int(sys.argv[sys.argv.index("--steps") + 1]) if "--steps" in sys.argv else 40
-crash_at = int(sys.argv[sys.argv.index("--crash-at") + 1]) if "--crash-at" in sys.argv else 0
+
+def option(name, default):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
+steps = int(option("--steps", 40))
+crash_at = int(option("--crash-at", 0))
+device = option("--device", "cpu")
 attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
 
-dist.init_process_group("gloo")
+if device == "cuda":
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl")
+else:
+    dist.init_process_group("gloo")
 _group = time.time()
 rank = dist.get_rank()
+crash_rank = 1 if dist.get_world_size() > 1 else 0
 
 
 def say(phase, at):
@@ -43,16 +57,22 @@ say("main", _main)
 say("imports", _imports)
 say("group", _group)
 torch.manual_seed(rank)
-model = DDP(torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1)))
+mlp = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1))
+if device == "cuda":
+    model = DDP(mlp.cuda(), device_ids=[local_rank])
+else:
+    model = DDP(mlp)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-x, y = torch.randn(128, 64), torch.randn(128, 1)
+x, y = torch.randn(128, 64, device=device), torch.randn(128, 1, device=device)
 for step in range(1, steps + 1):
     opt.zero_grad()
     torch.nn.functional.mse_loss(model(x), y).backward()
     opt.step()
     if step == 1:
+        if device == "cuda":
+            torch.cuda.synchronize()
         say("step", time.time())
-    if attempt == 0 and rank == 1 and step == crash_at:
+    if attempt == 0 and rank == crash_rank and step == crash_at:
         say("crash", time.time())
         os._exit(1)
 dist.destroy_process_group()

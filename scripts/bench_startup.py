@@ -9,7 +9,10 @@ restarts the group once. From the ranks' own wall-clock marks:
     made during a launch to the first steps.
 
     bench_startup.py --ccrun BUILD/launcher/ccrun --python /usr/bin/python3 --torchrun CMD...
-                     [--runs 3] [--smoke]
+                     [--runs 3] [--smoke] [--no-strace] [--nproc 4] [--device cpu|cuda]
+
+--device cuda trains each rank on its own GPU over NCCL (--nproc at most the GPUs). The torchrun
+column is named after the torch that --python imports.
 
 Prints a Markdown table: medians, and ratios against torchrun.
 """
@@ -31,7 +34,6 @@ PHASES = ["main", "imports", "group", "step"]
 PHASE_NAMES = {"main": "to the script's first line", "imports": "imports",
                "group": "process group", "step": "first step"}
 METADATA = "open,openat,openat2,stat,lstat,newfstatat,statx,access,faccessat,faccessat2,readlink"
-NPROC = 4
 
 
 def free_port():
@@ -41,14 +43,16 @@ def free_port():
 
 
 def commands(args):
-    job = [JOB, "--crash-at", "20", "--steps", "40"]
+    job = [JOB, "--crash-at", "20", "--steps", "40", "--device", args.device]
     port = str(free_port())
-    common = ["--nproc-per-node", str(NPROC), "--max-restarts", "1", "--master-port", port]
+    common = ["--nproc-per-node", str(args.nproc), "--max-restarts", "1"] + (
+        ["--standalone"] if args.standalone else ["--master-port", port])
     return {
         "ccrun cold": [args.ccrun] + common + job,
         "ccrun warm": [args.ccrun, "--warm-start"] + common + job,
-        "torchrun": args.torchrun + ["--nproc_per_node", str(NPROC), "--max_restarts", "1",
-                                     "--master_port", port, "--monitor_interval", "0.1"] + job,
+        "torchrun": args.torchrun + ["--nproc_per_node", str(args.nproc), "--max_restarts", "1"]
+        + (["--standalone"] if args.standalone else ["--master_port", port])
+        + ["--monitor_interval", "0.1"] + job,
     }
 
 
@@ -120,7 +124,17 @@ def main():
     ap.add_argument("--torchrun", nargs="+", required=True)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--no-strace", action="store_true", help="skip the metadata-call count")
+    ap.add_argument("--nproc", type=int, default=4)
+    ap.add_argument("--standalone", action="store_true",
+                    help="launch with --standalone, not a static --master-port: torch 2.x's "
+                    "torchrun restarts a static job's workers into the store of the attempt "
+                    "before, where Gloo reads its peers' old addresses")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = ap.parse_args()
+    peer = "torchrun " + subprocess.run(
+        [args.python, "-c", "import torch; print('.'.join(torch.__version__.split('.')[:2]))"],
+        capture_output=True, text=True).stdout.strip()
     runs = 1 if args.smoke else args.runs
     launch = {m: [] for m in ("ccrun cold", "ccrun warm", "torchrun")}
     restart = {m: [] for m in launch}
@@ -136,13 +150,13 @@ def main():
             launch[mode].append(total)
             for p, v in phases.items():
                 launch_phases[mode][p].append(v)
-            crash = marks[(0, 1, "crash")]
+            crash = next(at for (a, _, phase), at in marks.items() if a == 0 and phase == "crash")
             total, phases = attempt_figures(marks, 1, crash)
             restart[mode].append(total)
             for p, v in phases.items():
                 restart_phases[mode][p].append(v)
     meta = {}
-    if not args.smoke and shutil.which("strace"):
+    if not args.smoke and not args.no_strace and shutil.which("strace"):
         for mode, cmd in commands(args).items():
             meta[mode] = metadata_calls(cmd, args)
 
@@ -156,8 +170,8 @@ def main():
         return "| %s | %s | %s / %s |" % (label, " | ".join(cells), ratio("ccrun cold"),
                                           ratio("ccrun warm"))
 
-    lines = ["| from → to (seconds, median of %d) | ccrun cold | ccrun --warm-start | torchrun 1.13 |"
-             " torchrun ÷ ccrun (cold / warm) |" % runs, "|---|---|---|---|---|"]
+    lines = ["| from → to (seconds, median of %d) | ccrun cold | ccrun --warm-start | %s |"
+             " torchrun ÷ ccrun (cold / warm) |" % (runs, peer), "|---|---|---|---|---|"]
     lines.append(row("**launch → every rank's first step**", launch))
     for p in PHASES:
         lines.append(row("&nbsp;&nbsp;slowest rank: " + PHASE_NAMES[p],
@@ -170,7 +184,7 @@ def main():
     if meta:
         lines.append("| file-system metadata calls (opens, stats) on the node, launch to first "
                      "steps, %d ranks | %d | %d | %d | %.1fx / %.1fx fewer |" % (
-                         NPROC, meta["ccrun cold"], meta["ccrun warm"], meta["torchrun"],
+                         args.nproc, meta["ccrun cold"], meta["ccrun warm"], meta["torchrun"],
                          meta["torchrun"] / max(1, meta["ccrun cold"]),
                          meta["torchrun"] / max(1, meta["ccrun warm"])))
     warm_restart = median(restart["ccrun warm"])
