@@ -269,7 +269,7 @@ int Agent::loop() {
       case Decision::Action::kRestart:
       case Decision::Action::kRejoin:
         collect_failures();
-        note_restart(d.action == Decision::Action::kRestart, end.detail, budget);
+        note_restart(d.action == Decision::Action::kRestart, end, budget);
         break;
     }
   }
@@ -362,7 +362,7 @@ int Agent::fail_job(const std::string& reason) {
   return 1;
 }
 
-void Agent::note_restart(bool counts, const std::string& why, RestartBudget& budget) {
+void Agent::note_restart(bool counts, const AttemptEnd& end, RestartBudget& budget) {
   if (counts) {
     --budget.restarts_left;
     ++restart_count_;
@@ -370,9 +370,17 @@ void Agent::note_restart(bool counts, const std::string& why, RestartBudget& bud
   } else {
     spdlog::info("ccrun: membership changed; restarting the workers in a new round");
   }
+  // Why, as an object: the round's end and, for a failure, its record
+  // (not the record's JSON inside a string).
+  nlohmann::json why{{"kind", std::string(to_string(end.kind))}};
+  if (end.failure) {
+    why["failure"] = end.failure->to_json();
+  } else if (!end.detail.empty()) {
+    why["detail"] = end.detail.substr(0, 2000);
+  }
   run_logs_->event("restart", restart_count_,
                    nlohmann::json{{"restarts_left", budget.restarts_left}, {"counts", counts},
-                                  {"why", why.substr(0, 2000)}}
+                                  {"why", why}}
                        .dump());
 }
 

@@ -75,6 +75,11 @@ void Agent::report(const std::string& reason) {
     auto j = nlohmann::json::parse(report_json(run_id_, final, all_failures_, reason));
     if (!hang_.is_null()) j["hang"] = hang_;
     run_logs_->write_file("failure_report.json", j.dump(2) + "\n");
+  } else if (!spec_.started_by_fanout) {
+    // The report above holds the root cause's error record and last lines;
+    // the files it came from are in a directory the run removes.
+    spdlog::info("ccrun: this report is all that is kept; give --log-dir DIR to keep every "
+                 "rank's output, error files and failure_report.json");
   }
   write_launcher_error_file(final);
 }

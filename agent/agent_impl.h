@@ -176,7 +176,7 @@ class Agent {
   int fail_job(const std::string& reason);
 
   // Says a restart is coming and logs it; `counts` takes one from the budget.
-  void note_restart(bool counts, const std::string& why, RestartBudget& budget);
+  void note_restart(bool counts, const AttemptEnd& end, RestartBudget& budget);
 
   // Releases everything in order; a hosted store stops serving last but one.
   void cleanup();

@@ -5,10 +5,12 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 namespace ccrun::agent {
 namespace asio = boost::asio;
@@ -93,8 +95,9 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
   }
 
   void closed() {
-    if (!partial.empty()) emit(partial);
+    if (!partial.empty()) emit(partial, shown);
     partial.clear();
+    shown = 0;
     if (on_closed) on_closed();
   }
 
@@ -103,11 +106,12 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
     for (size_t i = 0; i < n; ++i) {
       if (data[i] != '\n') continue;
       if (partial.empty()) {
-        emit(std::string(data + start, i - start));
+        emit(std::string(data + start, i - start), 0);
       } else {
         partial.append(data + start, i - start);
-        emit(partial);
+        emit(partial, shown);
         partial.clear();
+        shown = 0;
       }
       start = i + 1;
     }
@@ -115,22 +119,46 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
     while (partial.size() >= LogMux::kMaxLineBytes) {
       std::string piece = partial.substr(0, LogMux::kMaxLineBytes);
       partial.erase(0, LogMux::kMaxLineBytes);
-      emit(piece + kSplitMarker);
+      emit(piece + kSplitMarker, std::min(shown, piece.size()));
+      shown = shown > piece.size() ? shown - piece.size() : 0;
     }
+    show_redraws();
   }
 
-  void emit(const std::string& line) {
-    bool shown = options.to_console;
-    std::string text = line;
-    if (shown && options.console_filter) shown = options.console_filter(text);
+  // A line still being drawn ('\r' without '\n' yet: a progress bar) is
+  // shown up to its last '\r' now, not when its '\n' comes.
+  void show_redraws() {
+    size_t cr = partial.rfind('\r');
+    if (!options.to_console || cr == std::string::npos || cr < shown) return;
+    std::string text = partial.substr(shown, cr + 1 - shown);
+    if (!options.console_filter || options.console_filter(text)) to_console(text);
+    shown = cr + 1;
+  }
+
+  // Writes `text` (ending in '\r' or '\n') to the console, each piece that
+  // a '\r' starts again prefixed too, so a redrawn line keeps its prefix.
+  void to_console(std::string_view text) {
     std::string out;
     out.reserve(options.prefix.size() + text.size() + 1);
-    out += options.prefix;
-    out += text;
-    out += '\n';
+    for (size_t start = 0; start < text.size();) {
+      size_t cr = text.find('\r', start);
+      size_t end = cr == std::string_view::npos ? text.size() : cr + 1;
+      if (start == 0 || text.substr(start) != "\n") out += options.prefix;  // "\r\n": no prefix
+      out.append(text.substr(start, end - start));
+      start = end;
+    }
     // A closed console must not stop the job: its errors are ignored.
-    if (shown) (void)write_all(options.console_fd, out);
-    if (options.duplicate && options.duplicate->matches(text)) options.duplicate->write(out);
+    (void)write_all(options.console_fd, out);
+  }
+
+  // A whole line; its first `already` bytes reached the console as redraws.
+  void emit(const std::string& line, size_t already) {
+    if (options.to_console) {
+      std::string text = line.substr(already);
+      if (!options.console_filter || options.console_filter(text)) to_console(text + "\n");
+    }
+    std::string out = options.prefix + line + "\n";
+    if (options.duplicate && options.duplicate->matches(line)) options.duplicate->write(out);
     if (file_fd >= 0) {
       if (int err = write_all(file_fd, line + "\n"); err != 0) {
         std::fprintf(stderr, "ccrun: cannot write %s: %s; its later lines are not saved\n",
@@ -147,6 +175,7 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
   std::function<void()> on_closed;
   std::shared_ptr<std::vector<char>> buf;  // the mux's (LogMux::buffer_)
   std::string partial;
+  size_t shown = 0;  // bytes of `partial` already on the console (redraws)
   TailLines tail;
   int file_fd = -1;
 };

@@ -5,7 +5,9 @@
 // one write() call, prefixed "[rank]:", to the agent's own stdout/stderr
 // (unless redirected or filtered out) and to the rank's log files. Lines of
 // different ranks never mix inside a line; a last line without '\n' is
-// written when its pipe closes. A line longer than kMaxLineBytes is written
+// written when its pipe closes. A line redrawn with '\r' (a progress bar)
+// reaches the console as it is drawn, each redraw prefixed; its file and
+// the failure report's tail get it at its '\n'. A line longer than kMaxLineBytes is written
 // in pieces of that size, each ending in a marker, so one worker printing
 // without newlines cannot exhaust the agent's memory. A log file that
 // cannot be written (a full disk) is reported once on stderr.
@@ -47,9 +49,10 @@ struct StreamOptions {
   bool to_console = true;
   int console_fd = 1;     // 1 or 2
   std::string file;       // log file path; empty = none
-  // Sees each whole line before the console does and may rewrite it;
-  // false keeps it off the console (the file and the tail still get it).
-  std::function<bool(std::string& line)> console_filter;
+  // Sees each line (or, while it is redrawn, each part of it that ends in
+  // '\r') before the console does and may rewrite it; false keeps it off the
+  // console (the file and the tail still get it).
+  std::function<bool(std::string& text)> console_filter;
   // Matching lines are copied here too (the line as the console shows it).
   std::shared_ptr<FilteredLog> duplicate;
 };

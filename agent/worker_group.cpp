@@ -19,6 +19,7 @@
 
 #include "ccrun/error.h"
 #include "ccrun/progress.h"
+#include "ccrun/signal_names.h"
 #include "descendants.h"
 #include "orphan_killer.h"
 
@@ -239,10 +240,10 @@ std::vector<pid_t> WorkerGroup::live_pids() const {
 // Kills the descendants of the workers that hold `token` (see
 // descendants.h): a walk of the agent's own tree, the live workers'
 // subtrees left out.
-void WorkerGroup::kill_holders(const std::string& token, bool with_children) {
-  if (token.empty()) return;
+int WorkerGroup::kill_holders(const std::string& token, bool with_children) {
+  if (token.empty()) return 0;
   std::vector<pid_t> live = live_pids();
-  kill_tree_holders(token.c_str(), with_children, live.data(), live.size());
+  return kill_tree_holders(token.c_str(), with_children, live.data(), live.size());
 }
 
 std::vector<pid_t> WorkerGroup::pids() const {
@@ -337,10 +338,16 @@ void WorkerGroup::on_pidfd(const std::shared_ptr<Worker>& w) {
   --running_;
   // The worker's group may hold children that keep its pipes open: they die
   // with it.
-  ::kill(-w->pid, SIGKILL);
+  bool left_in_group = ::kill(-w->pid, SIGKILL) == 0;
   // So may its descendants that left the group (setsid): they are in the
   // agent's tree (it is their subreaper), found there by the worker's token.
-  kill_holders(w->token, false);
+  int escaped = kill_holders(w->token, false);
+  if (left_in_group || escaped > 0) {
+    spdlog::info("ccrun: rank {} (pid {}) exited and left processes running (background jobs "
+                 "it started{}); they were killed with it",
+                 w->exit.rank, w->pid,
+                 escaped > 0 ? fmt::format(", {} of them outside its process group", escaped) : "");
+  }
   OrphanKiller::instance().untrack(w->pid);
   if (w->open_pipes > 0) rescan_holders(w, std::chrono::milliseconds(100));
   maybe_finish(w);
@@ -399,8 +406,17 @@ void WorkerGroup::stop(std::chrono::milliseconds grace, std::function<void()> do
   if (under_way) return;
   signal_all(sig);
   kill_timer_ = std::make_unique<asio::steady_timer>(io_, grace);
-  kill_timer_->async_wait([this](boost::system::error_code ec) {
-    if (!ec) signal_all(SIGKILL);
+  kill_timer_->async_wait([this, grace, sig](boost::system::error_code ec) {
+    if (ec) return;
+    std::vector<std::string> left;
+    for (const auto& w : workers_) {
+      if (!w->reaped) left.push_back(fmt::format("rank {} (pid {})", w->exit.rank, w->pid));
+    }
+    if (!left.empty()) {
+      spdlog::warn("ccrun: {} still running {:.1f}s after {} (--stop-grace); killing with SIGKILL",
+                   fmt::join(left, ", "), std::chrono::duration<double>(grace).count(), signal_name(sig));
+    }
+    signal_all(SIGKILL);
   });
 }
 

@@ -130,7 +130,8 @@ class WorkerGroup {
   void maybe_finish(const std::shared_ptr<Worker>& w);
   void rescan_holders(const std::shared_ptr<Worker>& w, std::chrono::milliseconds after);
   std::vector<pid_t> live_pids() const;
-  void kill_holders(const std::string& token, bool with_children);
+  // Kills them (descendants.h); returns how many.
+  int kill_holders(const std::string& token, bool with_children);
 
   boost::asio::io_context& io_;
   LogMux& logs_;

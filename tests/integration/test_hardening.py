@@ -444,6 +444,10 @@ def test_events_log_and_summary_line(tmp_path):
                                             "start", "stop"]
     assert [e["attempt"] for e in events] == [0, 0, 0, 1, 1, 1, 1]
     assert events[2]["rank"] == 1 and events[2]["exit_code"] == 1
+    # Why the restart came, as an object (not JSON inside a string).
+    why = events[3]["why"]
+    assert why["kind"] == "restart", why
+    assert why["failure"]["rank"] == 1 and why["failure"]["exit_code"] == 1, why
     assert events[-1]["exit_code"] == 0
     assert all(e["time"].endswith("Z") and e["time_ms"] > 0 for e in events)
 

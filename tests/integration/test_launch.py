@@ -3,6 +3,7 @@ reports, signals, logs, and a real PyTorch gloo job. Every test runs the real
 binary; two agents on one machine stand for two nodes."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -113,6 +114,15 @@ def test_crash_without_restarts_reports_root_cause(tmp_path):
     assert report["reason"].startswith("no restarts left")
     # Per attempt and rank log files.
     assert (runs[0] / "attempt_0" / "1" / "stderr.log").read_text() == "rank 1 is failing\n"
+    assert "give --log-dir DIR to keep" not in r.stderr
+
+
+def test_without_log_dir_a_failure_says_the_report_is_all_that_is_kept():
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "1",
+                  "--no-python", "/bin/sh", "-c", "exit 3")
+    assert r.returncode == 1 and "Root cause" in r.stderr
+    assert ("this report is all that is kept; give --log-dir DIR to keep every rank's output, "
+            "error files and failure_report.json") in r.stderr
 
 
 def test_sigsegv_is_named_in_the_report():
@@ -143,6 +153,32 @@ def test_sigterm_to_ccrun_stops_workers_and_exits_143(tmp_path):
     rc, err = signal_two_workers_once_up(script, signal.SIGTERM)
     assert rc == 143, err
     assert sorted(marker.read_text().split()) == ["0", "1"]
+
+
+def test_a_worker_that_ignores_sigterm_is_named_when_stop_grace_runs_out():
+    # Rank 1 ignores SIGTERM; rank 0 stops at once.
+    script = ('[ "$RANK" = 1 ] && trap "" TERM; echo up; '
+              'while true; do sleep 0.05; done')
+    rc, err = signal_two_workers_once_up(script, signal.SIGTERM, "--stop-grace", "1")
+    assert rc == 143, err
+    assert re.search(r"rank 1 \(pid \d+\) still running 1\.0s after SIGTERM \(--stop-grace\); "
+                     r"killing with SIGKILL", err), err
+    [line] = [l for l in err.splitlines() if "still running" in l]
+    assert "rank 0" not in line, err
+
+
+def test_background_processes_a_worker_left_are_killed_and_said():
+    # One in the worker's process group, one in a session of its own (it waits for the setsid).
+    script = ('sleep 300 & echo bg=$!; setsid sleep 301 & '
+              'while [ "$(cut -d" " -f6 /proc/$!/stat)" != "$!" ]; do sleep 0.01; done; exit 0')
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "1", "--no-python",
+                  "/bin/sh", "-c", script)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"rank 0 \(pid \d+\) exited and left processes running \(background jobs "
+                     r"it started, 1 of them outside its process group\); they were killed with it",
+                     r.stderr), r.stderr
+    bg = int(r.stdout.split("bg=")[1].split()[0])
+    assert not os.path.exists(f"/proc/{bg}") or open(f"/proc/{bg}/stat").read().split()[2] == "Z"
 
 
 def test_sigint_reaches_the_workers_once_and_no_sigterm_cuts_their_cleanup_short(tmp_path):
@@ -200,6 +236,41 @@ def test_local_ranks_filter_and_line_integrity():
         rank = prefix.strip("[]")
         assert rank in ("0", "2")
         assert rest.startswith(f"rank-{rank}-line-") and rest.endswith("x" * 24)
+
+
+# A progress bar: each redraw ends in '\r', the bar's last state in '\n'. The worker waits, after
+# its first redraw, until the test has seen that redraw on ccrun's stdout.
+PROGRESS_BAR = """
+import os, sys, time
+sys.stdout.write("10%\\r"); sys.stdout.flush()
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.02)
+sys.stdout.write("20%\\r100%\\n"); sys.stdout.flush()
+"""
+
+
+def test_a_progress_bar_reaches_the_console_as_it_is_drawn(tmp_path):
+    go = tmp_path / "go"
+    # Bytes, not text: text mode would read each '\r' as a line end.
+    p = subprocess.Popen(ccrun_cmd("--master-port", str(free_port()), "--nproc-per-node", "1",
+                                   "--no-python", PY, "-c", PROGRESS_BAR, str(go)),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        seen = b""
+        deadline = time.monotonic() + 60
+        while b"[0]:10%\r" not in seen:  # the first redraw, before its line is done
+            assert time.monotonic() < deadline and p.poll() is None, seen
+            chunk = os.read(p.stdout.fileno(), 4096)
+            assert chunk, seen
+            seen += chunk
+        go.touch()
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == 0, err
+    # Each redraw keeps the rank's prefix; the line is not written a second time at its '\n'.
+    assert seen + out == b"[0]:10%\r[0]:20%\r[0]:100%\n"
 
 
 @pytest.mark.parametrize("conf", [
