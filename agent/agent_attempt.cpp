@@ -27,12 +27,10 @@ int stream_bits(int fallback, const std::map<int, int>& per_rank, int lr) {
   return it == per_rank.end() ? fallback : it->second;
 }
 
-// The prefix of a worker's console lines: torch 2.x's
-// TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE through the same substitute_macros,
-// else "[<rank>]:".
+// The prefix of a worker's console lines: the template through the
+// substitute_macros of the program's arguments ("" for none).
 std::string line_prefix(const LogSpec& logs, const std::string& role, int rank, int lr) {
-  if (!logs.prefix_lines) return "";
-  if (logs.line_prefix_template.empty()) return "[" + std::to_string(rank) + "]:";
+  if (logs.line_prefix_template.empty()) return "";
   return substitute_macros(logs.line_prefix_template, {{"role_name", role},
                                                      {"rank", std::to_string(rank)},
                                                      {"local_rank", std::to_string(lr)}});

@@ -45,12 +45,38 @@ std::string value_arms(const std::vector<FlagCompletion>& flags) {
   return out;
 }
 
+// The lines completing a flag's value after it (the case arms) and a flag's
+// name after "-": the end of the completion function.
+std::string flags_tail(const std::vector<FlagCompletion>& flags, const std::string& indent) {
+  std::vector<std::string> all_names;
+  for (const auto& f : flags) all_names.insert(all_names.end(), f.names.begin(), f.names.end());
+  return indent + "case $prev in\n" + value_arms(flags) + indent + "esac\n" + indent +
+         "if [[ $cur == -* ]]; then\n" + indent + "  COMPREPLY=($(compgen -W \"" +
+         words(all_names) + "\" -- \"$cur\"))\n" + indent + "fi\n";
+}
+
+// The completion of each subcommand once it is the first word, and of the
+// first word itself: a subcommand's name or a path.
+std::string subcommand_arms(const std::vector<SubcommandCompletion>& subs) {
+  if (subs.empty()) return "";
+  std::vector<std::string> names;
+  std::string out = "  if ((COMP_CWORD > 1)); then\n    case ${COMP_WORDS[1]} in\n";
+  for (const auto& s : subs) {
+    names.push_back(s.name);
+    out += "    " + shell_word(s.name) + ")\n" + flags_tail(s.flags, "      ") + "      return 0 ;;\n";
+  }
+  out += "    esac\n  elif [[ $cur != -* ]]; then\n"
+         "    COMPREPLY=($(compgen -W \"" + words(names) + "\" -- \"$cur\") $(compgen -f -- \"$cur\"))\n"
+         "    return 0\n  fi\n";
+  return out;
+}
+
 }  // namespace
 
-std::string bash_completion_script(const std::string& command, const std::vector<FlagCompletion>& flags) {
-  std::vector<std::string> all_names, value_names;
+std::string bash_completion_script(const std::string& command, const std::vector<FlagCompletion>& flags,
+                                   const std::vector<SubcommandCompletion>& subcommands) {
+  std::vector<std::string> value_names;
   for (const auto& f : flags) {
-    all_names.insert(all_names.end(), f.names.begin(), f.names.end());
     if (f.takes_value) value_names.insert(value_names.end(), f.names.begin(), f.names.end());
   }
   std::string fn = "_" + shell_word(command);
@@ -63,7 +89,8 @@ std::string bash_completion_script(const std::string& command, const std::vector
       "  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} w k skip=0\n"
       "  # --flag=value: bash splits the word at \"=\" (COMP_WORDBREAKS).\n"
       "  if [[ $cur == = ]]; then cur=\"\"\n"
-      "  elif [[ $prev == = ]]; then prev=${COMP_WORDS[COMP_CWORD-2]}; fi\n"
+      "  elif [[ $prev == = ]]; then prev=${COMP_WORDS[COMP_CWORD-2]}; fi\n" +
+      subcommand_arms(subcommands) +
       "  # Once the program is named, the rest of the line is its own.\n"
       "  for ((k = 1; k < COMP_CWORD; k++)); do\n"
       "    w=${COMP_WORDS[k]}\n"
@@ -75,13 +102,8 @@ std::string bash_completion_script(const std::string& command, const std::vector
   s += "      -*) ;;\n"
        "      *) return 0 ;;\n"
        "    esac\n"
-       "  done\n"
-       "  case $prev in\n" +
-       value_arms(flags) +
-       "  esac\n"
-       "  if [[ $cur == -* ]]; then\n"
-       "    COMPREPLY=($(compgen -W \"" + words(all_names) + "\" -- \"$cur\"))\n"
-       "  fi\n"
+       "  done\n" +
+       flags_tail(flags, "  ") +
        "}\n"
        "complete -o default -F " + fn + " " + command + "\n";
   return s;

@@ -10,7 +10,8 @@
 //   std::string script = bash_completion_script("ccrun", flags);
 //
 // The script completes flag names after "-", a flag's fixed values after it
-// (also as --flag=value), and leaves everything else (a path, the program
+// (also as --flag=value), a subcommand's name as the first word (with the
+// paths a program may be), and leaves everything else (a path, the program
 // and its arguments) to bash's default completion.
 //
 //===----------------------------------------------------------------------===//
@@ -28,10 +29,19 @@ struct FlagCompletion {
   std::vector<std::string> choices;  // its fixed values; empty: any (bash's default completion)
 };
 
-// The bash script completing `command` with `flags`. Throws
-// std::invalid_argument for a name or value a shell word cannot hold
-// unquoted (only letters, digits and "_-.:+/@" are taken).
+// A subcommand, as the command's first word (`ccrun status ...`), with flags
+// of its own.
+struct SubcommandCompletion {
+  std::string name;
+  std::vector<FlagCompletion> flags;
+};
+
+// The bash script completing `command` with `flags`, and each subcommand
+// with its own after its name. Throws std::invalid_argument for a name or
+// value a shell word cannot hold unquoted (only letters, digits and
+// "_-.:+/@" are taken).
 [[nodiscard]] std::string bash_completion_script(const std::string& command,
-                                                 const std::vector<FlagCompletion>& flags);
+                                                 const std::vector<FlagCompletion>& flags,
+                                                 const std::vector<SubcommandCompletion>& subcommands = {});
 
 }  // namespace ccrun::launcher

@@ -406,7 +406,9 @@ std::vector<std::string> agent_args(const JobSpec& spec, size_t index) {
       return;
     }
     std::string value = s.text(host);
-    if (!value.empty()) a.insert(a.end(), {first_flag(s), value});
+    // An empty value that is not the default was given so (an empty prefix
+    // template: none): the host's agent must get it too.
+    if (!value.empty() || !default_text(s).empty()) a.insert(a.end(), {first_flag(s), value});
   };
   // Its place in the job first, then every other forwarded setting.
   const char* const placement[] = {"nnodes", "node_rank", "nproc_per_node"};

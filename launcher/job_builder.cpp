@@ -11,8 +11,10 @@
 #include "ccrun/error.h"
 #include "completion.h"
 #include "flag_prefixes.h"
+#include "help_formatter.h"
 #include "resolve.h"
 #include "slurm.h"
+#include "status_command.h"
 
 extern char** environ;
 
@@ -36,11 +38,8 @@ struct Flags {
 // The shells --print-completion writes a script for.
 constexpr const char* kCompletionShell = "bash";
 
-// CLI11's help with ccrun's usage lines, and an option's text two spaces at
-// least after its names, or on the next line when they leave no room:
-// help2man, which makes the man page from the help, takes two spaces as
-// the end of the names.
-class HelpFormatter : public CLI::Formatter {
+// The help with ccrun's usage lines (help_formatter.h for the rest).
+class MainHelpFormatter : public HelpFormatter {
  public:
   // CLI11 knows no program after the options (prefix_command), nor the
   // status command, which main() dispatches before parsing.
@@ -48,21 +47,8 @@ class HelpFormatter : public CLI::Formatter {
     // GNU's "  or:" lines, which help2man reads as one synopsis.
     return "Usage: " + name + " [OPTIONS] PROGRAM [ARGS...]\n"
            "  or:  " + name + " --config JOB.yaml [OPTIONS] [PROGRAM [ARGS...]]\n"
-           "  or:  " + name + " status --rdzv-endpoint HOST:PORT --rdzv-id ID [--json]"
-           "   (a running job; ccrun status --help)\n";
-  }
-
-  std::string make_option(const CLI::Option* opt, bool is_positional) const override {
-    std::string names = make_option_name(opt, is_positional) + make_option_opts(opt);
-    std::string text = make_option_desc(opt);
-    std::ostringstream out;
-    if (text.empty() || names.size() + 4 <= get_column_width()) {  // "  names  text"
-      CLI::detail::format_help(out, names, text, get_column_width());
-      return out.str();
-    }
-    out << "  " << names << "\n";
-    CLI::detail::format_help(out, "", text, get_column_width());
-    return out.str();
+           "  or:  " + name + " status --rdzv-endpoint HOST:PORT --rdzv-id ID [--json]\n"
+           "(status: a running job's state; " + name + " status --help)\n";
   }
 };
 
@@ -73,7 +59,7 @@ std::unique_ptr<CLI::App> make_app(Flags& f) {
       "Every flag can also be set by PET_<FLAG> (e.g. PET_NPROC_PER_NODE=4)\n"
       "or by a YAML job file (--config); flags win over variables, variables\n"
       "over the file. A unique prefix of a long flag stands for it (--redirect=3),\n"
-      "as in torchrun.",
+      "as in torchrun, and torchrun's underscored spellings (--nproc_per_node) work too.",
       "ccrun");
   app->footer(
       "Examples:\n"
@@ -86,13 +72,14 @@ std::unique_ptr<CLI::App> make_app(Flags& f) {
       "  ccrun --config configs/single_node.yaml\n"
       "${local_rank} in the program's arguments becomes each worker's local rank.");
   app->prefix_command();  // everything from the program on belongs to it
-  auto help = std::make_shared<HelpFormatter>();
+  auto help = std::make_shared<MainHelpFormatter>();
   help->column_width(44);
   app->formatter(help);
   for (const auto& s : settings()) {
     CLI::Option* o;
     if (s.text) {
       o = app->add_option(s.flags, f.values[s.key], s.help)->default_str(default_text(s));
+      o->type_name(std::string(value_name(s)));
     } else {
       o = app->add_flag(s.flags, f.switches[s.key], s.help);
     }
@@ -100,7 +87,7 @@ std::unique_ptr<CLI::App> make_app(Flags& f) {
     f.opts[s.key] = o;
     f.choices[o].assign(s.choices.begin(), s.choices.end());
   }
-  app->add_option("--config", f.config, "YAML job file (see configs/)")->group("Job file");
+  app->add_option("--config", f.config, "YAML job file (see configs/)")->group("Job file")->type_name("FILE");
   app->add_flag("--print-config", f.print_config, "Print the effective job as YAML and exit")
       ->group("Job file");
   app->add_flag("--version", f.version, "Print ccrun's version and exit");
@@ -112,6 +99,7 @@ std::unique_ptr<CLI::App> make_app(Flags& f) {
   app->add_option("--export", f.exports,
                   "Forward this variable to every host of the host list (repeatable; NAME or A,B)")
       ->group("Hosts")
+      ->type_name("NAME")
       ->delimiter(',')
       ->allow_extra_args(false);  // one value per --export: the program may follow
   app->add_flag("--exit-on-stdin-eof", f.exit_on_stdin_eof)->group("");  // hidden
@@ -210,7 +198,8 @@ Command parse_command_line(const std::vector<std::string>& args, const Environme
       throw ConfigError("--print-completion \"" + f.completion + "\": only " + kCompletionShell +
                         " is supported (ccrun --print-completion bash)");
     }
-    cmd.message = bash_completion_script("ccrun", flag_completions(*app, f));
+    cmd.message = bash_completion_script("ccrun", flag_completions(*app, f),
+                                         {{"status", status_flag_completions()}});
     return cmd;
   }
   cmd.print_config = f.print_config;

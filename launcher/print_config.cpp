@@ -4,6 +4,8 @@
 
 #include <sstream>
 
+#include "python_command.h"
+#include "resolve.h"
 #include "job_builder.h"
 #include "rdzv_conf.h"
 #include "settings.h"
@@ -57,6 +59,35 @@ void setting(YAML::Emitter& out, const Setting& set, const JobSpec& s, bool& in_
   }
 }
 
+// The program as the user gives it, so the file runs on another machine
+// with that machine's interpreter (PYTHON_EXEC): "program: train.py", with
+// module or run_path when resolve_program made it so. Any other command,
+// PYTHON_EXEC's interpreter included, is written as it runs (no_python).
+void write_program(YAML::Emitter& out, const std::vector<std::string>& entrypoint) {
+  auto py = agent::parse_python_command(entrypoint);
+  bool ours = py && py->interpreter.size() == 2 && py->interpreter[0] == kDefaultPython &&
+              py->interpreter[1] == kPythonFlags;
+  using Kind = agent::PythonCommand::Kind;
+  std::string program = ours ? py->target : entrypoint[0];
+  std::vector<std::string> args = ours ? py->args : std::vector<std::string>(entrypoint.begin() + 1,
+                                                                           entrypoint.end());
+  bool script = ours && py->kind == Kind::kScript && program.size() > 3 &&
+                program.compare(program.size() - 3, 3, ".py") == 0;
+  if (ours && py->kind == Kind::kModule) {
+    out << YAML::Key << "module" << YAML::Value << true;
+  } else if (ours && py->kind == Kind::kCode && py->target == kRunPathCode && !args.empty()) {
+    out << YAML::Key << "run_path" << YAML::Value << true;
+    program = args.front();
+    args.erase(args.begin());
+  } else if (!script) {
+    program = entrypoint[0];
+    args.assign(entrypoint.begin() + 1, entrypoint.end());
+    out << YAML::Key << "no_python" << YAML::Value << true;
+  }
+  out << YAML::Key << "program" << YAML::Value << program;
+  out << YAML::Key << "args" << YAML::Value << YAML::Flow << args;
+}
+
 }  // namespace
 
 std::string to_yaml(const JobSpec& s) {
@@ -94,13 +125,7 @@ std::string to_yaml(const JobSpec& s) {
     for (const auto& [k, v] : s.env) out << YAML::Key << k << YAML::Value << v;
     out << YAML::EndMap;
   }
-  if (!s.entrypoint.empty()) {
-    // The resolved command: no_python makes it load back unchanged.
-    out << YAML::Key << "no_python" << YAML::Value << true;
-    out << YAML::Key << "program" << YAML::Value << s.entrypoint[0];
-    std::vector<std::string> args(s.entrypoint.begin() + 1, s.entrypoint.end());
-    out << YAML::Key << "args" << YAML::Value << YAML::Flow << args;
-  }
+  if (!s.entrypoint.empty()) write_program(out, s.entrypoint);
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

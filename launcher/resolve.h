@@ -76,4 +76,12 @@ void resolve_warm_start(const Sources& src, JobSpec& spec);
 // no program was given.
 bool resolve_program(const Sources& src, std::vector<std::string> rest, JobSpec& spec);
 
+// The interpreter a .py program, -m and --run-path run under without
+// PYTHON_EXEC, and the flags resolve_program gives it.
+inline constexpr const char* kDefaultPython = "python3";
+inline constexpr const char* kPythonFlags = "-u";
+// The -c code --run-path runs: the program's path, then its arguments.
+inline constexpr const char* kRunPathCode =
+    "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')";
+
 }  // namespace ccrun::launcher

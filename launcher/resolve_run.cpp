@@ -75,10 +75,7 @@ void resolve_logs(const Sources& src, JobSpec& spec) {
     fail(specs, "the only logs spec is default (torch's DefaultLogsSpecs); ccrun's logs are set "
                 "by --log-dir, -r/--redirects, -t/--tee and --local-ranks-filter");
   }
-  // torch 2.x's run.py reads it from the environment, as does ccrun.
-  if (auto t = src.env().get("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")) {
-    spec.logs.line_prefix_template = *t;
-  }
+  spec.logs.line_prefix_template = raw("log_line_prefix_template").value;
   Raw filter = raw("local_ranks_filter");
   std::stringstream fs_(filter.value);
   for (std::string r; std::getline(fs_, r, ',');) {
@@ -151,17 +148,14 @@ bool resolve_program(const Sources& src, std::vector<std::string> rest, JobSpec&
        run_path = to_bool(raw("run_path"));
   if (module && no_python) throw ConfigError("-m/--module and --no-python cannot go together");
   if (program.empty()) return false;
-  std::string python = src.env().get("PYTHON_EXEC").value_or("python3");
+  std::string python = src.env().get("PYTHON_EXEC").value_or(kDefaultPython);
   bool is_py = program.size() > 3 && program.compare(program.size() - 3, 3, ".py") == 0;
   if (module) {
-    spec.entrypoint = {python, "-u", "-m", program};
+    spec.entrypoint = {python, kPythonFlags, "-m", program};
   } else if (run_path) {
-    spec.entrypoint = {python, "-u", "-c",
-                       "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], "
-                       "run_name='__main__')",
-                       program};
+    spec.entrypoint = {python, kPythonFlags, "-c", kRunPathCode, program};
   } else if (is_py && !no_python) {
-    spec.entrypoint = {python, "-u", program};
+    spec.entrypoint = {python, kPythonFlags, program};
   } else {
     spec.entrypoint = {program};
   }

@@ -167,6 +167,10 @@ const Setting kSettings[] = {
      [](S) -> std::string { return "default"; }, Y::kNone},
     {"local_ranks_filter", "--local-ranks-filter,--local_ranks_filter",
      "Local ranks shown on the console, e.g. 0,2", "Logs", ranks_text, Y::kList, true},
+    {"log_line_prefix_template", "--log-line-prefix-template,--log_line_prefix_template",
+     "Prefix of each worker line on the console, with ${rank}, ${local_rank}, ${role_name}; "
+     "\"\" for none", "Logs", [](S s) { return s.logs.line_prefix_template; }, Y::kQuoted, true,
+     nullptr, {}, kLinePrefixEnv},
     {"duplicate_stdout_filters", "--duplicate-stdout-filters,--duplicate_stdout_filters",
      "Tee'd (-t) stdout lines holding any of these strings (a,b; ,, is a comma) also go to "
      "attempt_<n>/filtered_stdout.log", "Logs",
@@ -207,6 +211,48 @@ std::string Raw::label() const {
 std::span<const Setting> settings() { return kSettings; }
 
 std::string default_text(const Setting& s) { return s.text ? s.text(JobSpec{}) : "false"; }
+
+std::string_view value_name(const Setting& s) {
+  static constexpr std::pair<std::string_view, std::string_view> kNames[] = {
+      {"nnodes", "N|MIN:MAX"},
+      {"nproc_per_node", "N|auto|cpu|gpu"},
+      {"node_rank", "N"},
+      {"master_addr", "HOST"},
+      {"master_port", "PORT"},
+      {"local_addr", "ADDR"},
+      {"rdzv_backend", "static|c10d|etcd"},
+      {"rdzv_endpoint", "HOST[:PORT]"},
+      {"rdzv_id", "ID"},
+      {"rdzv_conf", "KEY=VALUE,..."},
+      {"hostfile", "FILE"},
+      {"include", "HOST[:SLOTS]@..."},
+      {"exclude", "HOST[:SLOTS]@..."},
+      {"ssh_command", "COMMAND"},
+      {"remote_ccrun", "PATH"},
+      {"max_restarts", "N"},
+      {"monitor_interval", "SECONDS"},
+      {"stop_grace", "SECONDS"},
+      {"hang_timeout", "SECONDS"},
+      {"signals_to_handle", "SIGNAL,..."},
+      {"role", "NAME"},
+      {"start_method", "spawn|fork|forkserver"},
+      {"preload", "MODULE,..."},
+      {"log_dir", "DIR"},
+      {"redirects", "N|RANK:N,..."},
+      {"tee", "N|RANK:N,..."},
+      {"logs_specs", "default"},
+      {"local_ranks_filter", "RANK,..."},
+      {"log_line_prefix_template", "TEMPLATE"},
+      {"duplicate_stdout_filters", "STRING,..."},
+      {"duplicate_stderr_filters", "STRING,..."},
+      {"event_log_handler", "NAME"},
+      {"numa_binding", "MODE"},
+  };
+  for (const auto& [key, name] : kNames) {
+    if (key == s.key) return name;
+  }
+  return "VALUE";
+}
 
 const Setting* find_setting(const std::string& key) {
   for (const auto& s : kSettings) {

@@ -79,12 +79,16 @@ inline constexpr std::string_view kStartMethods[] = {"spawn", "fork", "forkserve
 // torch 2.x's variables for --shutdown-timeout, ccrun's --stop-grace.
 inline constexpr const char* kShutdownTimeoutEnv[] = {"PET_SHUTDOWN_TIMEOUT",
                                                       "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"};
+// torch 2.x's variable for --log-line-prefix-template.
+inline constexpr const char* kLinePrefixEnv[] = {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"};
 
 // The table of settings, in --help order.
 std::span<const Setting> settings();
 // The setting's default: its text in a default JobSpec ("false" for a
 // switch).
 std::string default_text(const Setting& s);
+// The word --help shows for the setting's value ("N", "SECONDS", "HOST").
+std::string_view value_name(const Setting& s);
 // The setting named `key`, or nullptr.
 const Setting* find_setting(const std::string& key);
 // PET_<KEY>: the variable that may give a setting.

@@ -1,6 +1,8 @@
 // `ccrun status`: a running job as its store shows it (see status_command.h).
 #include "status_command.h"
 
+#include "help_formatter.h"
+
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -158,6 +160,12 @@ std::string format_text(const JobState& job, const json& st, const std::string& 
   }
   o << "\n";
   if (st.contains("reason")) o << "  reason: " << st["reason"].get<std::string>() << "\n";
+  bool over = job.phase == JobPhase::kFinished || job.phase == JobPhase::kFailed ||
+              job.phase == JobPhase::kStopped;
+  if (over && !st["nodes"].empty()) {
+    o << "  the job is over: the rows below are its nodes' and ranks' last heartbeats, "
+         "not live\n";
+  }
   if (st.contains("joined")) o << "  nodes joined so far: " << st["joined"].get<int64_t>() << "\n";
   if (st.contains("nodes_waiting")) {
     o << "  nodes waiting to join the next round: " << st["nodes_waiting"].get<int64_t>() << "\n";
@@ -196,30 +204,69 @@ rendezvous::Backend parse_backend_flag(const std::string& text) {
   }
 }
 
-}  // namespace
-
-int run_status_command(const std::vector<std::string>& args) {
-  CLI::App app("Shows a running job's nodes, ranks, attempt and last failure, as its store "
-               "holds them; exits 0 while the job is healthy (or finished), 1 when it "
-               "failed or was stopped, 3 when the store does not know it",
-               "ccrun status");
+// What `ccrun status` is asked.
+struct StatusArgs {
   std::string endpoint, run_id;
   bool as_json = false;
   double timeout_s = 2;
-  app.add_option("--rdzv-endpoint,--rdzv_endpoint", endpoint,
-                 "HOST:PORT of the job's store (ccrun-rendezvous or the hosting agent), the etcd members with --rdzv-backend etcd, or a store address (tcp://, etcd://)")
-      ->required();
-  app.add_option("--rdzv-id,--rdzv_id", run_id, "the job's --rdzv-id")->required();
-  std::string backend_text(rendezvous::backend_name(rendezvous::Backend::kC10d)), conf_text;
-  app.add_option("--rdzv-backend,--rdzv_backend", backend_text,
-                 "the job's --rdzv-backend, " + rendezvous::backend_names() +
-                     " (etcd: the endpoint is the etcd cluster's)");
-  app.add_option("--rdzv-conf,--rdzv_conf", conf_text,
-                 "the job's --rdzv-conf (key=value,...; etcd_user, etcd_ca and the other "
-                 "etcd_* options are read)");
-  app.add_flag("--json", as_json, "print JSON instead of a table");
-  app.add_option("--timeout", timeout_s, "seconds to wait for the store to answer")
-      ->check(CLI::PositiveNumber);
+  std::string backend_text{rendezvous::backend_name(rendezvous::Backend::kC10d)}, conf_text;
+};
+
+// The parser of `ccrun status`, bound to `a` (also read by the completion).
+std::unique_ptr<CLI::App> make_status_app(StatusArgs& a) {
+  auto app = std::make_unique<CLI::App>(
+      "Shows a running job's nodes, ranks, attempt and last failure, as its store holds them;\n"
+      "exits 0 while the job is healthy (or finished), 1 when it failed or was stopped, 3 when\n"
+      "the store does not know it",
+      "ccrun status");
+  auto help = std::make_shared<HelpFormatter>();
+  help->column_width(32);
+  app->formatter(help);
+  app->add_option("--rdzv-endpoint,--rdzv_endpoint", a.endpoint,
+                  "HOST:PORT of the job's store (ccrun-rendezvous or the hosting agent), the "
+                  "etcd members with --rdzv-backend etcd, or a store address (tcp://, etcd://)")
+      ->required()
+      ->type_name("HOST:PORT");
+  app->add_option("--rdzv-id,--rdzv_id", a.run_id, "the job's --rdzv-id")->required()->type_name("ID");
+  app->add_option("--rdzv-backend,--rdzv_backend", a.backend_text,
+                  "the job's --rdzv-backend, " + rendezvous::backend_names() +
+                      " (etcd: the endpoint is the etcd cluster's)")
+      ->type_name("BACKEND");
+  app->add_option("--rdzv-conf,--rdzv_conf", a.conf_text,
+                  "the job's --rdzv-conf (key=value,...; etcd_user, etcd_ca and the other "
+                  "etcd_* options are read)")
+      ->type_name("KEY=VALUE,...");
+  app->add_flag("--json", a.as_json, "print JSON instead of a table");
+  app->add_option("--timeout", a.timeout_s, "seconds to wait for the store to answer")
+      ->check(CLI::Validator(CLI::PositiveNumber).description(""))
+      ->type_name("SECONDS");
+  return app;
+}
+
+}  // namespace
+
+std::vector<FlagCompletion> status_flag_completions() {
+  StatusArgs a;
+  auto app = make_status_app(a);
+  std::vector<FlagCompletion> out;
+  for (const CLI::Option* o : app->get_options()) {
+    FlagCompletion c;
+    for (const auto& n : o->get_lnames()) c.names.push_back("--" + n);
+    for (const auto& n : o->get_snames()) c.names.push_back("-" + n);
+    c.takes_value = o->get_items_expected_max() != 0;
+    if (o->check_lname("rdzv-backend")) {
+      for (const auto& b : rendezvous::kBackendNames) c.choices.emplace_back(b.name);
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+int run_status_command(const std::vector<std::string>& args) {
+  StatusArgs a;
+  auto app_ptr = make_status_app(a);
+  CLI::App& app = *app_ptr;
+  auto& [endpoint, run_id, as_json, timeout_s, backend_text, conf_text] = a;
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());
     app.parse(reversed);

@@ -17,7 +17,12 @@
 #include <string>
 #include <vector>
 
+#include "completion.h"
+
 namespace ccrun::launcher {
+
+// `ccrun status`'s flags, for the completion script.
+std::vector<FlagCompletion> status_flag_completions();
 
 // `args`: what follows "status" on the command line. Returns the exit status.
 int run_status_command(const std::vector<std::string>& args);

@@ -73,11 +73,11 @@ struct LogSpec {
   // --local-ranks-filter: the local ranks whose lines reach the console;
   // empty = all.
   std::set<int> local_ranks_filter;
-  // Prefix console lines with "[rank]:" (torchrun does when tee is on).
-  bool prefix_lines = true;
-  // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE (torch 2.x): the prefix, with
-  // ${role_name}, ${rank} and ${local_rank} replaced; empty = "[<rank>]:".
-  std::string line_prefix_template;
+  // --log-line-prefix-template, else TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE
+  // (torch 2.x's): the prefix of each worker line on the console, with
+  // ${role_name}, ${rank} and ${local_rank} replaced; empty = none (a script
+  // that parses its workers' output gets their lines unchanged).
+  std::string line_prefix_template = "[${rank}]:";
   // --duplicate-stdout-filters / --duplicate-stderr-filters (torch 2.x): the
   // tee'd lines (-t) holding any of these strings are also written, with
   // their prefix, to attempt_<n>/filtered_{stdout,stderr}.log; empty = none.

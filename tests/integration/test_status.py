@@ -108,6 +108,8 @@ def test_finished_and_failed():
         r, _ = status(d, "bad")
         assert r.returncode == 1
         assert "failed" in r.stdout and "last failure: node" in r.stdout and "exit code 1" in r.stdout
+        # Its rows are the last heartbeats, said as such, not shown as live.
+        assert "the job is over: the rows below are its nodes' and ranks' last heartbeats" in r.stdout
 
 
 def test_a_standalone_job_says_how_to_see_it():

@@ -7,6 +7,8 @@ import os
 import signal
 import sys
 
+import pytest
+
 from helpers import communicate_all, free_port, parse_env_lines, run_ccrun, spawn_ccrun, \
     start_daemon
 
@@ -383,3 +385,18 @@ def test_torchrun_2x_worker_variables_are_set(tmp_path):
     for e in envs.values():
         missing = [v for v in worker_vars if not e.get(v)]
         assert not missing, missing
+
+
+@pytest.mark.parametrize("how", ["flag", "env", "yaml"])
+def test_an_empty_line_prefix_template_passes_lines_through_unchanged(how, tmp_path):
+    args, env = ["--master-port", str(free_port()), "--nproc-per-node", "2"], {}
+    if how == "flag":
+        args += ["--log-line-prefix-template", ""]
+    elif how == "env":
+        env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = ""
+    else:
+        (tmp_path / "job.yaml").write_text('log_line_prefix_template: ""\n')
+        args += ["--config", str(tmp_path / "job.yaml")]
+    r = run_ccrun(*args, "--no-python", "/bin/sh", "-c", 'echo "rank $RANK"', env=env)
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.splitlines()) == ["rank 0", "rank 1"]

@@ -187,6 +187,34 @@ TEST_CASE("print-config output round-trips through --config", "[launcher][yaml]"
   std::filesystem::remove(path);
 }
 
+TEST_CASE("print-config writes a Python program as given, not as this machine runs it",
+          "[launcher][yaml]") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string yaml;  // what the program's part of the file holds
+  };
+  std::vector<Case> cases{
+      {{"train.py", "--lr", "1"}, "program: train.py\nargs: [--lr, 1]"},
+      {{"-m", "pkg.train", "x"}, "module: true\nprogram: pkg.train\nargs: [x]"},
+      {{"--run-path", "tool", "y"}, "run_path: true\nprogram: tool\nargs: [y]"},
+      {{"--no-python", "./t", "x"}, "no_python: true\nprogram: ./t\nargs: [x]"},
+  };
+  for (const auto& c : cases) {
+    auto first = parse_command_line(c.args, {});
+    std::string yaml = ccrun::launcher::to_yaml(first.spec);
+    CHECK_THAT(yaml, Catch::Contains(c.yaml));
+    CHECK_THAT(yaml, !Catch::Contains("python3"));
+    auto path = write_yaml(yaml);
+    CHECK(parse({"--config", path}).entrypoint == first.spec.entrypoint);
+    std::filesystem::remove(path);
+  }
+  // PYTHON_EXEC's interpreter is this machine's: the command is kept as it runs.
+  Environment venv{{{"PYTHON_EXEC", "/opt/venv/bin/python"}}};
+  auto pinned = parse_command_line({"train.py"}, venv);
+  CHECK_THAT(ccrun::launcher::to_yaml(pinned.spec),
+             Catch::Contains("no_python: true\nprogram: /opt/venv/bin/python\nargs: [-u, train.py]"));
+}
+
 TEST_CASE("every bad value is an error, never a wrap or a silent choice", "[launcher]") {
   CHECK_THAT(error_of({"--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:abc", "a"}),
              Catch::StartsWith("--rdzv-endpoint: endpoint \"127.0.0.1:abc\"") &&

@@ -14,7 +14,10 @@ SOURCE = os.environ.get("CCRUN_SOURCE_DIR", os.path.join(os.path.dirname(__file_
 def test_help_and_version():
     r = run_ccrun("--help")
     assert r.returncode == 0
-    assert "--nproc-per-node,--nproc_per_node" in r.stdout and "Examples:" in r.stdout
+    assert "--nproc-per-node N|auto|cpu|gpu" in r.stdout and "Examples:" in r.stdout
+    # Every line fits in 100 columns; values are named, not TEXT.
+    assert all(len(line) <= 100 for line in r.stdout.splitlines()), r.stdout
+    assert " TEXT" not in r.stdout
     assert "Usage: ccrun [OPTIONS] PROGRAM [ARGS...]\n" in r.stdout
     assert "  or:  ccrun status --rdzv-endpoint HOST:PORT --rdzv-id ID" in r.stdout
     r = run_ccrun("--version")

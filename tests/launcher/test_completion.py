@@ -42,6 +42,14 @@ def test_registered_for_ccrun(script):
     (["ccrun", "--nnodes", "2", "train.py", "--rdzv-e"], []),
     (["ccrun", "--rdzv-backend", "=", "c10d", "train.py", "--max-r"], []),
     (["ccrun", "--", "--max-r"], []),
+    # `ccrun status` and its own flags; the first word may also be a program's path.
+    (["ccrun", "sta"], ["status"]),
+    (["ccrun", "status", "--rdzv-i"], ["--rdzv-id"]),
+    (["ccrun", "status", "--rdzv_i"], ["--rdzv_id"]),
+    (["ccrun", "status", "--j"], ["--json"]),
+    (["ccrun", "status", "--rdzv-backend", ""], ["c10d", "etcd", "static"]),
+    (["ccrun", "status", "--max-r"], []),
+    (["ccrun", "--max-restarts", "1", "status", "--j"], []),  # a program named status
 ])
 def test_completes(script, words, offered):
     assert bash_complete(script, words) == offered
