@@ -66,7 +66,7 @@ void Agent::on_hang(const HangVerdict& v, const std::vector<RankView>& all,
              const std::vector<RankView>& local, const RankView& culprit) {
   spdlog::error("ccrun: the job is hung (--hang-timeout {}): {}",
                 format_duration(spec_.hang_timeout), v.headline);
-  for (const auto& line : v.lines) spdlog::error("ccrun:   {}", line);
+  for (const auto& line : v.console_lines()) spdlog::error("ccrun:   {}", line);
   hang_ = v.to_json();
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& r : all) ranks.push_back(r.to_json());

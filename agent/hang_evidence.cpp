@@ -17,6 +17,8 @@
 #include <sstream>
 #include <thread>
 
+#include "proc_stat.h"
+
 extern char** environ;
 
 namespace ccrun::agent {
@@ -102,18 +104,21 @@ std::string read_from(const std::string& path, off_t offset) {
 void python_stacks(const std::vector<StackTarget>& targets, std::vector<RankStacks>& out,
                    milliseconds wait) {
   std::vector<off_t> before(targets.size()), last(targets.size());
+  std::vector<bool> done(targets.size()), stopped(targets.size());
   for (size_t i = 0; i < targets.size(); ++i) {
-    if (targets[i].dump_signal <= 0 || targets[i].dump_pid <= 0 || targets[i].stack_file.empty()) {
+    done[i] = targets[i].dump_signal <= 0 || targets[i].dump_pid <= 0;
+    if (done[i] || targets[i].stack_file.empty()) continue;
+    // A stopped process runs no handler until it is continued, and
+    // continuing it would change what the other ranks show: it is not asked.
+    char state = read_proc_stat(targets[i].dump_pid).state;
+    if (state == 'T' || state == 't') {
+      stopped[i] = done[i] = true;
       continue;
     }
     before[i] = last[i] = file_size(targets[i].stack_file);
     ::kill(targets[i].dump_pid, targets[i].dump_signal);
   }
   auto deadline = steady_clock::now() + wait;
-  std::vector<bool> done(targets.size());
-  for (size_t i = 0; i < targets.size(); ++i) {
-    done[i] = targets[i].dump_signal <= 0 || targets[i].dump_pid <= 0;
-  }
   while (steady_clock::now() < deadline &&
          !std::all_of(done.begin(), done.end(), [](bool d) { return d; })) {
     std::this_thread::sleep_for(milliseconds(100));
@@ -126,6 +131,12 @@ void python_stacks(const std::vector<StackTarget>& targets, std::vector<RankStac
   }
   for (size_t i = 0; i < targets.size(); ++i) {
     if (targets[i].dump_signal <= 0 || targets[i].dump_pid <= 0) continue;
+    if (stopped[i]) {
+      out[i].python = "(none: the process is stopped (state T); a traceback needs it to run, and "
+                      "resuming it would change what the other ranks show. Its native stack, "
+                      "read while it is stopped, is where it stopped.)";
+      continue;
+    }
     out[i].python = read_from(targets[i].stack_file, before[i]);
     if (out[i].python.empty()) out[i].python = "(no traceback within the wait: the interpreter "
                                                "may be stuck outside Python code)";

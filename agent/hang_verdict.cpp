@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <tuple>
 
 #include "ccrun/error.h"
 #include "ccrun/progress.h"
@@ -26,13 +27,9 @@ std::string group_name(const GroupView& g) {
 
 std::string secs(int64_t ms) { return format_duration(std::chrono::milliseconds(ms)); }
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    if (i == 8 && ranks.size() > 10) return out + " and " + std::to_string(ranks.size() - 8) + " more";
-    out += (i ? "," : "") + std::to_string(ranks[i]);
-  }
-  return out;
+// "rank 2" or "ranks 0-2,5".
+std::string ranks_named(const std::vector<int>& ranks) {
+  return (ranks.size() == 1 ? "rank " : "ranks ") + compress_ranks(ranks);
 }
 
 std::string who(const RankView& r) {
@@ -43,6 +40,7 @@ std::string who(const RankView& r) {
 std::string where(const RankView& r) {
   std::string s = who(r) + ": " + rank_position(r);
   if (r.steps > 0) s += "; " + std::to_string(r.steps) + " steps";
+  if (std::string st = process_state(r); !st.empty()) s += "; " + st;
   return s;
 }
 
@@ -81,9 +79,76 @@ std::vector<Member> stuck_group(const std::vector<const RankView*>& ranks) {
   return members;
 }
 
+// The call a member issued as #n of its group: op and element count.
+struct CallShape {
+  uint32_t op = 0;
+  uint64_t count = 0;
+  bool operator<(const CallShape& o) const { return std::tie(op, count) < std::tie(o.op, o.count); }
+  bool operator==(const CallShape& o) const { return op == o.op && count == o.count; }
+};
+
+std::string shape_text(const CallShape& c) {
+  std::string s(progress::op_name(c.op));
+  if (c.count > 0) s += " (" + std::to_string(c.count) + " elements)";
+  return s;
+}
+
+// When every member of the group waits in call #n but they did not all
+// issue the same call there (an op or a size that differs: a desync), the
+// verdict that names the members that differ from the majority; "" when
+// they agree. A tie names every shape with its ranks.
+std::string mismatch(const std::vector<Member>& members, uint64_t n, std::vector<int>& culprits) {
+  std::map<CallShape, std::vector<int>> by_shape;
+  for (const auto& m : members) {
+    if (m.group.issued == n) by_shape[{m.group.op, m.group.count}].push_back(m.rank->rank);
+  }
+  if (by_shape.size() < 2) return "";
+  auto majority = by_shape.begin();
+  bool tie = false;
+  for (auto it = by_shape.begin(); it != by_shape.end(); ++it) {
+    if (it->second.size() > majority->second.size()) {
+      majority = it, tie = false;
+    } else if (it != majority && it->second.size() == majority->second.size()) {
+      tie = true;
+    }
+  }
+  std::string where_n = "call #" + std::to_string(n) + " of " + group_name(members.front().group);
+  std::string out;
+  for (const auto& [shape, ranks] : by_shape) {
+    if (!tie && shape == majority->first) continue;
+    culprits.insert(culprits.end(), ranks.begin(), ranks.end());
+    bool same_op = shape.op == majority->first.op;
+    out += (out.empty() ? "" : "; ") + ranks_named(ranks) + " issued " +
+           (same_op && !tie ? std::string(progress::op_name(shape.op)) + " with " +
+                                  std::to_string(shape.count) + " elements"
+                            : shape_text(shape)) +
+           " as " + where_n;
+  }
+  std::sort(culprits.begin(), culprits.end());
+  if (tie) return "the members of " + group_name(members.front().group) +
+                  " issued different calls as #" + std::to_string(n) + ": " + out;
+  return out + ", where " + ranks_named(majority->second) + " issued " +
+         shape_text(majority->first) + ": a desync (a call skipped, added or made with other "
+         "arguments on the " + (culprits.size() == 1 ? "rank" : "ranks") + " named first)";
+}
+
 }  // namespace
 
-std::string rank_position(const RankView& r) {
+std::string process_state(const RankView& r) {
+  switch (r.state) {
+    case 'T':
+      return "its process is stopped (state T: SIGSTOP, or Ctrl-Z)";
+    case 't':
+      return "its process is stopped by a tracer (state t: a debugger)";
+    case 'D':
+      return "its process is in uninterruptible sleep (state D: a disk, a network file system "
+             "or a driver)";
+    default:
+      return "";
+  }
+}
+
+std::string rank_position(const RankView& r, bool with_times) {
   const GroupView* in_call = nullptr;
   const GroupView* last = nullptr;
   for (const auto& g : r.groups) {
@@ -91,17 +156,16 @@ std::string rank_position(const RankView& r) {
     if (!last || g.issued > last->issued) last = &g;
   }
   if (in_call) {
-    return "waiting in " + describe_call(*in_call, in_call->completed + 1) + " for " +
-           secs(in_call->waiting_ms);
+    return "waiting in " + describe_call(*in_call, in_call->completed + 1) +
+           (with_times ? " for " + secs(in_call->waiting_ms) : "");
   }
+  std::string idle = with_times ? ", no progress for " + secs(r.idle_ms) : "";
   if (last && last->issued > 0) {
-    return "not in a collective; last completed " + describe_call(*last, last->completed) +
-           ", no progress for " + secs(r.idle_ms);
+    return "not in a collective; last completed " + describe_call(*last, last->completed) + idle;
   }
-  return r.reporting ? "no collective yet, no progress for " + secs(r.idle_ms)
+  return r.reporting ? "no collective yet" + idle
                      : "reports no progress (no collective, step or hook)";
 }
-
 
 std::string describe_call(const GroupView& g, uint64_t seq) {
   std::string s = std::string(progress::op_name(g.op)) + " #" + std::to_string(seq) + " of " +
@@ -141,16 +205,17 @@ HangVerdict judge_hang(const std::vector<RankView>& ranks, int64_t timeout_ms) {
   bool disagree = !behind.empty() && longest >= timeout_ms;
   if (!all_idle && !disagree) return v;
   v.hung = true;
+  std::string desync = call && behind.empty() ? mismatch(members, n, v.culprits) : "";
   if (call && !behind.empty()) {
     v.culprits = behind;
-    v.headline = std::string(behind.size() == 1 ? "rank " : "ranks ") + rank_list(behind) +
-                 (behind.size() == 1 ? " has" : " have") + " not issued " +
-                 describe_call(*call, n) + ", which " + (waiting.size() == 1 ? "rank " : "ranks ") +
-                 rank_list(waiting) + (waiting.size() == 1 ? " has" : " have") +
-                 " waited in for " + secs(longest);
+    v.headline = ranks_named(behind) + (behind.size() == 1 ? " has" : " have") + " not issued " +
+                 describe_call(*call, n) + ", which " + ranks_named(waiting) +
+                 (waiting.size() == 1 ? " has" : " have") + " waited in for " + secs(longest);
+  } else if (!desync.empty()) {
+    v.headline = desync + "; waited for " + secs(longest);
   } else if (call) {
     v.culprits = waiting;
-    v.headline = "every member of " + group_name(*call) + " (" + rank_list(waiting) +
+    v.headline = "every member of " + group_name(*call) + " (" + ranks_named(waiting) +
                  ") has waited in " + describe_call(*call, n) + " for " + secs(longest) +
                  "; none is behind in it: a peer, the network or a rank in another group holds "
                  "it up";
@@ -161,8 +226,36 @@ HangVerdict judge_hang(const std::vector<RankView>& ranks, int64_t timeout_ms) {
     v.headline = "no rank has progressed for " + secs(least) +
                  " (no collective in flight; no step marked)";
   }
+  for (const auto* r : reporting) {
+    if (std::find(v.culprits.begin(), v.culprits.end(), r->rank) == v.culprits.end()) continue;
+    if (std::string st = process_state(*r); !st.empty()) {
+      v.headline += "; rank " + std::to_string(r->rank) + ": " + st;
+    }
+  }
   for (const auto* r : reporting) v.lines.push_back(where(*r));
+  v.classes = rank_classes(reporting);
   return v;
+}
+
+std::vector<std::string> rank_classes(const std::vector<const RankView*>& ranks) {
+  // Where each rank is, without its durations: ranks in the same place
+  // read the same. The first rank of a class keeps the class's place.
+  std::map<std::string, std::vector<int>> by_place;
+  std::vector<std::string> order;
+  for (const auto* r : ranks) {
+    std::string place = rank_position(*r, false);
+    if (std::string st = process_state(*r); !st.empty()) place += "; " + st;
+    auto [it, fresh] = by_place.try_emplace(place);
+    if (fresh) order.push_back(place);
+    it->second.push_back(r->rank);
+  }
+  std::vector<std::string> out;
+  for (const auto& place : order) {
+    const auto& rs = by_place[place];
+    out.push_back(ranks_named(rs) + (rs.size() > 1 ? " (" + std::to_string(rs.size()) + ")" : "") +
+                  ": " + place);
+  }
+  return out;
 }
 
 std::vector<int> find_stragglers(const std::vector<RankView>& ranks) {
@@ -187,7 +280,19 @@ std::vector<int> find_stragglers(const std::vector<RankView>& ranks) {
 }
 
 json HangVerdict::to_json() const {
-  return {{"hung", hung}, {"headline", headline}, {"culprits", culprits}, {"ranks", lines}};
+  return {{"hung", hung}, {"headline", headline}, {"culprits", culprits}, {"ranks", lines},
+          {"classes", classes}};
+}
+
+std::vector<std::string> HangVerdict::console_lines() const {
+  // Up to 16 ranks, each its own line; beyond, the classes.
+  const std::vector<std::string>& src = lines.size() <= 16 ? lines : classes;
+  std::vector<std::string> out(src.begin(), src.begin() + std::min(src.size(), kConsoleLines));
+  if (src.size() > kConsoleLines) {
+    out.back() = "... and " + std::to_string(src.size() - kConsoleLines + 1) +
+                 " more classes (failure_report.json has every rank)";
+  }
+  return out;
 }
 
 }  // namespace ccrun::agent

@@ -39,7 +39,15 @@ struct HangVerdict {
   std::string headline;           // one line: who, what, how long
   std::vector<int> culprits;      // the ranks behind (may be all the ranks in one call)
   std::vector<std::string> lines; // one per reporting rank: where it is, for how long
+  // The ranks merged into classes, one line each: the ranks in the same
+  // place ("ranks 0-62,64-127 (127): waiting in all_reduce #4812 of the
+  // world group"), in the order of their first rank.
+  std::vector<std::string> classes;
   nlohmann::json to_json() const;
+  // What the console shows under the headline: the per-rank lines of a
+  // small job, else the classes; at most kConsoleLines lines.
+  std::vector<std::string> console_lines() const;
+  static constexpr size_t kConsoleLines = 39;  // 40 with the headline
 };
 
 // The decision (see above). `ranks` may come from several nodes, in any order.
@@ -50,8 +58,16 @@ HangVerdict judge_hang(const std::vector<RankView>& ranks, int64_t timeout_ms);
 std::vector<int> find_stragglers(const std::vector<RankView>& ranks);
 
 // Where rank `r` is: "waiting in all_reduce #20 of the world group for 3.1s",
-// "not in a collective; last completed ...", or that it reports nothing.
-std::string rank_position(const RankView& r);
+// "not in a collective; last completed ...", or that it reports nothing;
+// without the durations when `with_times` is false (to compare places).
+std::string rank_position(const RankView& r, bool with_times = true);
+
+// What /proc said of the rank's process, when it explains a hang by itself
+// ("its process is stopped (state T: ...)"); "" otherwise.
+std::string process_state(const RankView& r);
+
+// The ranks grouped by place (see HangVerdict::classes).
+std::vector<std::string> rank_classes(const std::vector<const RankView*>& ranks);
 
 // "all_reduce #100 of the world group (1048576 elements)".
 std::string describe_call(const GroupView& g, uint64_t seq);

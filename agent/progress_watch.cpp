@@ -18,6 +18,7 @@
 
 #include "ccrun/progress.h"
 #include "orphan_killer.h"
+#include "proc_stat.h"
 
 #ifndef CCRUN_PYTHON_HOOK_SOURCE_DIR
 #define CCRUN_PYTHON_HOOK_SOURCE_DIR ""
@@ -38,16 +39,6 @@ int64_t realtime_ns() {
   return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-int64_t rss_kb(pid_t pid) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/statm", int(pid));
-  FILE* f = std::fopen(path, "re");
-  if (!f) return 0;
-  long size = 0, resident = 0;
-  int n = std::fscanf(f, "%ld %ld", &size, &resident);
-  std::fclose(f);
-  return n == 2 ? int64_t(resident) * (sysconf(_SC_PAGESIZE) / 1024) : 0;
-}
 
 // What a record's group slots say besides the slots (GroupView) themselves.
 struct GroupsRead {
@@ -271,7 +262,11 @@ std::vector<RankView> ProgressWatch::sample() {
     v.node_rank = node_rank_;
     v.host = host_;
     v.pid = w.pid;
-    if (w.pid > 0) w.rss_kb = rss_kb(w.pid);
+    if (w.pid > 0) {
+      ProcStat p = read_proc_stat(w.pid);
+      w.rss_kb = p.rss_kb ? p.rss_kb : w.rss_kb;
+      v.state = p.state;
+    }
     v.rss_kb = w.rss_kb;
     if (Record* r = w.map()) {
       w.read_progress(*r, now, real, v);

@@ -390,7 +390,12 @@ void WorkerGroup::maybe_finish(const std::shared_ptr<Worker>& w) {
 
 void WorkerGroup::signal_all(int sig) {
   for (auto& w : workers_) {
-    if (!w->reaped) ::kill(-w->pid, sig);
+    if (w->reaped) continue;
+    ::kill(-w->pid, sig);
+    // A stopped process (SIGSTOP, Ctrl-Z) acts on a signal only once it
+    // runs: SIGCONT lets a stopped rank stop within --stop-grace like the
+    // others. (SIGKILL needs none; to a running process it is nothing.)
+    if (sig != SIGKILL) ::kill(-w->pid, SIGCONT);
   }
 }
 

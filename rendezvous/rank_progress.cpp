@@ -55,7 +55,8 @@ json RankView::to_json() const {
   return {{"rank", rank}, {"local_rank", local_rank}, {"node_rank", node_rank}, {"host", host},
           {"pid", pid}, {"reporting", reporting}, {"idle_ms", idle_ms}, {"steps", steps},
           {"steps_per_s", steps_per_s}, {"busy_ms_per_step", busy_ms_per_step},
-          {"rss_kb", rss_kb}, {"groups", gs}, {"startup", startup.to_json()}};
+          {"rss_kb", rss_kb}, {"state", state ? std::string(1, state) : std::string()},
+          {"groups", gs}, {"startup", startup.to_json()}};
 }
 
 RankView RankView::from_json(const json& j) {
@@ -72,6 +73,8 @@ RankView RankView::from_json(const json& j) {
   r.steps_per_s = j.value("steps_per_s", 0.0);
   r.busy_ms_per_step = j.value("busy_ms_per_step", -1.0);
   r.rss_kb = j.value("rss_kb", int64_t(0));
+  std::string state = j.value("state", std::string());
+  r.state = state.size() == 1 ? state[0] : 0;
   if (j.contains("startup")) r.startup = StartupTimeline::from_json(j["startup"]);
   if (j.contains("groups") && j["groups"].is_array()) {
     for (const auto& g : j["groups"]) {
@@ -82,6 +85,20 @@ RankView RankView::from_json(const json& j) {
     }
   }
   return r;
+}
+
+std::string compress_ranks(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out += (out.empty() ? "" : ",") + std::to_string(ranks[i]);
+    if (j > i) out += (j == i + 1 ? "," : "-") + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return out;
 }
 
 }  // namespace ccrun

@@ -60,7 +60,7 @@ struct StartupTimeline {
 
 // One rank, as its agent sampled it (JSON {rank, local_rank, node_rank,
 // host, pid, reporting, idle_ms, steps, steps_per_s, busy_ms_per_step,
-// rss_kb, groups, startup}).
+// rss_kb, state, groups, startup}).
 struct RankView {
   int rank = -1, local_rank = -1, node_rank = -1;
   std::string host;
@@ -71,11 +71,19 @@ struct RankView {
   double steps_per_s = 0;  // over the last window
   double busy_ms_per_step = -1;  // time outside collectives per step; -1: unknown
   int64_t rss_kb = 0;      // resident memory, last sample
+  // Its process's state letter in /proc/<pid>/stat at the last sample: 'T'
+  // stopped (SIGSTOP), 't' stopped by a tracer, 'D' in uninterruptible sleep
+  // (a disk, a network file system, a driver); 0 when unknown.
+  char state = 0;
   std::vector<GroupView> groups;
   StartupTimeline startup;  // this attempt's start-up so far
 
   nlohmann::json to_json() const;
   static RankView from_json(const nlohmann::json& j);  // tolerant
 };
+
+// A set of ranks as ccrun prints one: sorted, runs compressed, "0-62,64-127"
+// ("" for none). Every message that names several ranks uses it.
+std::string compress_ranks(std::vector<int> ranks);
 
 }  // namespace ccrun

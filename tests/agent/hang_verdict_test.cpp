@@ -141,3 +141,88 @@ TEST_CASE("judge_hang: a DDP step is named as such, and a collective inside it c
   REQUIRE(v.hung);
   CHECK_THAT(v.headline, Catch::Contains("all_reduce #5 of the world group"));
 }
+
+TEST_CASE("judge_hang: a rank that issued another op at the same call number is the culprit") {
+  // Rank 2 called barrier where the others called all_reduce, each as its call #100.
+  std::vector<RankView> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(rank(r, 100, 99, 31'000, 31'000));
+  ranks[2].groups[0].op = uint32_t(ccrun::progress::Op::kBarrier);
+  ranks[2].groups[0].count = 0;
+  HangVerdict v = judge_hang(ranks, 30'000);
+  REQUIRE(v.hung);
+  CHECK(v.culprits == std::vector<int>{2});
+  CHECK_THAT(v.headline, Catch::StartsWith("rank 2 issued barrier as call #100 of the world group, "
+                                           "where ranks 0,1,3 issued all_reduce (1024 elements)"));
+  CHECK_THAT(v.headline, Catch::Contains("a desync"));
+}
+
+TEST_CASE("judge_hang: the culprit of a desync may be rank 0, and a size that differs is one") {
+  std::vector<RankView> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(rank(r, 100, 99, 31'000, 31'000));
+  ranks[0].groups[0].count = 8;
+  HangVerdict v = judge_hang(ranks, 30'000);
+  REQUIRE(v.hung);
+  CHECK(v.culprits == std::vector<int>{0});
+  CHECK_THAT(v.headline, Catch::StartsWith("rank 0 issued all_reduce with 8 elements as call #100 "
+                                           "of the world group, where ranks 1-3 issued all_reduce "
+                                           "(1024 elements)"));
+}
+
+TEST_CASE("judge_hang: two ranks that disagree, one each way, are both named") {
+  std::vector<RankView> ranks = {rank(0, 10, 9, 31'000, 31'000, 2), rank(1, 10, 9, 31'000, 31'000, 2)};
+  ranks[1].groups[0].op = uint32_t(ccrun::progress::Op::kBroadcast);
+  HangVerdict v = judge_hang(ranks, 30'000);
+  REQUIRE(v.hung);
+  CHECK(v.culprits == std::vector<int>{0, 1});
+  CHECK_THAT(v.headline, Catch::StartsWith("the members of the world group issued different calls "
+                                           "as #10"));
+}
+
+TEST_CASE("judge_hang: a culprit whose process is stopped is said to be") {
+  std::vector<RankView> ranks = {rank(0, 100, 99, 31'000, 31'000), rank(1, 99, 99, 31'000, -1)};
+  ranks[1].state = 'T';
+  HangVerdict v = judge_hang(ranks, 30'000);
+  REQUIRE(v.hung);
+  CHECK(v.culprits == std::vector<int>{1});
+  CHECK_THAT(v.headline, Catch::EndsWith("; rank 1: its process is stopped (state T: SIGSTOP, or "
+                                         "Ctrl-Z)"));
+  CHECK_THAT(v.lines[1], Catch::Contains("state T"));
+  ranks[1].state = 'D';
+  CHECK_THAT(judge_hang(ranks, 30'000).headline, Catch::Contains("uninterruptible sleep"));
+}
+
+TEST_CASE("judge_hang: 256 ranks in three places make three classes and a short console") {
+  std::vector<RankView> ranks;
+  for (int r = 0; r < 256; ++r) ranks.push_back(rank(r, 100, 99, 31'000, 31'000 + r, 256));
+  ranks[63] = rank(63, 99, 99, 31'000, -1, 256);      // behind
+  ranks[200] = rank(200, 99, 99, 31'000, -1, 256);    // behind too
+  ranks[200].state = 'T';                             // and stopped
+  HangVerdict v = judge_hang(ranks, 30'000);
+  REQUIRE(v.hung);
+  CHECK(v.culprits == std::vector<int>{63, 200});
+  REQUIRE(v.classes.size() == 3);
+  CHECK(v.classes[0] == "ranks 0-62,64-199,201-255 (254): waiting in all_reduce #100 of the world "
+                        "group (1024 elements)");
+  CHECK_THAT(v.classes[1], Catch::StartsWith("rank 63: not in a collective; last completed "
+                                             "all_reduce #99"));
+  CHECK_THAT(v.classes[2], Catch::StartsWith("rank 200: not in a collective") &&
+                               Catch::EndsWith("state T: SIGSTOP, or Ctrl-Z)"));
+  CHECK(v.console_lines() == v.classes);
+  CHECK(v.lines.size() == 256);  // failure_report.json keeps every rank
+}
+
+TEST_CASE("compress_ranks: runs as ranges, pairs and singles as they are") {
+  CHECK(ccrun::compress_ranks({}) == "");
+  CHECK(ccrun::compress_ranks({3}) == "3");
+  CHECK(ccrun::compress_ranks({0, 1}) == "0,1");
+  CHECK(ccrun::compress_ranks({5, 0, 1, 2, 3, 7, 8, 9, 9}) == "0-3,5,7-9");
+}
+
+TEST_CASE("console_lines: at most 39 under the headline, whatever the number of places") {
+  HangVerdict v;
+  for (int i = 0; i < 100; ++i) v.lines.push_back("line");
+  for (int i = 0; i < 60; ++i) v.classes.push_back("class " + std::to_string(i));
+  auto out = v.console_lines();
+  REQUIRE(out.size() == HangVerdict::kConsoleLines);
+  CHECK(out.back() == "... and 22 more classes (failure_report.json has every rank)");
+}

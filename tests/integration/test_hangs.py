@@ -256,3 +256,46 @@ def test_a_ddp_job_names_the_rank_that_never_began_its_step():
     assert r.returncode == 1, r.stderr[-4000:]
     assert re.search(r"rank 1 has not issued DDP step #10 of a DistributedDataParallel module "
                      r"\(3 ranks\)[^,]*, which ranks 0,2 have waited in for", r.stderr), r.stderr[-4000:]
+
+
+# The fault matrix of a torch gloo job (examples/hang_demo.py --fault): each
+# culprit named first, at rank 2 and at rank 0.
+def others(culprit):
+    return ",".join(str(r) for r in range(4) if r != culprit).replace("1,2,3", "1-3")
+
+
+FAULTS = {
+    "barrier": lambda c: (rf"rank {c} issued barrier as call #30 of the world group, where ranks "
+                          rf"{others(c)} issued all_reduce \(256 elements\): a desync"),
+    "skip": lambda c: (rf"rank {c} issued barrier as call #60 of the world group, where ranks "
+                       rf"{others(c)} issued all_reduce \(256 elements\): a desync"),
+    "stop": lambda c: (rf"rank {c} has not issued all_reduce #30 of the world group \(256 elements\), "
+                       rf"which ranks {others(c)} have waited in for [\d.]+s; rank {c}: its process "
+                       rf"is stopped \(state T"),
+    "sleep": lambda c: rf"rank {c} has not issued all_reduce #30 of the world group",
+}
+
+
+@pytest.mark.parametrize("fault,culprit", [("barrier", 2), ("barrier", 0), ("skip", 2),
+                                           ("stop", 2), ("sleep", 0)])
+def test_the_fault_matrix_names_each_culprit(tmp_path, fault, culprit):
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "hang_demo.py")
+    began = time.monotonic()
+    # --stop-grace 60: a stopped rank that ignored the stop would hold the job that long.
+    r = run_ccrun("--standalone", "--nproc-per-node", "4", "--hang-timeout", "4",
+                  "--stop-grace", "60", "--log-dir", str(tmp_path), script, "--steps", "60",
+                  "--sleep-rank", str(culprit), "--sleep-before", "30", "--fault", fault,
+                  env={"PYTHON_EXEC": "/usr/bin/python3"}, timeout=180)
+    took = time.monotonic() - began
+    err = r.stderr
+    assert r.returncode == 1, err[-4000:]
+    assert re.search("the job is hung \\(--hang-timeout 4s\\): " + FAULTS[fault](culprit), err), \
+        err[-4000:]
+    rep = report(str(tmp_path))
+    assert rep["hang"]["culprits"] == [culprit]
+    assert rep["root_cause"]["cause"] == "hang" and rep["root_cause"]["rank"] == culprit
+    assert took < 50, f"the job took {took:.0f}s to end: a rank waited out --stop-grace"
+    if fault == "stop":
+        stacks = {s["rank"]: s for s in rep["hang"]["stacks"]}
+        assert stacks[culprit]["python"].startswith("(none: the process is stopped (state T)")
+        assert "kill" in stacks[culprit]["native"], stacks[culprit]["native"]
