@@ -75,6 +75,7 @@ void Agent::summarize(int status) {
   spdlog::info("ccrun: job '{}' {} (exit {}) after {:.1f}s: {} attempt(s), {} node(s), {} rank(s)",
                run_id_, how, status, wall, attempts_, info_.num_nodes, info_.world_size);
   for (const auto& line : startup_lines_) spdlog::info("ccrun:   {}", line);
+  for (const auto& dir : incidents_) spdlog::info("ccrun:   incident: {}", dir);
   if (run_logs_) {
     run_logs_->event("stop", restart_count_,
                      nlohmann::json{{"exit_code", status}, {"wall_s", wall},

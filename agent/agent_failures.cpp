@@ -15,6 +15,7 @@
 
 #include "ccrun/error.h"
 #include "ccrun/signal_names.h"
+#include "incident.h"
 
 namespace ccrun::agent {
 
@@ -36,10 +37,32 @@ void Agent::collect_failures() {
   }
   if (records.empty()) {
     collect_failures_local();
+    keep_incident();
     return;
   }
   last_failures_ = std::move(records);
   all_failures_.insert(all_failures_.end(), last_failures_.begin(), last_failures_.end());
+  keep_incident();
+}
+
+void Agent::keep_incident() {
+  if (!run_logs_ || !run_logs_->kept() || (last_failures_.empty() && hang_.is_null())) return;
+  IncidentMaterial m;
+  m.attempt = restart_count_;
+  for (const auto& f : last_failures_) m.failures.push_back(f.to_json());
+  if (!hang_.is_null()) {
+    m.hang = hang_;
+    m.nccl_ras = hang_.value("nccl_ras", std::string());
+    m.hang.erase("nccl_ras");
+  }
+  for (int lr = 0; lr < spec_.nproc_per_node; ++lr) {
+    auto dir = run_logs_->rank_dir(restart_count_, lr);
+    m.logs.push_back({info_.rank_offset + lr, dir / "stdout.log", dir / "stderr.log"});
+  }
+  std::string dir = write_incident(run_logs_->root(), m).string();
+  spdlog::info("ccrun: attempt {}'s incident (verdict, stacks, last log lines) is in {}",
+               restart_count_, dir);
+  incidents_.push_back(dir);
 }
 
 void Agent::collect_failures_local() {

@@ -89,10 +89,12 @@ void Agent::stop_with_stacks(const std::vector<RankView>& local, std::function<v
   state_ = State::kStopping;
   monitor_->stop();
   int gen = generation_;
-  monitor_->collect_stacks(local, [this, gen, then, outcome](nlohmann::json stacks) {
+  monitor_->collect_stacks(local, [this, gen, then, outcome](nlohmann::json stacks,
+                                                             std::string ras) {
     if (gen != generation_ || outcome_) return;
     if (hang_.is_null()) hang_ = nlohmann::json::object();
     hang_["stacks"] = stacks;
+    if (!ras.empty()) hang_["nccl_ras"] = ras;
     run_logs_->event("hang_stacks", restart_count_, nlohmann::json{{"stacks", stacks}}.dump());
     then();
     group_->stop(spec_.stop_grace, [this, outcome] { finish(outcome); });

@@ -175,6 +175,8 @@ class Agent {
   // The job ends here for good: the report, then the other nodes are told.
   int fail_job(const std::string& reason);
 
+  // With --log-dir: the failed attempt's incident folder (incident.h), said.
+  void keep_incident();
   // Says a restart is coming and logs it; `counts` takes one from the budget.
   void note_restart(bool counts, const AttemptEnd& end, RestartBudget& budget);
 
@@ -323,6 +325,7 @@ class Agent {
   std::set<std::string> preloaded_;          // what the workers imported, given to the template
   bool preload_broke_ = false;               // a template broke after such a preload
   nlohmann::json hang_;                      // the last hang verdict and its stacks
+  std::vector<std::string> incidents_;       // the incident folders written (incident.h)
   std::unique_ptr<FileTimerServer> file_timer_;  // TORCHELASTIC_ENABLE_FILE_TIMER=1
   std::map<pid_t, std::string> timer_kills_;     // pids the FileTimer killed, and why
   std::optional<Outcome> outcome_;

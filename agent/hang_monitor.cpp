@@ -5,9 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <future>
 
 #include "ccrun/error.h"
 #include "hang_evidence.h"
+#include "incident.h"
+#include "nccl_ras.h"
 
 namespace ccrun::agent {
 namespace {
@@ -122,8 +125,30 @@ void HangMonitor::note_stragglers(const std::vector<RankView>& all) {
   hooks_.event("stragglers", json{{"ranks", slow}}.dump());
 }
 
+namespace {
+
+// This node's stacks on the console, one block per class of identical
+// stacks (incident.h), the flight-recorder dumps named.
+void print_stacks(const json& stacks) {
+  for (const auto& s : stacks) {
+    std::string trace = s.value("nccl_trace", std::string());
+    if (!trace.empty()) {
+      spdlog::error("ccrun: rank {}'s NCCL flight recorder dumped to {}", s.value("rank", -1), trace);
+    }
+  }
+  for (const auto& c : stack_classes(stacks)) {
+    std::vector<std::string> pids;
+    for (int p : c.pids) pids.push_back(std::to_string(p));
+    spdlog::error("ccrun: stacks of {} (pid {}){}:\n{}", c.title(), fmt::join(pids, ","),
+                  c.python.empty() ? "" : " (Python; native ones in the report)",
+                  c.python.empty() ? c.native : c.python);
+  }
+}
+
+}  // namespace
+
 void HangMonitor::collect_stacks(const std::vector<RankView>& local,
-                                 std::function<void(json)> done) {
+                                 std::function<void(json, std::string)> done) {
   spdlog::error("ccrun: collecting the stacks of this node's ranks, then stopping them");
   std::vector<StackTarget> targets;
   for (const auto& r : local) {
@@ -131,6 +156,10 @@ void HangMonitor::collect_stacks(const std::vector<RankView>& local,
                        watch_.dump_pid(r.local_rank), watch_.stack_file(r.local_rank)});
   }
   hooks_.off_loop([io = &io_, alive = alive_, targets, done, prefix = o_.evidence_prefix] {
+    // NCCL's RAS view of the job, asked while the stacks are taken.
+    auto ras = std::async(std::launch::async, [] {
+      return nccl_ras_status(nccl_ras_address(), std::chrono::seconds(8));
+    });
     auto stacks = agent::collect_stacks(targets);
     std::vector<int> ranks;
     for (const auto& t : targets) ranks.push_back(t.rank);
@@ -139,20 +168,16 @@ void HangMonitor::collect_stacks(const std::vector<RankView>& local,
         if (s.rank == rank) s.nccl_trace = path;
       }
     }
-    asio::post(*io, [alive, stacks, done] {
+    json js = json::array();
+    for (const auto& s : stacks) {
+      js.push_back({{"rank", s.rank}, {"pid", s.pid}, {"python", s.python},
+                    {"native", s.native}, {"nccl_trace", s.nccl_trace}});
+    }
+    asio::post(*io, [alive, js, done, ras = ras.get()] {
       if (!*alive) return;
-      json js = json::array();
-      for (const auto& s : stacks) {
-        js.push_back({{"rank", s.rank}, {"pid", s.pid}, {"python", s.python},
-                      {"native", s.native}, {"nccl_trace", s.nccl_trace}});
-        if (!s.nccl_trace.empty()) {
-          spdlog::error("ccrun: rank {}'s NCCL flight recorder dumped to {}", s.rank, s.nccl_trace);
-        }
-        spdlog::error("ccrun: stacks of rank {} (pid {}){}:\n{}", s.rank, s.pid,
-                      s.python.empty() ? "" : " (Python; native ones in the report)",
-                      s.python.empty() ? s.native : s.python);
-      }
-      done(js);
+      print_stacks(js);
+      if (!ras.empty()) spdlog::error("ccrun: NCCL's RAS answered (kept in the incident's folder)");
+      done(js, ras);
     });
   });
 }

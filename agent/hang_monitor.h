@@ -12,7 +12,7 @@
 //   monitor.add_worker_env(env, local_rank);   // for each worker, before spawning
 //   monitor.start(group.pids());
 //   ...
-//   monitor.collect_stacks(local_views, [](nlohmann::json stacks) { ... });
+//   monitor.collect_stacks(local_views, [](nlohmann::json stacks, std::string ras) { ... });
 //
 // Blocking work (reading the other nodes' views, tracing stacks) runs
 // through hooks.off_loop; results come back on the io_context, and never
@@ -99,7 +99,9 @@ class HangMonitor {
   // Traces `local`'s stacks and dumps their NCCL flight recorders off the
   // loop, logs them, then calls `done` on the loop with the stacks as JSON
   // (per rank: python, native, nccl_trace).
-  void collect_stacks(const std::vector<RankView>& local, std::function<void(nlohmann::json)> done);
+  // `done` gets the stacks and NCCL's RAS status ("" when none answered).
+  void collect_stacks(const std::vector<RankView>& local,
+                      std::function<void(nlohmann::json, std::string)> done);
 
   // Why worker `local_rank` (pid `pid`), killed by SIGKILL, died, if the
   // kernel's OOM killer did it; "" when nothing says so.

@@ -48,9 +48,9 @@ def test_a_rank_that_stops_is_named_with_its_op_and_sequence_number(tmp_path):
         assert re.search(rf"rank {rank} \(host \S+, node 0, pid \d+\): waiting in all_reduce #20", err)
     assert re.search(r"rank 2 \(host \S+, node 0, pid \d+\): not in a collective; last completed "
                      r"all_reduce #19", err)
-    # Every rank's native stack; rank 2's is in its sleep, the others' in the collective.
-    stacks = re.findall(r"stacks of rank (\d) \(pid \d+\):", err)
-    assert sorted(stacks) == ["0", "1", "2", "3"], err
+    # The stacks merged by class: ranks 0,1,3 in the collective, rank 2 in its sleep.
+    stacks = re.findall(r"stacks of (ranks? [\d,\-]+)(?: \(\d+\))? \(pid [\d,]+\):", err)
+    assert sorted(stacks) == ["rank 2", "ranks 0,1,3"], err
     rep = report(str(tmp_path))
     assert rep["root_cause"]["cause"] == "hang" and rep["root_cause"]["rank"] == 2
     assert rep["hang"]["culprits"] == [2]
@@ -59,6 +59,15 @@ def test_a_rank_that_stops_is_named_with_its_op_and_sequence_number(tmp_path):
     assert "all_reduce" in by_rank[0]["native"], by_rank[0]
     kinds = [e.get("event") or e.get("kind") for e in events(str(tmp_path))]
     assert "hang" in kinds and "hang_stacks" in kinds, kinds
+    # One folder with the incident's material, its path in the summary.
+    [incident] = glob.glob(os.path.join(str(tmp_path), "*", "incident_0"))
+    assert f"incident: {incident}" in err, err[-3000:]
+    verdict = json.load(open(os.path.join(incident, "verdict.json")))
+    assert verdict["hang"]["culprits"] == [2] and verdict["failures"][0]["rank"] == 2
+    merged = open(os.path.join(incident, "stacks", "merged.txt")).read()
+    assert merged.count("ranks 0,1,3 (3)") == 1 and merged.count("rank 2") == 1, merged
+    for rank in range(4):
+        assert os.path.getsize(os.path.join(incident, "stacks", f"rank_{rank}.native.txt")) > 0
 
 
 def test_a_hung_job_restarts_while_restarts_are_left(tmp_path):
@@ -299,3 +308,67 @@ def test_the_fault_matrix_names_each_culprit(tmp_path, fault, culprit):
         stacks = {s["rank"]: s for s in rep["hang"]["stacks"]}
         assert stacks[culprit]["python"].startswith("(none: the process is stopped (state T)")
         assert "kill" in stacks[culprit]["native"], stacks[culprit]["native"]
+
+
+class StandInRas:
+    """NCCL's RAS server as a 2.24+ NCCL process answers `ncclras` (nccl_ras.h):
+    the protocol handshake, OK to TIMEOUT, then the status, then EOF."""
+    STATUS = "NCCL version 2.24.3+cuda12.4\n\nJob summary\n===========\n\nErrors\n======\n\nDEAD\n"
+
+    def __init__(self):
+        import socket
+        import threading
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.port = self.sock.getsockname()[1]
+        self.heard = []
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn, conn.makefile("rwb") as f:
+                for raw in f:
+                    line = raw.decode().strip()
+                    self.heard.append(line)
+                    if line.startswith("CLIENT PROTOCOL"):
+                        f.write(b"SERVER PROTOCOL 2\n")
+                    elif line.startswith("TIMEOUT"):
+                        f.write(b"OK\n")
+                    elif line.upper().endswith("STATUS"):
+                        f.write(self.STATUS.encode())
+                        f.flush()
+                        break
+                    f.flush()
+
+
+def test_a_hang_keeps_nccls_ras_status_in_the_incident(tmp_path):
+    ras = StandInRas()
+    r = run_ccrun("--standalone", "--nproc-per-node", "2", "--hang-timeout", "2",
+                  "--stop-grace", "2", "--log-dir", str(tmp_path),
+                  *worker("--steps", "20", "--sleep-rank", "1", "--sleep-before", "5",
+                          "--sleep-s", "300"),
+                  env={"NCCL_RAS_ADDR": f"127.0.0.1:{ras.port}"}, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert "NCCL's RAS answered" in r.stderr, r.stderr
+    [incident] = glob.glob(os.path.join(str(tmp_path), "*", "incident_0"))
+    assert open(os.path.join(incident, "nccl_ras.txt")).read() == StandInRas.STATUS
+    assert ras.heard[0] == "CLIENT PROTOCOL 2" and ras.heard[1].startswith("TIMEOUT ")
+    assert ras.heard[2] == "VERBOSE STATUS"
+
+
+def test_without_an_nccl_ras_server_the_incident_has_no_ras_file(tmp_path):
+    free = free_port()  # nothing listens there
+    r = run_ccrun("--standalone", "--nproc-per-node", "2", "--hang-timeout", "2",
+                  "--stop-grace", "2", "--log-dir", str(tmp_path),
+                  *worker("--steps", "20", "--sleep-rank", "1", "--sleep-before", "5",
+                          "--sleep-s", "300"),
+                  env={"NCCL_RAS_ADDR": f"127.0.0.1:{free}"}, timeout=120)
+    assert r.returncode == 1, r.stderr
+    [incident] = glob.glob(os.path.join(str(tmp_path), "*", "incident_0"))
+    assert not os.path.exists(os.path.join(incident, "nccl_ras.txt"))
+    assert os.path.exists(os.path.join(incident, "logs", "rank_1.log"))

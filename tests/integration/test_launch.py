@@ -115,6 +115,11 @@ def test_crash_without_restarts_reports_root_cause(tmp_path):
     # Per attempt and rank log files.
     assert (runs[0] / "attempt_0" / "1" / "stderr.log").read_text() == "rank 1 is failing\n"
     assert "give --log-dir DIR to keep" not in r.stderr
+    # The attempt's incident folder: the failure records and every rank's last lines.
+    incident = runs[0] / "incident_0"
+    assert f"incident: {incident}" in r.stderr
+    assert json.loads((incident / "verdict.json").read_text())["failures"][0]["rank"] == 1
+    assert "rank 1 is failing" in (incident / "logs" / "rank_1.log").read_text()
 
 
 def test_without_log_dir_a_failure_says_the_report_is_all_that_is_kept():
