@@ -139,7 +139,9 @@ void print_stacks(const json& stacks) {
   for (const auto& c : stack_classes(stacks)) {
     std::vector<std::string> pids;
     for (int p : c.pids) pids.push_back(std::to_string(p));
-    spdlog::error("ccrun: stacks of {} (pid {}){}:\n{}", c.title(), fmt::join(pids, ","),
+    std::string procs = pids.size() <= 8 ? "pid " + fmt::format("{}", fmt::join(pids, ","))
+                                         : std::to_string(pids.size()) + " processes";
+    spdlog::error("ccrun: stacks of {} ({}){}:\n{}", c.title(), procs,
                   c.python.empty() ? "" : " (Python; native ones in the report)",
                   c.python.empty() ? c.native : c.python);
   }

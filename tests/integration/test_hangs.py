@@ -94,6 +94,16 @@ def test_healthy_jobs_with_long_collectives_and_long_steps_are_never_hung():
         assert "hung" not in out
 
 
+def test_a_healthy_job_whose_steps_vary_by_half_is_never_hung():
+    # 4 ranks, steps of 1 s +-50% (each rank its own draw), a timeout of 2 s: a fast rank waits
+    # in the all_reduce up to 1 s for the slowest, and no step lasts the timeout.
+    r = run_ccrun("--standalone", "--nproc-per-node", "4", "--hang-timeout", "2",
+                  *worker("--steps", "12", "--step-ms", "1000", "--jitter", "50", "--count", "16"),
+                  timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert "hung" not in r.stderr
+
+
 def test_hang_timeout_0_never_judges():
     r = run_ccrun("--standalone", "--nproc-per-node", "2", "--hang-timeout", "0",
                   *worker("--steps", "10", "--sleep-rank", "1", "--sleep-before", "5",
@@ -372,3 +382,30 @@ def test_without_an_nccl_ras_server_the_incident_has_no_ras_file(tmp_path):
     [incident] = glob.glob(os.path.join(str(tmp_path), "*", "incident_0"))
     assert not os.path.exists(os.path.join(incident, "nccl_ras.txt"))
     assert os.path.exists(os.path.join(incident, "logs", "rank_1.log"))
+
+
+def test_256_ranks_in_three_places_give_three_classes_and_a_short_console():
+    # Ranks that only write their progress records (tests/tools/collectives_progress_sim.cpp):
+    # 254 wait in all_reduce #51, rank 63 never issued it, rank 200 stopped itself before it.
+    began = time.monotonic()
+    r = run_ccrun("--standalone", "--nproc-per-node", "256", "--hang-timeout", "2",
+                  "--stop-grace", "5", "--no-python", binary("tests", "collectives_progress_sim"),
+                  "--calls", "50", "--behind", "63", "--stopped", "200", timeout=180)
+    assert r.returncode == 1, r.stderr[-3000:]
+    lines = r.stderr.splitlines()
+    [start] = [i for i, l in enumerate(lines) if "the job is hung" in l]
+    [end] = [i for i, l in enumerate(lines) if "collecting the stacks" in l]
+    verdict = lines[start:end]
+    assert len(verdict) <= 40, verdict
+    assert re.search(r"ranks 63,200 have not issued all_reduce #51 of the world group \(1024 "
+                     r"elements\), which ranks 0-62,64-199,201-255 have waited in for ([\d.]+)s; "
+                     r"rank 200: its process is stopped", verdict[0]), verdict[0]
+    waited = float(re.search(r"waited in for ([\d.]+)s", verdict[0]).group(1))
+    assert waited <= 2 + 1.5, "the verdict came late"
+    classes = [l.split("ccrun:   ", 1)[1] for l in verdict[1:]]
+    assert classes == [
+        "ranks 0-62,64-199,201-255 (254): waiting in all_reduce #51 of the world group (1024 elements)",
+        "rank 63: not in a collective; last completed all_reduce #50 of the world group (1024 elements)",
+        "rank 200: not in a collective; last completed all_reduce #50 of the world group (1024 "
+        "elements); its process is stopped (state T: SIGSTOP, or Ctrl-Z)"]
+    assert time.monotonic() - began < 60
