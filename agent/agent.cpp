@@ -248,6 +248,7 @@ int Agent::loop() {
     AttemptEnd end = end_of(run_attempt());
     if (end.how == AttemptEnd::How::kRoundEnded) say_why_the_group_stops(end);
     budget.num_nodes = info_.num_nodes;
+    note_progress(budget, end);
     Decision d = decide(end, budget);
     switch (d.action) {
       case Decision::Action::kStop:
@@ -267,6 +268,9 @@ int Agent::loop() {
       case Decision::Action::kFail:
         collect_failures();
         return fail_job(d.reason);
+      case Decision::Action::kNoProgress:
+        collect_failures();
+        return fail_job(d.reason, kExitNoProgress);
       case Decision::Action::kRestart:
       case Decision::Action::kRejoin:
         collect_failures();
@@ -352,7 +356,7 @@ void Agent::say_why_the_group_stops(const AttemptEnd& end) {
                f.rank, how, f.pid);
 }
 
-int Agent::fail_job(const std::string& reason) {
+int Agent::fail_job(const std::string& reason, int exit_status) {
   end_reason_ = reason;
   report(reason);
   state_ = State::kLeaving;
@@ -360,7 +364,7 @@ int Agent::fail_job(const std::string& reason) {
     rdzv_->set_closed({reason, 0});
     rdzv_->leave(store_.server != nullptr, milliseconds(10'000));
   });
-  return 1;
+  return exit_status;
 }
 
 void Agent::note_restart(bool counts, const AttemptEnd& end, RestartBudget& budget) {

@@ -168,7 +168,21 @@ Failure Agent::node_failure(const std::string& message) const {
   f.time_ms = wall_clock_ms();
   f.attempt = restart_count_;
   f.message = message;
+  f.steps = node_steps();
   return f;
+}
+
+int64_t Agent::node_steps() const {
+  if (!monitor_) return -1;
+  int64_t most = -1;
+  for (const auto& r : monitor_->sample()) {
+    // A rank that reports progress, or whose program started (the hook's
+    // first mark), has a step count, 0 included.
+    if (r.reporting || r.startup.reached(progress::Phase::kInterpreter)) {
+      most = std::max(most, int64_t(r.steps));
+    }
+  }
+  return most;
 }
 
 void Agent::tell_restart(const Failure& f) {

@@ -173,7 +173,7 @@ class Agent {
   void say_why_the_group_stops(const AttemptEnd& end);
 
   // The job ends here for good: the report, then the other nodes are told.
-  int fail_job(const std::string& reason);
+  int fail_job(const std::string& reason, int exit_status = 1);
 
   // With --log-dir: the failed attempt's incident folder (incident.h), said.
   void keep_incident();
@@ -198,6 +198,8 @@ class Agent {
 
   // A failure of this node with no worker to name (yet): host, time, attempt.
   Failure node_failure(const std::string& message) const;
+  // The most steps a local rank has made in this attempt; -1 when none reports (Failure::steps).
+  int64_t node_steps() const;
 
   // Asks the other nodes to restart, off the loop (StoreTasks).
   void tell_restart(const Failure& f);

@@ -3,6 +3,16 @@
 
 namespace ccrun::agent {
 
+void note_progress(RestartBudget& budget, const AttemptEnd& end) {
+  if (end.how != AttemptEnd::How::kRoundEnded || end.kind != RoundEndKind::kRestartRequested) {
+    return;  // not a failure: nothing learned
+  }
+  int64_t steps = end.failure ? end.failure->steps : -1;
+  bool same = steps >= 0 && steps == budget.last_steps;
+  budget.no_progress = same ? budget.no_progress + 1 : 0;
+  budget.last_steps = steps;
+}
+
 Decision decide(const AttemptEnd& end, const RestartBudget& budget) {
   using Action = Decision::Action;
   if (end.how == AttemptEnd::How::kSignalled) return {Action::kStop, ""};
@@ -26,6 +36,13 @@ Decision decide(const AttemptEnd& end, const RestartBudget& budget) {
       break;
     case RoundEndKind::kRestartRequested:
       break;
+  }
+  if (budget.no_progress >= kNoProgressLimit && end.failure) {
+    return {Action::kNoProgress,
+            std::to_string(budget.no_progress + 1) + " attempts in a row failed at step " +
+                std::to_string(end.failure->steps) +
+                ": restarts do not help (exit " + std::to_string(kExitNoProgress) +
+                ": do not requeue)"};
   }
   if (budget.restarts_left <= 0) {
     return {Action::kFail,

@@ -51,7 +51,30 @@ struct RestartBudget {
   bool static_membership = false;  // the static backend: every node must stay
   int num_nodes = 1;       // the ended round's nodes
   int min_nodes = 1;       // --nnodes' minimum
+  // Restarts that make no progress (note_progress): the steps the last
+  // failed attempt had made (-1 unknown), and how many attempts in a row
+  // failed at the same step as the one before.
+  int64_t last_steps = -1;
+  int no_progress = 0;
 };
+
+// Attempts in a row that may fail at the same step as the one before before
+// the job stops as one restarts cannot help (NVIDIA's ft_launcher stops
+// after 3 restarts without progress too).
+inline constexpr int kNoProgressLimit = 3;
+
+// The exit status of a job stopped that way: "do not requeue" to a scheduler.
+inline constexpr int kExitNoProgress = 4;
+
+// Counts `end` into `budget`'s progress: an attempt that failed at exactly
+// the step the previous one failed at (0: before any step, the usual case of
+// an import error, a bad configuration or a device that fails at start-up)
+// made no progress. Each attempt counts its steps from 0, so fewer or more
+// steps than the one before says nothing either way about a job that
+// resumes from a checkpoint: the same count three times over is the mark of
+// a failure that a restart repeats. Unknown steps (a program that reports no
+// progress) never count.
+void note_progress(RestartBudget& budget, const AttemptEnd& end);
 
 struct Decision {
   enum class Action {
@@ -62,6 +85,7 @@ struct Decision {
     kRestart,    // restart the workers in a new round; one restart spent
     kRejoin,     // membership changed (a node waits to join): new round, no restart spent
     kFail,       // close the job for good; `reason` says why; exit 1
+    kNoProgress,  // as kFail, but restarts repeat the same failure: exit kExitNoProgress
     kStoreLost,  // the store stopped answering: end here, exit 1
   };
   Action action = Action::kFail;

@@ -166,7 +166,7 @@ json Failure::to_json() const {
           {"rank", rank}, {"local_rank", local_rank}, {"pid", pid},
           {"exit_code", exit_code}, {"signal", signal}, {"time_ms", time_ms},
           {"attempt", attempt}, {"cause", name_of(kFailureCauseNames, cause, "")},
-          {"message", message}, {"stderr_tail", stderr_tail}};
+          {"message", message}, {"stderr_tail", stderr_tail}, {"steps", steps}};
 }
 
 Failure Failure::from_json(const json& j) {
@@ -190,6 +190,7 @@ Failure Failure::from_json(const json& j) {
     f.cause = cause ? cause->value : FailureCause::kNone;
     f.message = j.value("message", "");
     f.stderr_tail = j.value("stderr_tail", "");
+    f.steps = j.value("steps", int64_t{-1});
   } catch (const json::exception&) {
     f = Failure{};
     f.message = "unreadable failure record: " + j.dump().substr(0, 200);

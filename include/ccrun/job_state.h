@@ -67,8 +67,8 @@ inline constexpr std::array<NamedValue<FailureCause>, 4> kFailureCauseNames{{
 
 // round/<R>/failure/<i>, and round/<R>/end's detail when a node asks for a
 // restart: JSON {node_rank, hostname, addr, rank, local_rank, pid,
-// exit_code, signal, time_ms, attempt, cause, message, stderr_tail}. One
-// worker's (or node's) failure as every node of the job sees it.
+// exit_code, signal, time_ms, attempt, cause, message, stderr_tail, steps}.
+// One worker's (or node's) failure as every node of the job sees it.
 struct Failure {
   int node_rank = -1;
   std::string hostname, addr;
@@ -81,6 +81,11 @@ struct Failure {
   FailureCause cause = FailureCause::kNone;
   std::string message;     // error file message, or "node stopped heartbeating"
   std::string stderr_tail;
+  // The most training steps a rank of the failing node had made in this
+  // attempt when it failed (each attempt counts from 0); -1: unknown (no
+  // rank of it reports progress). What tells a restart that helps from one
+  // that does not (round_decision.h).
+  int64_t steps = -1;
 
   [[nodiscard]] nlohmann::json to_json() const;
   // An unreadable record reads as a failure whose message says so; a cause

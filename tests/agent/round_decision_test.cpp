@@ -69,3 +69,54 @@ TEST_CASE("decision: a job closed by a stop signal elsewhere stops here too, no 
   CHECK(d.reason == "ccrun received SIGINT on node 0");
   CHECK(decide(ended(RoundEndKind::kClosed, "an error"), budget(3)).action == Action::kFail);
 }
+
+namespace {
+
+AttemptEnd failed_at(int64_t steps) {
+  Failure f;
+  f.rank = 1;
+  f.steps = steps;
+  return AttemptEnd::round_ended(RoundEndKind::kRestartRequested, "", f);
+}
+
+}  // namespace
+
+TEST_CASE("decision: attempts that fail at the same step as the one before stop the job",
+          "[decision][progress]") {
+  RestartBudget b = budget(10);
+  std::vector<Action> actions;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    AttemptEnd end = failed_at(0);  // an import error: never a first step
+    note_progress(b, end);
+    Decision d = decide(end, b);
+    actions.push_back(d.action);
+    if (d.action != Action::kRestart) {
+      CHECK(d.reason == "4 attempts in a row failed at step 0: restarts do not help (exit 4: do "
+                        "not requeue)");
+      break;
+    }
+    --b.restarts_left;
+  }
+  CHECK(actions == std::vector<Action>{Action::kRestart, Action::kRestart, Action::kRestart,
+                                       Action::kNoProgress});
+}
+
+TEST_CASE("decision: a different step, or an unknown one, is no evidence against restarting",
+          "[decision][progress]") {
+  RestartBudget b = budget(10);
+  for (int64_t steps : {50, 50, 50, 120, 120, 7, -1, -1, -1, -1}) {
+    AttemptEnd end = failed_at(steps);
+    note_progress(b, end);
+    CHECK(decide(end, b).action == Action::kRestart);
+  }
+  CHECK(b.no_progress == 0);
+  // Steps 50, 50, 50, 50: the fourth stops.
+  for (int i = 0; i < 4; ++i) note_progress(b, failed_at(50));
+  CHECK(decide(failed_at(50), b).action == Action::kNoProgress);
+  // A membership change between them is no failure: it counts neither way.
+  RestartBudget c = budget(10);
+  note_progress(c, failed_at(0));
+  note_progress(c, ended(RoundEndKind::kNodeWaiting));
+  note_progress(c, failed_at(0));
+  CHECK(c.no_progress == 1);
+}

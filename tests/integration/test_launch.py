@@ -376,3 +376,28 @@ def test_a_restarted_static_job_finds_no_key_of_the_attempt_before(nodes):
                 _, rank, count = line.split()[-3:]
                 found[int(rank)] = int(count)
     assert found == {r: 0 for r in range(2 * nodes)}
+
+
+def test_restarts_that_fail_at_the_same_step_stop_with_the_do_not_requeue_status(tmp_path):
+    # Every attempt fails before its first step (an import error's pattern).
+    script = tmp_path / "fails_at_start.py"
+    script.write_text("import sys\nprint('attempt', flush=True)\nsys.exit(3)\n")
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", "--max-restarts",
+                  "10", str(script), env={"PYTHON_EXEC": PY}, timeout=120)
+    assert r.returncode == 4, r.stderr[-3000:]
+    assert "reason    : 4 attempts in a row failed at step 0: restarts do not help (exit 4: do " \
+           "not requeue)" in r.stderr, r.stderr[-3000:]
+    assert re.search(r"failed \(exit 4\) after [\d.]+s: 4 attempt\(s\)", r.stderr), r.stderr
+
+
+def test_restarts_that_get_further_go_on_until_the_budget_is_spent(tmp_path):
+    # Attempt n makes n steps before it fails: each gets further than the one before.
+    script = tmp_path / "fails_later.py"
+    script.write_text("import os, sys\nimport ccrun_progress as cp\n"
+                      "for _ in range(int(os.environ['TORCHELASTIC_RESTART_COUNT'])):\n"
+                      "    cp.step()\n"
+                      "sys.exit(3)\n")
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "1", "--max-restarts",
+                  "4", str(script), env={"PYTHON_EXEC": PY}, timeout=120)
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert "no restarts left (--max-restarts 4)" in r.stderr, r.stderr[-3000:]
