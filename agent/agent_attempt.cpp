@@ -54,6 +54,7 @@ Agent::Outcome Agent::run_attempt() {
   monitor_.reset();
   monitor_ = make_monitor();
   open_filtered_logs();
+  open_collapsers();
   WorkerStarter* starter = signalled_ ? nullptr : warm_starter();
   if (signalled_) {
     outcome_ = Outcome::kSignalled;
@@ -82,6 +83,9 @@ Agent::Outcome Agent::run_attempt() {
   if (startup_) startup_->finish();
   startup_.reset();
   group_.reset();
+  for (auto& c : collapse_) {
+    if (c) c->flush_all();  // every line of the attempt before what follows
+  }
   attempt_ended_ms_ = wall_clock_ms();
   return o;
 }
@@ -118,8 +122,22 @@ WorkerSpec Agent::worker_spec(int lr) {
     o.file = files ? (dir / (fd == 1 ? "stdout.log" : "stderr.log")).string() : "";
     // torch copies the tee'd streams of the ranks shown (its tee_stdouts)
     if (shown && (tee & fd)) o.duplicate = filtered_[fd - 1];
+    o.collapse = collapse_[fd - 1];
+    o.rank = w.rank;
+    o.local_rank = lr;
   }
   return w;
+}
+
+void Agent::open_collapsers() {
+  for (auto& c : collapse_) c.reset();
+  if (!spec_.logs.collapse_output) return;
+  size_t shown = spec_.logs.local_ranks_filter.empty() ? size_t(spec_.nproc_per_node)
+                                                       : spec_.logs.local_ranks_filter.size();
+  for (int fd : {1, 2}) {
+    collapse_[fd - 1] = std::make_shared<ConsoleCollapser>(
+        io_, CollapseOptions{fd, shown, spec_.logs.line_prefix_template, spec_.role});
+  }
 }
 
 void Agent::open_filtered_logs() {

@@ -158,6 +158,8 @@ class Agent {
   // --duplicate-stdout/stderr-filters: this attempt's filtered_{stdout,
   // stderr}.log under the run's directory (filtered_), opened when asked for.
   void open_filtered_logs();
+  // --collapse-output: this attempt's collapsers of stdout and stderr.
+  void open_collapsers();
 
   // --event-log-handler console: torch's end-of-run event, one JSON line on
   // stderr (agent_event_log.cpp); null and dynamic_rendezvous drop it.
@@ -310,6 +312,7 @@ class Agent {
   std::vector<Placement> placements_;  // by local rank (--numa-binding); empty = none
   bool agent_error_ = false;  // the agent itself failed (not its workers)
   std::shared_ptr<FilteredLog> filtered_[2];  // this attempt's stdout, stderr copies
+  std::shared_ptr<ConsoleCollapser> collapse_[2];  // --collapse-output: stdout, stderr
 
   RendezvousInfo info_;
   int restart_count_ = 0;

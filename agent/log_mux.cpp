@@ -98,6 +98,8 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
     if (!partial.empty()) emit(partial, shown);
     partial.clear();
     shown = 0;
+    if (!block.empty()) options.collapse->submit(options.rank, options.local_rank, block);
+    block.clear();
     if (on_closed) on_closed();
   }
 
@@ -129,7 +131,7 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
   // shown up to its last '\r' now, not when its '\n' comes.
   void show_redraws() {
     size_t cr = partial.rfind('\r');
-    if (!options.to_console || cr == std::string::npos || cr < shown) return;
+    if (!options.to_console || options.collapse || cr == std::string::npos || cr < shown) return;
     std::string text = partial.substr(shown, cr + 1 - shown);
     if (!options.console_filter || options.console_filter(text)) to_console(text);
     shown = cr + 1;
@@ -151,11 +153,36 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
     (void)write_all(options.console_fd, out);
   }
 
+  // --collapse-output: a line to the collapser; a Python traceback, from its
+  // header to its exception line (the first line not indented), as one.
+  void to_collapser(std::string text) {
+    static constexpr std::string_view kHeader = "Traceback (most recent call last):";
+    if (block.empty() && text.compare(0, kHeader.size(), kHeader) != 0) {
+      options.collapse->submit(options.rank, options.local_rank, text);
+      return;
+    }
+    bool header = block.empty();
+    block += (header ? "" : "\n") + text;
+    ++block_lines;
+    bool ends = !header && !text.empty() && text[0] != ' ';
+    if (ends || block_lines >= kMaxBlockLines) {
+      options.collapse->submit(options.rank, options.local_rank, block);
+      block.clear();
+      block_lines = 0;
+    }
+  }
+
   // A whole line; its first `already` bytes reached the console as redraws.
   void emit(const std::string& line, size_t already) {
     if (options.to_console) {
       std::string text = line.substr(already);
-      if (!options.console_filter || options.console_filter(text)) to_console(text + "\n");
+      if (!options.console_filter || options.console_filter(text)) {
+        if (options.collapse) {
+          to_collapser(std::move(text));
+        } else {
+          to_console(text + "\n");
+        }
+      }
     }
     std::string out = options.prefix + line + "\n";
     if (options.duplicate && options.duplicate->matches(line)) options.duplicate->write(out);
@@ -176,6 +203,9 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
   std::shared_ptr<std::vector<char>> buf;  // the mux's (LogMux::buffer_)
   std::string partial;
   size_t shown = 0;  // bytes of `partial` already on the console (redraws)
+  std::string block;  // --collapse-output: a traceback being read
+  size_t block_lines = 0;
+  static constexpr size_t kMaxBlockLines = 200;
   TailLines tail;
   int file_fd = -1;
 };

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "console_collapse.h"
+
 namespace ccrun::agent {
 
 // torch 2.x's --duplicate-stdout-filters/--duplicate-stderr-filters: one
@@ -55,6 +57,11 @@ struct StreamOptions {
   std::function<bool(std::string& text)> console_filter;
   // Matching lines are copied here too (the line as the console shows it).
   std::shared_ptr<FilteredLog> duplicate;
+  // --collapse-output: the console lines go here, a Python traceback as one
+  // unit, as rank `rank` (local `local_rank`) printed them; the prefix is
+  // the collapser's. Redraws ('\r') then wait for their '\n'.
+  std::shared_ptr<ConsoleCollapser> collapse;
+  int rank = -1, local_rank = -1;
 };
 
 // The last lines of a stream, for a failure report: they travel through the

@@ -216,8 +216,12 @@ class Fanout {
     node->pidfd = std::make_unique<asio::posix::stream_descriptor>(io_, pidfd);
     Node* n = node.get();
     std::string prefix = node->host + ": ";
-    mux_.add(out[0], agent::StreamOptions{prefix, true, 1, "", {}, nullptr}, [this, n] { pipe_closed(*n); });
-    agent::StreamOptions err_options{prefix, true, 2, "", {}, nullptr};
+    agent::StreamOptions out_options;
+    out_options.prefix = prefix;
+    mux_.add(out[0], out_options, [this, n] { pipe_closed(*n); });
+    agent::StreamOptions err_options;
+    err_options.prefix = prefix;
+    err_options.console_fd = 2;
     err_options.console_filter = [this, n](std::string& line) { return report_line(*n, line); };
     n->err_stream = mux_.add(err[0], err_options, [this, n] { pipe_closed(*n); });
     n->pidfd->async_wait(asio::posix::stream_descriptor::wait_read, [this, n](boost::system::error_code ec) {

@@ -76,6 +76,7 @@ void resolve_logs(const Sources& src, JobSpec& spec) {
                 "by --log-dir, -r/--redirects, -t/--tee and --local-ranks-filter");
   }
   spec.logs.line_prefix_template = raw("log_line_prefix_template").value;
+  spec.logs.collapse_output = to_bool(raw("collapse_output"));
   Raw filter = raw("local_ranks_filter");
   std::stringstream fs_(filter.value);
   for (std::string r; std::getline(fs_, r, ',');) {

@@ -167,6 +167,10 @@ const Setting kSettings[] = {
      [](S) -> std::string { return "default"; }, Y::kNone},
     {"local_ranks_filter", "--local-ranks-filter,--local_ranks_filter",
      "Local ranks shown on the console, e.g. 0,2", "Logs", ranks_text, Y::kList, true},
+    {"collapse_output", "--collapse-output,--collapse_output",
+     "Print a line that several ranks print identically within 0.5 s once, with their ranks "
+     "([0-7]:...); tracebacks stay whole; the log files stay raw", "Logs", nullptr, Y::kScalar,
+     true, [](S s) { return s.logs.collapse_output; }},
     {"log_line_prefix_template", "--log-line-prefix-template,--log_line_prefix_template",
      "Prefix of each worker line on the console, with ${rank}, ${local_rank}, ${role_name}; "
      "\"\" for none", "Logs", [](S s) { return s.logs.line_prefix_template; }, Y::kQuoted, true,

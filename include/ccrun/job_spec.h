@@ -78,6 +78,9 @@ struct LogSpec {
   // ${role_name}, ${rank} and ${local_rank} replaced; empty = none (a script
   // that parses its workers' output gets their lines unchanged).
   std::string line_prefix_template = "[${rank}]:";
+  // --collapse-output: a line several ranks print identically within 0.5 s
+  // is printed once, with their ranks (agent/console_collapse.h).
+  bool collapse_output = false;
   // --duplicate-stdout-filters / --duplicate-stderr-filters (torch 2.x): the
   // tee'd lines (-t) holding any of these strings are also written, with
   // their prefix, to attempt_<n>/filtered_{stdout,stderr}.log; empty = none.

@@ -1,0 +1,88 @@
+//===- console_collapse.h - One line for what many ranks print ---*- C++ -*-===//
+//
+// --collapse-output: a line that several ranks print identically within a
+// short window reaches the console once, with their ranks compressed into
+// its prefix ("[0-7]:UserWarning: ..."), instead of once per rank. Lines
+// that differ keep their own ranks; a Python traceback is one unit (LogMux
+// hands it over whole), so it stays whole, grouped by the ranks that printed
+// it identically. Each rank's lines keep their order, a line is held at
+// most `window` after the first rank printed it (less when every rank has),
+// and the log files and failure reports never see this: they stay raw.
+//
+// How: entries in order of their first arrival; a rank's line joins the
+// earliest open entry with the same text that holds nothing of that rank
+// and comes after the rank's own pending entries (else it opens a new
+// one). The head of the queue is printed once every rank joined it or its
+// window ran out (an Asio timer), and so are the entries behind it that are
+// due: printing in queue order keeps each rank's order.
+//
+//   ConsoleCollapser out(io, {1, 8, "[${rank}]:", "default"});
+//   out.submit(3, 3, "UserWarning: ...");   // ... from 8 ranks: one line
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+namespace ccrun::agent {
+
+struct CollapseOptions {
+  int console_fd = 1;
+  size_t expected = 1;          // the ranks that print here: an entry all of them joined is due
+  std::string prefix_template;  // LogSpec::line_prefix_template ("" = no prefix)
+  std::string role;
+  std::chrono::milliseconds window{500};
+};
+
+class ConsoleCollapser {
+ public:
+  ConsoleCollapser(boost::asio::io_context& io, CollapseOptions options);
+  ~ConsoleCollapser();  // prints what is pending
+  ConsoleCollapser(const ConsoleCollapser&) = delete;  // owns a timer
+  ConsoleCollapser& operator=(const ConsoleCollapser&) = delete;
+
+  // One line (or a traceback: lines joined by '\n') of `rank`, without its
+  // final '\n' and without a prefix.
+  void submit(int rank, int local_rank, const std::string& text);
+
+  // Prints every pending entry now, in order.
+  void flush_all();
+
+  // Lines written to the console so far (each entry counts once).
+  [[nodiscard]] uint64_t written() const { return written_; }
+
+ private:
+  struct Entry {
+    uint64_t seq = 0;
+    std::string text;
+    std::vector<int> ranks, local_ranks;
+    std::chrono::steady_clock::time_point first;
+    bool printed = false;
+  };
+  void print(const Entry& e);
+  void flush_due();
+  void arm();
+
+  boost::asio::io_context& io_;
+  CollapseOptions o_;
+  boost::asio::steady_timer timer_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  std::deque<std::shared_ptr<Entry>> queue_;  // pending, in order of first arrival
+  std::unordered_map<std::string, std::vector<std::shared_ptr<Entry>>> open_;  // by text
+  std::unordered_map<int, uint64_t> last_seq_;  // rank -> seq of its newest entry
+  uint64_t next_seq_ = 1;
+  uint64_t written_ = 0;
+  bool armed_ = false;
+};
+
+}  // namespace ccrun::agent
