@@ -14,8 +14,10 @@
 
 #include "ccrun/endpoint.h"
 #include "ccrun/error.h"
+#include "ccrun/host_name.h"
 #include "ccrun/job_keys.h"
 #include "ccrun/signal_names.h"
+#include "health_gate.h"
 #include "orphan_killer.h"
 #include "worker_env.h"
 
@@ -312,8 +314,42 @@ void Agent::start_job() {
   }
 }
 
+void Agent::pass_health_gate() {
+  HealthGateOptions o;
+  o.bound = spec_.health_timeout;
+  o.user_check = spec_.health_check;
+  const char* tmp = std::getenv("TMPDIR");
+  o.dirs = {run_logs_->root().string()};
+  std::string temp = tmp && *tmp ? tmp : "/tmp";
+  if (run_logs_->root().string().rfind(temp, 0) != 0) o.dirs.push_back(temp);
+  o.ping_store = [connect = store_.connector()] { (void)connect()->ping(); };
+  HealthReport r;
+  run_off_loop([&] { r = run_health_gate(o); });
+  run_logs_->event("health", restart_count_, r.to_json().dump());
+  if (r.healthy()) {
+    if (spec_.health_check.empty()) {
+      spdlog::debug("ccrun: health gate: {}", r.summary());
+    } else {
+      spdlog::info("ccrun: health gate passed: {}", r.summary());
+    }
+    return;
+  }
+  std::string why = "node " + std::to_string(spec_.node_rank) + " (" + host_name() +
+                    ") failed its health gate: " + r.reason();
+  spdlog::error("ccrun: {}; it does not join the round", why);
+  if (spec_.rdzv.backend == rendezvous::Backend::kStatic) {
+    // A static job cannot form without this node: the others stop now.
+    run_bounded([this, why] { rdzv_->set_closed({why, 0}); }, milliseconds(3'000));
+  }
+  bool fixed = spec_.rdzv.backend == rendezvous::Backend::kStatic;
+  throw Error(why + (fixed ? " (the job is closed: a static job cannot form without it"
+                           : " (the other nodes go on without it while --nnodes allows") +
+              "; docs/health.md)");
+}
+
 void Agent::join_round() {
   state_ = State::kForming;
+  pass_health_gate();
   if (worker_store_ && attempts_ > 0) worker_store_->renew();  // worker_store.h: why
   run_off_loop([this] { info_ = rdzv_->next_rendezvous(); });
   ++attempts_;

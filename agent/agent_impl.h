@@ -179,6 +179,9 @@ class Agent {
 
   // With --log-dir: the failed attempt's incident folder (incident.h), said.
   void keep_incident();
+  // The health gate (health_gate.h) before a join: returns when the node is
+  // healthy; else says why, closes a static job, and throws.
+  void pass_health_gate();
   // Says a restart is coming and logs it; `counts` takes one from the budget.
   void note_restart(bool counts, const AttemptEnd& end, RestartBudget& budget);
 

@@ -2,9 +2,7 @@
 #include "hang_evidence.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,8 +16,8 @@
 #include <thread>
 
 #include "proc_stat.h"
+#include "run_command.h"
 
-extern char** environ;
 
 namespace ccrun::agent {
 namespace {
@@ -29,58 +27,18 @@ using namespace std::chrono;
 constexpr size_t kMaxStackBytes = 256 * 1024;  // per rank and kind
 constexpr milliseconds kNativeTimeout{10'000};
 
-// Runs argv with stdout and stderr into one pipe; returns what it printed
-// (at most kMaxStackBytes), or why it could not run. Killed after `timeout`.
+// eu-stack's (or any tracer's) output, or why there is none.
 std::string run_capture(const std::vector<std::string>& args, milliseconds timeout) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return std::string("cannot make a pipe: ") + strerror(errno);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);  // the agent holds its stop signals
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  ::close(fds[1]);
-  if (rc != 0) {
-    ::close(fds[0]);
-    return args[0] + " cannot run: " + strerror(rc) +
-           (rc == ENOENT ? " (install elfutils: apt-get install elfutils)" : "");
+  CommandResult r = run_command(args, timeout, kMaxStackBytes);
+  if (r.spawn_error) {
+    return args[0] + " cannot run: " + strerror(r.spawn_error) +
+           (r.spawn_error == ENOENT ? " (install elfutils: apt-get install elfutils)" : "");
   }
-  std::string out;
-  auto deadline = steady_clock::now() + timeout;
-  char buf[8192];
-  for (;;) {
-    auto left = duration_cast<milliseconds>(deadline - steady_clock::now()).count();
-    pollfd p{fds[0], POLLIN, 0};
-    if (left <= 0 || ::poll(&p, 1, int(left)) == 0) {
-      ::kill(pid, SIGKILL);
-      out += "\n(" + args[0] + " did not finish within " +
-             std::to_string(timeout.count() / 1000) + " s; killed)";
-      break;
-    }
-    ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    if (out.size() < kMaxStackBytes) out.append(buf, size_t(n));
+  if (r.timed_out) {
+    r.output += "\n(" + args[0] + " did not finish within " +
+                std::to_string(timeout.count() / 1000) + " s; killed)";
   }
-  ::close(fds[0]);
-  int status;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return out;
+  return r.output;
 }
 
 off_t file_size(const std::string& path) {

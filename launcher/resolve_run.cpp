@@ -21,6 +21,11 @@ void resolve_restarts(const Sources& src, JobSpec& spec) {
   spec.monitor_interval = to_seconds(raw("monitor_interval"));
   spec.stop_grace = to_seconds(raw("stop_grace"));
   spec.hang_timeout = to_seconds(raw("hang_timeout"));
+  spec.health_check = raw("health_check").value;
+  spec.health_timeout = to_seconds(raw("health_timeout"));
+  if (spec.health_timeout.count() <= 0) {
+    fail(raw("health_timeout"), "a health check needs a bound above 0 seconds");
+  }
   Raw signals = raw("signals_to_handle");
   spec.signals_to_handle.clear();
   std::stringstream ss(signals.value);

@@ -135,6 +135,13 @@ const Setting kSettings[] = {
      "job is declared hung: every rank's stack is reported, then the job fails, or restarts "
      "while --max-restarts allows; 0 = never",
      "Restarts", [](S s) { return seconds_text(s.hang_timeout); }, Y::kScalar, true},
+    {"health_check", "--health-check,--health_check",
+     "A command (sh -c) run before each round this node joins: a non-zero exit keeps the node "
+     "out, its output is the reason (docs/health.md)", "Restarts",
+     [](S s) { return s.health_check; }, Y::kIfSet, true},
+    {"health_timeout", "--health-timeout,--health_timeout",
+     "Seconds each health check may take; one that runs longer is killed and fails",
+     "Restarts", [](S s) { return seconds_text(s.health_timeout); }, Y::kScalar, true},
     {"signals_to_handle", "--signals-to-handle,--signals_to_handle", "Signals forwarded to the workers",
      "Restarts", [](S s) { return signal_names_text(s.signals_to_handle); }, Y::kList, true},
     {"role", "--role", "Worker role name (ROLE_NAME); ROLE_RANK counts per role", "Program", [](S s) { return s.role; }, Y::kScalar,
@@ -237,6 +244,8 @@ std::string_view value_name(const Setting& s) {
       {"monitor_interval", "SECONDS"},
       {"stop_grace", "SECONDS"},
       {"hang_timeout", "SECONDS"},
+      {"health_check", "COMMAND"},
+      {"health_timeout", "SECONDS"},
       {"signals_to_handle", "SIGNAL,..."},
       {"role", "NAME"},
       {"start_method", "spawn|fork|forkserver"},

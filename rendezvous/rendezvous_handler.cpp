@@ -367,8 +367,9 @@ class Handler : public RendezvousHandler {
 
   // Waits for `keys` in slices of keep_alive_interval. Between slices it
   // checks that the store still knows this node joined (a restarted
-  // standalone daemon has lost every key): false means "join again".
-  // `bound` is the setting that set `deadline`.
+  // standalone daemon has lost every key): false means "join again"; and
+  // that the job is not closed (RendezvousClosedError: a node that will not
+  // come closed it). `bound` is the setting that set `deadline`.
   bool wait_joined(const std::vector<std::string>& keys, Clock::time_point deadline,
                    const std::function<bool()>& still_joined, Bound bound = Bound::kJoinTimeout) {
     for (;;) {
@@ -377,6 +378,9 @@ class Handler : public RendezvousHandler {
         store_->wait(keys, slice);
         return true;
       } catch (const TimeoutError&) {
+        // A node that will not come may have closed the job (its health
+        // gate failed): the round never forms, so end the wait now.
+        if (store_->check({keys_.closed()})) throw closed_error();
         if (Clock::now() >= deadline) throw;
         report_progress(deadline, bound);
         if (!still_joined()) {

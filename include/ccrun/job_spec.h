@@ -133,6 +133,10 @@ struct JobSpec {
   // this long is a hang (docs/hangs.md); 0 = never judged. 600 s: the NCCL
   // watchdog's default in torch 2.x, so the verdict comes before its error.
   std::chrono::milliseconds hang_timeout{600'000};
+  // The health gate before each round (agent/health_gate.h): the user's
+  // check (sh -c; "" = none) and the bound of each check.
+  std::string health_check;
+  std::chrono::milliseconds health_timeout{5'000};
 
   // What to run: argv of each worker, already resolved (python3 added for a
   // .py program or -m, unless --no-python).

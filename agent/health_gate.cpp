@@ -1,0 +1,166 @@
+// A node's checks before it joins a round (see health_gate.h).
+#include "health_gate.h"
+
+#include <sys/statvfs.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "ccrun/error.h"
+#include "incident.h"
+#include "run_command.h"
+
+namespace ccrun::agent {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
+const char* verdict_name(HealthCheck::Verdict v) {
+  switch (v) {
+    case HealthCheck::Verdict::kOk:
+      return "ok";
+    case HealthCheck::Verdict::kFailed:
+      return "failed";
+    case HealthCheck::Verdict::kCannotRun:
+      return "cannot run";
+  }
+  return "?";
+}
+
+// Runs `check`, timing it.
+HealthCheck timed(const std::function<HealthCheck()>& check) {
+  auto t0 = Clock::now();
+  HealthCheck c = check();
+  c.ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+  return c;
+}
+
+HealthCheck disk_check(const std::string& dir, uint64_t min) {
+  struct statvfs st {};
+  if (::statvfs(dir.c_str(), &st) != 0) {
+    return {"disk", HealthCheck::Verdict::kCannotRun, 0, "cannot read the free space of " + dir};
+  }
+  return judge_free_space(dir, uint64_t(st.f_bavail) * st.f_frsize, min);
+}
+
+HealthCheck memory_check(uint64_t min) {
+  std::ifstream in("/proc/meminfo");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return judge_memory(text.str(), min);
+}
+
+HealthCheck store_check(const std::function<void()>& ping) {
+  auto t0 = Clock::now();
+  try {
+    ping();
+  } catch (const std::exception& e) {
+    return {"store", HealthCheck::Verdict::kFailed, 0, std::string("no answer: ") + e.what()};
+  }
+  double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  char rtt[64];
+  std::snprintf(rtt, sizeof rtt, "round trip %.2f ms", ms);
+  return {"store", HealthCheck::Verdict::kOk, 0, rtt};
+}
+
+HealthCheck user_check(const std::string& command, milliseconds bound) {
+  CommandResult r = run_command({"/bin/sh", "-c", command}, bound, 64 << 10);
+  if (r.spawn_error) {
+    return {"user", HealthCheck::Verdict::kCannotRun, 0, "/bin/sh cannot run"};
+  }
+  return judge_user_check(r.signal ? -1 : r.exit_code, r.timed_out, bound, r.output);
+}
+
+}  // namespace
+
+bool HealthReport::healthy() const {
+  for (const auto& c : checks) {
+    if (c.verdict == HealthCheck::Verdict::kFailed) return false;
+  }
+  return true;
+}
+
+std::string HealthReport::reason() const {
+  std::string out;
+  for (const auto& c : checks) {
+    if (c.verdict != HealthCheck::Verdict::kFailed) continue;
+    out += (out.empty() ? "" : "; ") + c.name + ": " + c.detail;
+  }
+  return out;
+}
+
+std::string HealthReport::summary() const {
+  std::string out;
+  for (const auto& c : checks) {
+    out += (out.empty() ? "" : ", ") + c.name + " " + verdict_name(c.verdict) + " (" +
+           c.detail + ")";
+  }
+  return out;
+}
+
+nlohmann::json HealthReport::to_json() const {
+  nlohmann::json checks_json = nlohmann::json::array();
+  for (const auto& c : checks) {
+    checks_json.push_back({{"name", c.name}, {"verdict", verdict_name(c.verdict)},
+                           {"ms", c.ms}, {"detail", c.detail}});
+  }
+  return {{"healthy", healthy()}, {"checks", checks_json}};
+}
+
+HealthCheck judge_free_space(const std::string& dir, uint64_t available, uint64_t min) {
+  std::string found = mib(available) + " free in " + dir;
+  if (available < min) return {"disk", HealthCheck::Verdict::kFailed, 0, found + ", under " + mib(min)};
+  return {"disk", HealthCheck::Verdict::kOk, 0, found};
+}
+
+HealthCheck judge_memory(const std::string& meminfo, uint64_t min) {
+  std::istringstream lines(meminfo);
+  for (std::string line; std::getline(lines, line);) {
+    unsigned long long kb = 0;
+    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kb) != 1) continue;
+    uint64_t bytes = uint64_t(kb) << 10;
+    std::string found = mib(bytes) + " available";
+    if (bytes < min) return {"memory", HealthCheck::Verdict::kFailed, 0, found + ", under " + mib(min)};
+    return {"memory", HealthCheck::Verdict::kOk, 0, found};
+  }
+  return {"memory", HealthCheck::Verdict::kCannotRun, 0, "no MemAvailable in /proc/meminfo"};
+}
+
+HealthCheck judge_user_check(int exit_code, bool timed_out, milliseconds bound,
+                             const std::string& output) {
+  std::string said = last_lines(output, 3);
+  while (!said.empty() && said.back() == '\n') said.pop_back();
+  for (char& ch : said) ch = ch == '\n' ? ' ' : ch;
+  if (timed_out) {
+    return {"user", HealthCheck::Verdict::kFailed, 0,
+            "still running after " + format_duration(bound) + " (--health-timeout); killed"};
+  }
+  if (exit_code == 126 || exit_code == 127) {  // sh: not executable, not found
+    return {"user", HealthCheck::Verdict::kCannotRun, 0,
+            "exit " + std::to_string(exit_code) + ": " + said};
+  }
+  if (exit_code != 0) {
+    std::string how = exit_code < 0 ? "killed by a signal" : "exit " + std::to_string(exit_code);
+    return {"user", HealthCheck::Verdict::kFailed, 0, how + (said.empty() ? "" : ": " + said)};
+  }
+  return {"user", HealthCheck::Verdict::kOk, 0, said.empty() ? "exit 0" : said};
+}
+
+HealthReport run_health_gate(const HealthGateOptions& o) {
+  HealthReport r;
+  for (const auto& dir : o.dirs) {
+    r.checks.push_back(timed([&] { return disk_check(dir, o.min_free_bytes); }));
+  }
+  r.checks.push_back(timed([&] { return memory_check(o.min_available_memory); }));
+  if (o.ping_store) r.checks.push_back(timed([&] { return store_check(o.ping_store); }));
+  if (!o.user_check.empty()) {
+    r.checks.push_back(timed([&] { return user_check(o.user_check, o.bound); }));
+  }
+  return r;
+}
+
+}  // namespace ccrun::agent

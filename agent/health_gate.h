@@ -1,0 +1,77 @@
+//===- health_gate.h - A node's checks before it joins a round ---*- C++ -*-===//
+//
+// A bad node should not take the job down twice. Before every round it
+// joins (the first and each after a restart) the agent runs its health
+// gate, each check bounded by --health-timeout:
+//
+//   disk     free space where the logs and the workers' temporary files go
+//            (--log-dir, TMPDIR): at least 256 MiB
+//   memory   MemAvailable of /proc/meminfo: at least 512 MiB
+//   store    the job's store answers a ping; its round-trip time is said
+//   user     --health-check CMD (sh -c): exit 0 is healthy; any other exit,
+//            or running past the bound (then it is killed), is not, and its
+//            last output lines are the reason
+//
+// A check that cannot run (its program is missing: sh says 126 or 127)
+// says so and does not count against the node. The result is an event
+// (events.jsonl "health") and a line; an unhealthy node does not join: it
+// leaves an elastic job to the others, and closes a static job, which
+// cannot form without it, with the reason (docs/health.md).
+//
+//   HealthReport r = run_health_gate(options);
+//   if (!r.healthy()) ... r.reason() ...
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace ccrun::agent {
+
+struct HealthCheck {
+  enum class Verdict { kOk, kFailed, kCannotRun };
+  std::string name;
+  Verdict verdict = Verdict::kOk;
+  int64_t ms = 0;       // how long it took
+  std::string detail;   // what it found, or why it failed
+};
+
+struct HealthReport {
+  std::vector<HealthCheck> checks;
+  bool healthy() const;
+  // "disk: 12 MiB free in /tmp, under 256 MiB; user: exit 1: GPU 3 is missing"
+  std::string reason() const;
+  // One line of every check, for the console.
+  std::string summary() const;
+  nlohmann::json to_json() const;
+};
+
+struct HealthGateOptions {
+  std::chrono::milliseconds bound{5000};  // each check's
+  std::string user_check;                 // --health-check; "" = none
+  std::vector<std::string> dirs;          // where free space matters
+  uint64_t min_free_bytes = 256ull << 20;
+  uint64_t min_available_memory = 512ull << 20;
+  // A round trip to the job's store (throws when it does not answer);
+  // empty: no store check.
+  std::function<void()> ping_store;
+};
+
+// Runs every check (blocking, bounded). The pure verdicts below are its parts.
+HealthReport run_health_gate(const HealthGateOptions& o);
+
+// Free space `available` bytes in `dir` against `min`.
+HealthCheck judge_free_space(const std::string& dir, uint64_t available, uint64_t min);
+// /proc/meminfo's text against `min`: its MemAvailable line.
+HealthCheck judge_memory(const std::string& meminfo, uint64_t min);
+// A --health-check's end: exit code (-1 when a signal ended it), whether it
+// was killed at the bound, its output.
+HealthCheck judge_user_check(int exit_code, bool timed_out, std::chrono::milliseconds bound,
+                             const std::string& output);
+
+}  // namespace ccrun::agent

@@ -1,0 +1,79 @@
+"""The health gate before each round (docs/health.md), through the real ccrun: a failing
+--health-check keeps the node out with its output as the reason, a hanging one is killed at
+--health-timeout, a missing command does not count, a static job closes at once when one node
+fails its gate, and an elastic job goes on with the healthy node."""
+import json
+import os
+import re
+import signal
+import time
+
+from helpers import communicate_all, free_port, run_ccrun, spawn_ccrun
+
+
+def test_a_failing_check_keeps_the_node_out_with_its_output_as_the_reason(tmp_path):
+    r = run_ccrun("--standalone", "--nproc-per-node", "2", "--log-dir", str(tmp_path),
+                  "--health-check", "echo checking; echo GPU 3 is missing >&2; exit 1",
+                  "--no-python", "/bin/sh", "-c", "echo RAN")
+    assert r.returncode == 1, r.stderr
+    assert "RAN" not in r.stdout
+    assert "failed its health gate: user: exit 1: checking GPU 3 is missing" in r.stderr, r.stderr
+    [events] = tmp_path.glob("*/events.jsonl")
+    health = [json.loads(l) for l in events.read_text().splitlines()
+              if json.loads(l)["event"] == "health"]
+    assert health and health[0]["healthy"] is False
+    assert {c["name"] for c in health[0]["checks"]} >= {"disk", "memory", "store", "user"}
+
+
+def test_a_check_that_hangs_is_killed_at_the_bound():
+    began = time.monotonic()
+    r = run_ccrun("--standalone", "--nproc-per-node", "1", "--health-check", "sleep 60",
+                  "--health-timeout", "1", "--no-python", "/bin/true", timeout=60)
+    took = time.monotonic() - began
+    assert r.returncode == 1
+    assert "user: still running after 1s (--health-timeout); killed" in r.stderr, r.stderr
+    assert took < 10, took
+
+
+def test_a_check_that_cannot_run_says_so_and_does_not_count():
+    r = run_ccrun("--standalone", "--nproc-per-node", "1", "--health-check",
+                  "no_such_health_tool --gpus", "--no-python", "/bin/sh", "-c", "echo RAN")
+    assert r.returncode == 0, r.stderr
+    assert "RAN" in r.stdout
+    assert re.search(r"health gate passed: .*user cannot run \(exit 127: .*not found\)", r.stderr)
+
+
+def test_a_passing_check_runs_before_every_round(tmp_path):
+    marker = tmp_path / "checked"
+    r = run_ccrun("--standalone", "--nproc-per-node", "1", "--max-restarts", "2",
+                  "--health-check", f"echo x >> {marker}", "--no-python", "/bin/sh", "-c",
+                  '[ "$TORCHELASTIC_RESTART_COUNT" = 2 ] || exit 1')
+    assert r.returncode == 0, r.stderr
+    assert marker.read_text().count("x") == 3  # the first round and both restarts
+
+
+def test_a_static_job_closes_at_once_when_one_node_fails_its_gate():
+    port = str(free_port())
+    common = ["--nnodes", "2", "--nproc-per-node", "1", "--master-port", port,
+              "--no-python", "/bin/sleep", "30"]
+    began = time.monotonic()
+    node0 = spawn_ccrun("--node-rank", "0", *common)
+    node1 = spawn_ccrun("--node-rank", "1", "--health-check", "echo disk is bad; exit 1", *common)
+    outs = communicate_all([node0, node1], 60, kill=lambda p: os.killpg(p.pid, signal.SIGKILL))
+    assert outs[1][0] == 1 and "node 1" in outs[1][2] and "disk is bad" in outs[1][2]
+    assert outs[0][0] != 0, outs[0][2]
+    assert "failed its health gate: user: exit 1: disk is bad" in outs[0][2], outs[0][2]
+    assert time.monotonic() - began < 20  # not join_timeout's 600 s
+
+
+def test_an_elastic_job_goes_on_with_the_healthy_node():
+    port = str(free_port())
+    common = ["--nnodes", "1:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+              "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "gate",
+              "--rdzv-conf", "last_call_timeout=1"]
+    healthy = spawn_ccrun(*common, "--no-python", "/bin/sh", "-c", "echo TRAINED $WORLD_SIZE")
+    sick = spawn_ccrun(*common, "--health-check", "exit 3", "--no-python", "/bin/true")
+    outs = communicate_all([healthy, sick], 90, kill=lambda p: os.killpg(p.pid, signal.SIGKILL))
+    assert outs[1][0] == 1 and "failed its health gate: user: exit 3" in outs[1][2]
+    assert outs[0][0] == 0, outs[0][2]
+    assert "TRAINED 1" in outs[0][1]
