@@ -5,7 +5,8 @@
 // gate, each check bounded by --health-timeout:
 //
 //   disk     free space where the logs and the workers' temporary files go
-//            (--log-dir, TMPDIR): at least 256 MiB
+//            (--log-dir, TMPDIR): at least 16 MiB (a disk about to be full;
+//            a log disk that fills later is reported as it fills)
 //   memory   MemAvailable of /proc/meminfo: at least 512 MiB
 //   store    the job's store answers a ping; its round-trip time is said
 //   user     --health-check CMD (sh -c): exit 0 is healthy; any other exit,
@@ -55,7 +56,7 @@ struct HealthGateOptions {
   std::chrono::milliseconds bound{5000};  // each check's
   std::string user_check;                 // --health-check; "" = none
   std::vector<std::string> dirs;          // where free space matters
-  uint64_t min_free_bytes = 256ull << 20;
+  uint64_t min_free_bytes = 16ull << 20;
   uint64_t min_available_memory = 512ull << 20;
   // A round trip to the job's store (throws when it does not answer);
   // empty: no store check.

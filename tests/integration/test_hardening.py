@@ -415,18 +415,18 @@ def test_mistakes_in_a_nodes_input_exit_2_before_any_worker(tmp_path):
 def test_a_full_log_disk_is_reported(tmp_path):
     logs = tmp_path / "small"
     logs.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(logs)],
+    # 20 MiB: above the health gate's 16 MiB minimum, filled by 24 MB of output.
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(logs)],
                       capture_output=True).returncode != 0:
         pytest.skip("skipped: cannot mount a small tmpfs (needs root) to fill a log disk")
     try:
         r = run_ccrun("--standalone", "--log-dir", str(logs), "--no-python", "/bin/sh", "-c",
-                      "i=0; while [ $i -lt 6000 ]; do echo line $i of output padding padding "
-                      "padding padding padding padding padding padding; i=$((i+1)); done; exit 5")
+                      "yes 'a line of output, padded' | head -n 1000000; exit 5")
         assert r.returncode == 1
         assert "No space left on device" in r.stderr, r.stderr
         assert r.stderr.count("stdout.log: No space left") == 1
         assert "failure_report.json: No space left on device" in r.stderr
-        assert r.stdout.count("\n") == 6000  # the console still got everything
+        assert r.stdout.count("\n") == 1000000  # the console still got everything
     finally:
         subprocess.run(["umount", "-l", str(logs)])
 
@@ -440,12 +440,12 @@ def test_events_log_and_summary_line(tmp_path):
                      r"2 rank\(s\)", r.stderr), r.stderr
     (run,) = tmp_path.glob("ev_*")
     events = [json.loads(l) for l in (run / "events.jsonl").read_text().splitlines()]
-    assert [e["event"] for e in events] == ["join", "start", "failure", "restart", "join",
-                                            "start", "stop"]
-    assert [e["attempt"] for e in events] == [0, 0, 0, 1, 1, 1, 1]
-    assert events[2]["rank"] == 1 and events[2]["exit_code"] == 1
+    assert [e["event"] for e in events] == ["health", "join", "start", "failure", "restart",
+                                            "health", "join", "start", "stop"]
+    assert [e["attempt"] for e in events] == [0, 0, 0, 0, 1, 1, 1, 1, 1]
+    assert events[3]["rank"] == 1 and events[3]["exit_code"] == 1
     # Why the restart came, as an object (not JSON inside a string).
-    why = events[3]["why"]
+    why = events[4]["why"]
     assert why["kind"] == "restart", why
     assert why["failure"]["rank"] == 1 and why["failure"]["exit_code"] == 1, why
     assert events[-1]["exit_code"] == 0

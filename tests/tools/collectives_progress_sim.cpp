@@ -1,6 +1,6 @@
 // collectives_progress_sim: a rank that only writes its progress record, as
 // a rank of a hung job would have left it, for the hang verdict at scale
-// (tests/integration/test_hangs.py, scripts/bench-hang-scale.sh): hundreds of
+// (tests/integration/test_hangs.py, and docs/hangs.md's 1,024-rank figures): hundreds of
 // these on one host cost no network and no torch. Every rank records
 // --calls all_reduces of --count floats in the world group (id 0,
 // WORLD_SIZE members) as issued and completed, then:
