@@ -199,13 +199,18 @@ def test_ctrl_c_reaches_warm_workers(tmp_path):
     assert p.returncode == 128 + signal.SIGINT
 
 
+# Rank 1 of attempt 0 fails once rank 0 has stepped (so rank 0's imports are known to the agent).
 CRASHES = """
 import os, sys, time
 import numpy
 import ccrun_progress
+stepped = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stepped")
 if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" and os.environ["RANK"] == "1":
+    while not os.path.exists(stepped):
+        time.sleep(0.02)
     sys.exit(1)
 ccrun_progress.step()
+open(stepped, "w").close()
 time.sleep(0.5 if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" else 0.2)
 """
 
