@@ -337,11 +337,10 @@ void Agent::pass_health_gate() {
   std::string why = "node " + std::to_string(spec_.node_rank) + " (" + host_name() +
                     ") failed its health gate: " + r.reason();
   spdlog::error("ccrun: {}; it does not join the round", why);
-  if (spec_.rdzv.backend == rendezvous::Backend::kStatic) {
-    // A static job cannot form without this node: the others stop now.
+  bool fixed = spec_.rdzv.backend == rendezvous::Backend::kStatic;
+  if (fixed) {  // a static job cannot form without this node: the others stop now
     run_bounded([this, why] { rdzv_->set_closed({why, 0}); }, milliseconds(3'000));
   }
-  bool fixed = spec_.rdzv.backend == rendezvous::Backend::kStatic;
   throw Error(why + (fixed ? " (the job is closed: a static job cannot form without it"
                            : " (the other nodes go on without it while --nnodes allows") +
               "; docs/health.md)");

@@ -37,11 +37,10 @@ void Agent::collect_failures() {
   }
   if (records.empty()) {
     collect_failures_local();
-    keep_incident();
-    return;
+  } else {
+    last_failures_ = std::move(records);
+    all_failures_.insert(all_failures_.end(), last_failures_.begin(), last_failures_.end());
   }
-  last_failures_ = std::move(records);
-  all_failures_.insert(all_failures_.end(), last_failures_.begin(), last_failures_.end());
   keep_incident();
 }
 

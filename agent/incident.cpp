@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -18,13 +19,6 @@ namespace {
 
 constexpr size_t kLogLines = 50;
 
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
 void write(const fs::path& p, const std::string& text) {
   std::error_code ec;
   fs::create_directories(p.parent_path(), ec);
@@ -34,10 +28,27 @@ void write(const fs::path& p, const std::string& text) {
   if (!out) spdlog::warn("ccrun: cannot write {} (the incident's folder is best effort)", p.string());
 }
 
+// The end of `p` that holds its last `n` lines, read backwards from its end
+// in 64 KiB steps: a log of gigabytes costs what its last lines do.
+std::string read_end(const fs::path& p, size_t n) {
+  std::ifstream in(p, std::ios::binary | std::ios::ate);
+  std::streamoff at = in ? std::streamoff(in.tellg()) : 0;
+  std::string text;
+  while (at > 0 && size_t(std::count(text.begin(), text.end(), '\n')) <= n) {
+    std::streamoff step = std::min<std::streamoff>(at, 64 << 10);
+    at -= step;
+    std::string chunk(size_t(step), '\0');
+    in.seekg(at);
+    in.read(chunk.data(), step);
+    text.insert(0, chunk);
+  }
+  return text;
+}
+
 std::string log_tail(const fs::path& p, const char* name) {
   std::error_code ec;
   if (!fs::exists(p, ec)) return "";
-  std::string tail = last_lines(read_all(p), kLogLines);
+  std::string tail = last_lines(read_end(p, kLogLines), kLogLines);
   return "== " + std::string(name) + " (last " + std::to_string(kLogLines) + " lines) ==\n" + tail +
          (tail.empty() || tail.back() == '\n' ? "" : "\n");
 }

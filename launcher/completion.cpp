@@ -73,6 +73,15 @@ std::string subcommand_arms(const std::vector<SubcommandCompletion>& subs) {
 
 }  // namespace
 
+FlagCompletion flag_completion(const CLI::Option& option, std::vector<std::string> choices) {
+  FlagCompletion c;
+  for (const auto& n : option.get_lnames()) c.names.push_back("--" + n);
+  for (const auto& n : option.get_snames()) c.names.push_back("-" + n);
+  c.takes_value = option.get_items_expected_max() != 0;
+  c.choices = std::move(choices);
+  return c;
+}
+
 std::string bash_completion_script(const std::string& command, const std::vector<FlagCompletion>& flags,
                                    const std::vector<SubcommandCompletion>& subcommands) {
   std::vector<std::string> value_names;

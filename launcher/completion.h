@@ -17,6 +17,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <CLI/CLI.hpp>
+
 #include <string>
 #include <vector>
 
@@ -28,6 +30,10 @@ struct FlagCompletion {
   bool takes_value = false;          // a value follows (or --flag=value)
   std::vector<std::string> choices;  // its fixed values; empty: any (bash's default completion)
 };
+
+// `option` as the completion sees it: every spelling, whether it takes a
+// value, and `choices`.
+FlagCompletion flag_completion(const CLI::Option& option, std::vector<std::string> choices = {});
 
 // A subcommand, as the command's first word (`ccrun status ...`), with flags
 // of its own.

@@ -124,12 +124,8 @@ std::vector<FlagCompletion> flag_completions(const CLI::App& app, const Flags& f
   std::vector<FlagCompletion> out;
   for (const CLI::Option* o : app.get_options()) {
     if (o->get_group().empty()) continue;  // hidden
-    FlagCompletion c;
-    for (const auto& n : o->get_lnames()) c.names.push_back("--" + n);
-    for (const auto& n : o->get_snames()) c.names.push_back("-" + n);
-    c.takes_value = o->get_items_expected_max() != 0;
-    if (auto it = f.choices.find(o); it != f.choices.end()) c.choices = it->second;
-    out.push_back(std::move(c));
+    auto it = f.choices.find(o);
+    out.push_back(flag_completion(*o, it != f.choices.end() ? it->second : std::vector<std::string>{}));
   }
   return out;
 }

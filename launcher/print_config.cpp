@@ -71,8 +71,7 @@ void write_program(YAML::Emitter& out, const std::vector<std::string>& entrypoin
   std::string program = ours ? py->target : entrypoint[0];
   std::vector<std::string> args = ours ? py->args : std::vector<std::string>(entrypoint.begin() + 1,
                                                                            entrypoint.end());
-  bool script = ours && py->kind == Kind::kScript && program.size() > 3 &&
-                program.compare(program.size() - 3, 3, ".py") == 0;
+  bool script = ours && py->kind == Kind::kScript && is_python_script(program);
   if (ours && py->kind == Kind::kModule) {
     out << YAML::Key << "module" << YAML::Value << true;
   } else if (ours && py->kind == Kind::kCode && py->target == kRunPathCode && !args.empty()) {

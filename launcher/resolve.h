@@ -76,6 +76,12 @@ void resolve_warm_start(const Sources& src, JobSpec& spec);
 // no program was given.
 bool resolve_program(const Sources& src, std::vector<std::string> rest, JobSpec& spec);
 
+// Whether `program` is a Python script by its name (".py"): it runs under
+// the interpreter unless --no-python.
+inline bool is_python_script(const std::string& program) {
+  return program.size() > 3 && program.compare(program.size() - 3, 3, ".py") == 0;
+}
+
 // The interpreter a .py program, -m and --run-path run under without
 // PYTHON_EXEC, and the flags resolve_program gives it.
 inline constexpr const char* kDefaultPython = "python3";

@@ -155,7 +155,7 @@ bool resolve_program(const Sources& src, std::vector<std::string> rest, JobSpec&
   if (module && no_python) throw ConfigError("-m/--module and --no-python cannot go together");
   if (program.empty()) return false;
   std::string python = src.env().get("PYTHON_EXEC").value_or(kDefaultPython);
-  bool is_py = program.size() > 3 && program.compare(program.size() - 3, 3, ".py") == 0;
+  bool is_py = is_python_script(program);
   if (module) {
     spec.entrypoint = {python, kPythonFlags, "-m", program};
   } else if (run_path) {

@@ -250,14 +250,11 @@ std::vector<FlagCompletion> status_flag_completions() {
   auto app = make_status_app(a);
   std::vector<FlagCompletion> out;
   for (const CLI::Option* o : app->get_options()) {
-    FlagCompletion c;
-    for (const auto& n : o->get_lnames()) c.names.push_back("--" + n);
-    for (const auto& n : o->get_snames()) c.names.push_back("-" + n);
-    c.takes_value = o->get_items_expected_max() != 0;
+    std::vector<std::string> choices;
     if (o->check_lname("rdzv-backend")) {
-      for (const auto& b : rendezvous::kBackendNames) c.choices.emplace_back(b.name);
+      for (const auto& b : rendezvous::kBackendNames) choices.emplace_back(b.name);
     }
-    out.push_back(std::move(c));
+    out.push_back(flag_completion(*o, std::move(choices)));
   }
   return out;
 }

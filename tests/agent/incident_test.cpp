@@ -83,6 +83,10 @@ TEST_CASE("write_incident: verdict, merged and per-rank stacks, log tails, RAS, 
     std::ofstream out(root / "attempt_1" / "0" / "stderr.log");
     for (int i = 0; i < 80; ++i) out << "line " << i << "\n";
   }
+  {
+    std::ofstream out(root / "attempt_1" / "0" / "stdout.log");  // 1.3 MB: read from its end
+    for (int i = 0; i < 100000; ++i) out << "out line " << i << "\n";
+  }
   std::ofstream(root / "nccl_trace_rank_0") << "flight recorder dump";
   IncidentMaterial m;
   m.attempt = 1;
@@ -102,7 +106,8 @@ TEST_CASE("write_incident: verdict, merged and per-rank stacks, log tails, RAS, 
   CHECK_THAT(read(dir / "stacks" / "merged.txt"), Catch::StartsWith("rank 0 <- train.py:1 in f\n"));
   CHECK(read(dir / "stacks" / "rank_0.native.txt") == "#0 poll");
   std::string log = read(dir / "logs" / "rank_0.log");
-  CHECK_THAT(log, Catch::StartsWith("== stderr (last 50 lines) ==\nline 30\n"));
+  CHECK_THAT(log, Catch::StartsWith("== stdout (last 50 lines) ==\nout line 99950\n"));
+  CHECK_THAT(log, Catch::Contains("out line 99999\n== stderr (last 50 lines) ==\nline 30\n"));
   CHECK_THAT(log, Catch::EndsWith("line 79\n"));
   CHECK(read(dir / "nccl_ras.txt") == "Job summary\n");
   CHECK(read(dir / "nccl_flight_recorder" / "nccl_trace_rank_0") == "flight recorder dump");
