@@ -69,10 +69,13 @@ def test_a_static_job_closes_at_once_when_one_node_fails_its_gate():
 def test_an_elastic_job_goes_on_with_the_healthy_node():
     port = str(free_port())
     common = ["--nnodes", "1:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
-              "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "gate",
-              "--rdzv-conf", "last_call_timeout=1"]
-    healthy = spawn_ccrun(*common, "--no-python", "/bin/sh", "-c", "echo TRAINED $WORLD_SIZE")
-    sick = spawn_ccrun(*common, "--health-check", "exit 3", "--no-python", "/bin/true")
+              "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "gate"]
+    # The healthy node hosts the job's store: a failed node that hosted it would take the
+    # store with it (docs/health.md).
+    healthy = spawn_ccrun(*common, "--rdzv-conf", "last_call_timeout=1,is_host=true",
+                          "--no-python", "/bin/sh", "-c", "echo TRAINED $WORLD_SIZE")
+    sick = spawn_ccrun(*common, "--rdzv-conf", "last_call_timeout=1,is_host=false",
+                       "--health-check", "exit 3", "--no-python", "/bin/true")
     outs = communicate_all([healthy, sick], 90, kill=lambda p: os.killpg(p.pid, signal.SIGKILL))
     assert outs[1][0] == 1 and "failed its health gate: user: exit 3" in outs[1][2]
     assert outs[0][0] == 0, outs[0][2]
