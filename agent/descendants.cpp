@@ -130,7 +130,8 @@ void stop_and_kill(pid_t pid) {
 
 bool become_subreaper() { return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0; }
 
-int kill_tree_holders(const char* token, bool with_children, const pid_t* skip, size_t n_skip) {
+int kill_tree_holders(const char* token, bool with_children, const pid_t* skip, size_t n_skip,
+                      pid_t signalled_group) {
   char needle[256];
   size_t len = make_needle(token, needle, sizeof needle);
   if (len == 0) return 0;
@@ -139,6 +140,7 @@ int kill_tree_holders(const char* token, bool with_children, const pid_t* skip, 
   auto skipped = [&](pid_t p) { return std::find(skip, skip + n_skip, p) != skip + n_skip; };
   std::vector<pid_t> killed, roots, kids;
   std::vector<std::pair<pid_t, bool>> todo;  // pid, below a token holder
+  int counted = 0;
   for (int round = 0; round < 8; ++round) {
     roots.clear();
     append_children(self, roots);
@@ -164,8 +166,13 @@ int kill_tree_holders(const char* token, bool with_children, const pid_t* skip, 
       bool was_killed = std::find(killed.begin(), killed.end(), p) != killed.end();
       doomed = doomed || was_killed || environ_holds(p, needle, len, with_children);
       if (doomed && !was_killed) {
+        char state = 0;
+        pid_t group = 0;
+        bool in_signalled = signalled_group > 0 && read_stat(p, state, group) &&
+                            group == signalled_group;
         stop_and_kill(p);
         killed.push_back(p);
+        if (!in_signalled) ++counted;
       }
       kids.clear();
       append_children(p, kids);
@@ -175,7 +182,7 @@ int kill_tree_holders(const char* token, bool with_children, const pid_t* skip, 
     // fork in progress), so a walk that found nothing new is the last.
     if (killed.size() == before) break;
   }
-  return int(killed.size());
+  return counted;
 }
 
 int kill_token_holders(const char* token, bool with_children) {

@@ -56,9 +56,12 @@ bool become_subreaper();
 // most a few rounds). Reaps, without waiting, every zombie child that is
 // not in `skip` and left the caller's process group (a reparented
 // descendant: the agent's own helpers stay in its group and keep their
-// waitpid). Returns how many were killed. Cost: the caller's process tree,
+// waitpid). Returns how many were killed, less those in `signalled_group`
+// (a process group the caller has just SIGKILLed: its members may not have
+// died yet, and they did not leave it). Cost: the caller's process tree,
 // outside the skipped subtrees; nothing else on the node is read.
-int kill_tree_holders(const char* token, bool with_children, const pid_t* skip, size_t n_skip);
+int kill_tree_holders(const char* token, bool with_children, const pid_t* skip, size_t n_skip,
+                      pid_t signalled_group = 0);
 
 // SIGKILLs every process on the node (but the caller) whose environment
 // holds the token, as above, rescanning until a scan finds none. One

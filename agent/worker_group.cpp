@@ -240,10 +240,12 @@ std::vector<pid_t> WorkerGroup::live_pids() const {
 // Kills the descendants of the workers that hold `token` (see
 // descendants.h): a walk of the agent's own tree, the live workers'
 // subtrees left out.
-int WorkerGroup::kill_holders(const std::string& token, bool with_children) {
+int WorkerGroup::kill_holders(const std::string& token, bool with_children,
+                              pid_t signalled_group) {
   if (token.empty()) return 0;
   std::vector<pid_t> live = live_pids();
-  return kill_tree_holders(token.c_str(), with_children, live.data(), live.size());
+  return kill_tree_holders(token.c_str(), with_children, live.data(), live.size(),
+                           signalled_group);
 }
 
 std::vector<pid_t> WorkerGroup::pids() const {
@@ -341,7 +343,7 @@ void WorkerGroup::on_pidfd(const std::shared_ptr<Worker>& w) {
   bool left_in_group = ::kill(-w->pid, SIGKILL) == 0;
   // So may its descendants that left the group (setsid): they are in the
   // agent's tree (it is their subreaper), found there by the worker's token.
-  int escaped = kill_holders(w->token, false);
+  int escaped = kill_holders(w->token, false, w->pid);
   if (left_in_group || escaped > 0) {
     spdlog::info("ccrun: rank {} (pid {}) exited and left processes running (background jobs "
                  "it started{}); they were killed with it",

@@ -130,8 +130,9 @@ class WorkerGroup {
   void maybe_finish(const std::shared_ptr<Worker>& w);
   void rescan_holders(const std::shared_ptr<Worker>& w, std::chrono::milliseconds after);
   std::vector<pid_t> live_pids() const;
-  // Kills them (descendants.h); returns how many.
-  int kill_holders(const std::string& token, bool with_children);
+  // Kills them (descendants.h); returns how many, less those of
+  // `signalled_group` (already SIGKILLed, maybe not dead yet).
+  int kill_holders(const std::string& token, bool with_children, pid_t signalled_group = 0);
 
   boost::asio::io_context& io_;
   LogMux& logs_;
