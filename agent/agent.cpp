@@ -39,7 +39,8 @@ std::string random_hex(int words) {
 
 }  // namespace
 
-Agent::Agent(const JobSpec& spec) : spec_(spec), agent_token_(random_hex(4)) {}
+Agent::Agent(const JobSpec& spec, AgentParts parts)
+    : spec_(spec), parts_(std::move(parts)), agent_token_(random_hex(4)) {}
 
 int Agent::run() {
   OrphanKiller::start(agent_token_);  // forked before any thread of ours exists
@@ -122,30 +123,31 @@ void Agent::arm_signals() {
 }
 
 void Agent::on_signal(int signo) {
+  Workers* workers = attempt_ ? attempt_->workers.get() : nullptr;  // null between attempts
   if (signalled_ != 0) {
     spdlog::warn("ccrun: received {} again; killing the workers now", signal_name(signo));
     signalled_again_ = true;
     interrupt_->trigger();
-    if (group_) group_->kill_now();
+    if (workers) workers->kill_now();
     return;
   }
   signalled_ = signo;
+  bool running = workers && workers->running() > 0;
   spdlog::warn("ccrun: received {} while {}; stopping{}", signal_name(signo), state_name(),
-               group_ && group_->running() > 0
-                   ? " the workers (SIGKILL after " +
-                         std::to_string(spec_.stop_grace.count() / 1000) + "s)"
-                   : "");
+               running ? " the workers (SIGKILL after " +
+                             std::to_string(spec_.stop_grace.count() / 1000) + "s)"
+                       : "");
   interrupt_->trigger();
-  stopping_ = true;
+  if (attempt_) attempt_->stopping = true;
   if (warm_) warm_->abort();  // an attempt waiting for its imports stops waiting
-  if (group_ && group_->running() > 0) {
+  if (running) {
     // The workers get the signal itself, once (a script that saves a
     // checkpoint on KeyboardInterrupt must not be cut short by a SIGTERM
     // right behind it), and SIGKILL after stop_grace, as torchrun does. A
     // stop already under way (a failure) keeps its grace period.
-    if (group_->stopping()) group_->signal_all(signo);
-    group_->stop(spec_.stop_grace, [this] { finish(Outcome::kSignalled); }, signo);
-  } else {
+    if (workers->stopping()) workers->signal_all(signo);
+    workers->stop(spec_.stop_grace, [this] { finish(Outcome::kSignalled); }, signo);
+  } else if (attempt_) {
     finish(Outcome::kSignalled);
   }
 }
@@ -221,6 +223,10 @@ void Agent::setup_store() {
   // The job's name first: a store that cannot be reached ends the job, and
   // the summary names it.
   run_id_ = spec_.standalone && spec_.rdzv.id == "none" ? random_hex(2) : spec_.rdzv.id;
+  if (parts_.rendezvous) {  // given: no store of the agent's own (AgentParts)
+    rdzv_ = parts_.rendezvous();
+    return;
+  }
   store_ = open_job_store(spec_, interrupt_);
   local_addr_ = store_.local_addr;
   gloo_ifname_ = interface_of(local_addr_);
@@ -322,7 +328,9 @@ void Agent::pass_health_gate() {
   o.dirs = {run_logs_->root().string()};
   std::string temp = tmp && *tmp ? tmp : "/tmp";
   if (run_logs_->root().string().rfind(temp, 0) != 0) o.dirs.push_back(temp);
-  o.ping_store = [connect = store_.connector()] { (void)connect()->ping(); };
+  if (!store_.address.empty()) {
+    o.ping_store = [connect = store_.connector()] { (void)connect()->ping(); };
+  }
   HealthReport r;
   run_off_loop([&] { r = run_health_gate(o); });
   run_logs_->event("health", restart_count_, r.to_json().dump());
@@ -367,22 +375,25 @@ void Agent::join_round() {
 AttemptEnd Agent::end_of(Outcome outcome) const {
   if (outcome == Outcome::kSignalled || signalled_) return AttemptEnd::signalled();
   if (outcome == Outcome::kSucceeded) return AttemptEnd::succeeded();
-  if (event_) {
-    return AttemptEnd::round_ended(event_->kind, event_->detail, event_->failure,
-                                   event_->stop_signal);
+  if (const auto& ev = attempt_->event) {
+    return AttemptEnd::round_ended(ev->kind, ev->detail, ev->failure, ev->stop_signal);
   }
   std::optional<Failure> here;  // a failure here
-  if (!local_failures_.empty()) here = local_failures_.front();
+  if (!attempt_->local_failures.empty()) here = attempt_->local_failures.front();
   return AttemptEnd::round_ended(RoundEndKind::kRestartRequested, "", here);
 }
 
 void Agent::say_why_the_group_stops(const AttemptEnd& end) {
   if (end.kind == RoundEndKind::kNodeDead) {
-    dead_node_ = event_;
     spdlog::warn("ccrun: the group stops: {}", end.detail);
   }
   if (end.kind != RoundEndKind::kRestartRequested || !end.failure) return;
   const Failure& f = *end.failure;
+  if (f.rank < 0) {  // the node itself (a worker that could not start): no rank to name
+    spdlog::warn("ccrun: the group stops: node {} failed: {}", f.node_rank,
+                 f.message.substr(0, f.message.find('\n')));
+    return;
+  }
   std::string how = f.cause == FailureCause::kHang ? "hung"
                     : f.signal                     ? signal_name(f.signal)
                                                    : "exit code " + std::to_string(f.exit_code);
@@ -425,10 +436,9 @@ void Agent::note_restart(bool counts, const AttemptEnd& end, RestartBudget& budg
 }
 
 void Agent::cleanup() {
-  group_.reset();
+  attempt_.reset();  // its workers first
   warm_.reset();
   file_timer_.reset();
-  tasks_.reset();
   rdzv_.reset();
   worker_store_.reset();
   if (store_.server) store_.server->stop();
@@ -442,7 +452,11 @@ int run(const JobSpec& spec) {
     write_launcher_error("ccrun::ConfigError", what);
     return 2;
   }
-  Agent agent(spec);
+  AgentParts parts;
+  parts.workers = [](asio::io_context& io, LogMux& output, const std::string& token) {
+    return std::make_unique<WorkerGroup>(io, output, token);
+  };
+  Agent agent(spec, std::move(parts));
   return agent.run();
 }
 

@@ -39,30 +39,23 @@ std::string line_prefix(const LogSpec& logs, const std::string& role, int rank, 
 }  // namespace
 
 Agent::Outcome Agent::run_attempt() {
-  event_.reset();
-  local_failures_.clear();
-  outcome_.reset();
-  stopping_ = signalled_ != 0;
-  lost_in_barrier_ = false;
-  exited_ok_ = 0;
-  ++generation_;
+  attempt_.reset();  // the attempt before, whole (its workers are all reaped)
+  attempt_ = std::make_unique<Attempt>(io_, ++generation_, std::make_unique<LogMux>(io_));
+  Attempt& a = *attempt_;
+  a.stopping = signalled_ != 0;
   state_ = State::kRunning;
-  output_ = std::make_unique<LogMux>(io_);
-  group_ = std::make_unique<WorkerGroup>(io_, *output_, agent_token_);
-  tasks_ = std::make_unique<StoreTasks>(io_);
-  hang_ = nullptr;
-  monitor_.reset();
-  monitor_ = make_monitor();
+  a.workers = parts_.workers(io_, *a.output, agent_token_);
+  a.monitor = make_monitor();
   open_filtered_logs();
   open_collapsers();
   WorkerStarter* starter = signalled_ ? nullptr : warm_starter();
   if (signalled_) {
-    outcome_ = Outcome::kSignalled;
+    a.finish(Outcome::kSignalled);
   } else {
     start_workers(starter);
     renew_template();
   }
-  int gen = generation_;
+  int gen = a.generation;
   rdzv_->set_attempt(restart_count_);
   rdzv_->watch([this, gen](const RoundEvent& ev) {
     asio::post(io_, [this, gen, ev] {
@@ -70,24 +63,23 @@ Agent::Outcome Agent::run_attempt() {
     });
   });
   io_.restart();
-  while (!outcome_) io_.run_one();
-  monitor_->stop();
+  while (!a.outcome) io_.run_one();
+  a.monitor->stop();
   // The watcher and the store tasks may be blocked on the store: wait for
   // them while signals are still served (a signal interrupts them).
   run_off_loop([this] {
     rdzv_->shutdown();
-    tasks_->join();
+    attempt_->tasks.join();
   });
-  if (signalled_) outcome_ = Outcome::kSignalled;
-  Outcome o = *outcome_;
-  if (startup_) startup_->finish();
-  startup_.reset();
-  group_.reset();
-  for (auto& c : collapse_) {
+  if (signalled_) a.outcome = Outcome::kSignalled;
+  if (a.startup) a.startup->finish();
+  a.startup.reset();
+  a.workers.reset();
+  for (auto& c : a.collapse) {
     if (c) c->flush_all();  // every line of the attempt before what follows
   }
   attempt_ended_ms_ = wall_clock_ms();
-  return o;
+  return *a.outcome;
 }
 
 WorkerSpec Agent::worker_spec(int lr) {
@@ -104,7 +96,7 @@ WorkerSpec Agent::worker_spec(int lr) {
   w.token = agent_token_ + "." + std::to_string(restart_count_) + "." + std::to_string(lr);
   env.set(kAgentTokenVar, w.token);
   if (size_t(lr) < placements_.size()) w.placement = placements_[size_t(lr)];
-  monitor_->add_worker_env(env, lr);
+  attempt_->monitor->add_worker_env(env, lr);
   if (file_timer_) env.set("TORCHELASTIC_TIMER_FILE", file_timer_->path());
   w.env = env.flatten();
   int redirect = stream_bits(spec_.logs.default_redirects, spec_.logs.redirects, lr);
@@ -121,8 +113,8 @@ WorkerSpec Agent::worker_spec(int lr) {
     o.console_fd = fd;
     o.file = files ? (dir / (fd == 1 ? "stdout.log" : "stderr.log")).string() : "";
     // torch copies the tee'd streams of the ranks shown (its tee_stdouts)
-    if (shown && (tee & fd)) o.duplicate = filtered_[fd - 1];
-    o.collapse = collapse_[fd - 1];
+    if (shown && (tee & fd)) o.duplicate = attempt_->filtered[fd - 1];
+    o.collapse = attempt_->collapse[fd - 1];
     o.rank = w.rank;
     o.local_rank = lr;
   }
@@ -130,12 +122,11 @@ WorkerSpec Agent::worker_spec(int lr) {
 }
 
 void Agent::open_collapsers() {
-  for (auto& c : collapse_) c.reset();
   if (!spec_.logs.collapse_output) return;
   size_t shown = spec_.logs.local_ranks_filter.empty() ? size_t(spec_.nproc_per_node)
                                                        : spec_.logs.local_ranks_filter.size();
   for (int fd : {1, 2}) {
-    collapse_[fd - 1] = std::make_shared<ConsoleCollapser>(
+    attempt_->collapse[fd - 1] = std::make_shared<ConsoleCollapser>(
         io_, CollapseOptions{fd, shown, spec_.logs.line_prefix_template, spec_.role});
   }
 }
@@ -144,25 +135,25 @@ void Agent::open_filtered_logs() {
   const std::vector<std::string>* filters[] = {&spec_.logs.duplicate_stdout_filters,
                                                &spec_.logs.duplicate_stderr_filters};
   for (int i = 0; i < 2; ++i) {
-    filtered_[i].reset();
     if (filters[i]->empty()) continue;
     fs::path dir = run_logs_->root() / ("attempt_" + std::to_string(restart_count_));
     std::error_code ec;
     fs::create_directories(dir, ec);
-    filtered_[i] = std::make_shared<FilteredLog>(
+    attempt_->filtered[i] = std::make_shared<FilteredLog>(
         (dir / (i == 0 ? "filtered_stdout.log" : "filtered_stderr.log")).string(), *filters[i]);
   }
 }
 
 void Agent::start_workers(WorkerStarter* starter) {
+  Attempt& a = *attempt_;
   try {
     // Each spec is built just before its worker starts and freed once it
     // runs (WorkerGroup::start): the environments are ~7 KiB a worker.
-    group_->start(spec_.nproc_per_node, [this](int lr) { return worker_spec(lr); },
-                  [this](const WorkerExit& e) { on_worker_exit(e); }, starter);
-    monitor_->start(group_->pids(), group_->spawn_times());
-    startup_ = std::make_unique<StartupWatch>(
-        io_, [this] { return monitor_->timelines(); },
+    a.workers->start(spec_.nproc_per_node, [this](int lr) { return worker_spec(lr); },
+                     [this](const WorkerExit& e) { on_worker_exit(e); }, starter);
+    a.monitor->start(a.workers->pids(), a.workers->spawn_times());
+    a.startup = std::make_unique<StartupWatch>(
+        io_, [monitor = a.monitor.get()] { return monitor->timelines(); },
         [this](const std::vector<StartupTimeline>& ranks) { on_started(ranks); });
     run_logs_->event("start", restart_count_,
                      nlohmann::json{{"first_rank", info_.rank_offset},
@@ -171,10 +162,10 @@ void Agent::start_workers(WorkerStarter* starter) {
   } catch (const Error& e) {
     std::fprintf(stderr, "ccrun: %s\n", e.what());
     Failure f = node_failure(e.what());
-    local_failures_.push_back(f);
+    a.local_failures.push_back(f);
     tell_restart(f);
-    stopping_ = true;
-    group_->stop(spec_.stop_grace, [this] { finish(Outcome::kFailedHere); });
+    a.stopping = true;
+    a.workers->stop(spec_.stop_grace, [this] { finish(Outcome::kFailedHere); });
   }
 }
 
@@ -191,9 +182,9 @@ Failure Agent::node_failure(const std::string& message) const {
 }
 
 int64_t Agent::node_steps() const {
-  if (!monitor_) return -1;
+  if (!attempt_ || !attempt_->monitor) return -1;
   int64_t most = -1;
-  for (const auto& r : monitor_->sample()) {
+  for (const auto& r : attempt_->monitor->sample()) {
     // A rank that reports progress, or whose program started (the hook's
     // first mark), has a step count, 0 included.
     if (r.reporting || r.startup.reached(progress::Phase::kInterpreter)) {
@@ -204,18 +195,19 @@ int64_t Agent::node_steps() const {
 }
 
 void Agent::tell_restart(const Failure& f) {
-  tasks_->run([this, f] { rdzv_->request_restart(f); },
+  attempt_->tasks.run([this, f] { rdzv_->request_restart(f); },
               [](const std::string& what) {
                 spdlog::error("ccrun: cannot tell the other nodes: {}", what);
               });
 }
 
 void Agent::on_worker_exit(const WorkerExit& e) {
+  Attempt& a = *attempt_;
   if (!e.failed()) {
-    if (++exited_ok_ == spec_.nproc_per_node && !stopping_) {
+    if (++a.exited_ok == spec_.nproc_per_node && !a.stopping) {
       state_ = State::kBarrier;
-      lost_in_barrier_ = true;
-      tasks_->run([this] { rdzv_->mark_done(); },
+      a.reached_barrier = true;
+      a.tasks.run([this] { rdzv_->mark_done(); },
                   [](const std::string& what) {
                     // The watcher tells it again while the store lives.
                     spdlog::warn("ccrun: exit barrier: {}; trying again", what);
@@ -223,7 +215,7 @@ void Agent::on_worker_exit(const WorkerExit& e) {
     }
     return;
   }
-  if (stopping_) return;  // stopped by us: not a root cause
+  if (a.stopping) return;  // stopped by us: not a root cause
   Failure f = node_failure(
       read_error_file(run_logs_->error_file(restart_count_, e.local_rank).string()));
   f.rank = e.rank;
@@ -239,45 +231,42 @@ void Agent::on_worker_exit(const WorkerExit& e) {
   } else if (e.signal == SIGKILL) {
     name_oom_kill(f);
   }
-  local_failures_.push_back(f);
+  a.local_failures.push_back(f);
   run_logs_->event("failure", restart_count_, f.to_json().dump());
   spdlog::error("ccrun: worker rank {} (pid {}) failed: {}{}", e.rank, e.pid,
                 e.signal ? signal_name(e.signal) : "exit code " + std::to_string(e.exit_code),
                 f.cause == FailureCause::kOom ? " (the kernel's OOM killer)" : "");
-  stopping_ = true;
+  a.stopping = true;
   state_ = State::kStopping;
   tell_restart(f);
-  group_->stop(spec_.stop_grace, [this] { finish(Outcome::kFailedHere); });
+  a.workers->stop(spec_.stop_grace, [this] { finish(Outcome::kFailedHere); });
 }
 
 void Agent::name_oom_kill(Failure& f) const {
-  std::string why = monitor_->oom_evidence(f.local_rank, f.pid);
+  std::string why = attempt_->monitor->oom_evidence(f.local_rank, f.pid);
   if (why.empty()) return;
   f.cause = FailureCause::kOom;
   f.message = why + (f.message.empty() ? "" : "\n" + f.message);
 }
 
 void Agent::on_round_event(const RoundEvent& ev) {
-  if (outcome_) return;
-  if (!event_) event_ = ev;
+  Attempt& a = *attempt_;
+  if (a.outcome) return;
+  if (!a.event) a.event = ev;
   if (ev.kind == RoundEvent::Kind::kAllDone) {
-    finish(Outcome::kSucceeded);
+    a.finish(Outcome::kSucceeded);
     return;
   }
-  if (stopping_) return;
-  if (monitor_ && ev.failure && ev.failure->cause == FailureCause::kHang) {
+  if (a.stopping) return;
+  if (ev.failure && ev.failure->cause == FailureCause::kHang) {
     // Node 0 judged the job hung: this node's ranks' stacks first.
-    hang_ = nlohmann::json{{"headline", ev.failure->message}};
-    stop_with_stacks(monitor_->sample(), [] {}, Outcome::kRoundEnded);
+    a.hang = nlohmann::json{{"headline", ev.failure->message}};
+    stop_with_stacks(a.monitor->sample(), [] {}, Outcome::kRoundEnded);
     return;
   }
-  stopping_ = true;
+  a.stopping = true;
   state_ = State::kStopping;
-  group_->stop(spec_.stop_grace, [this] { finish(Outcome::kRoundEnded); });
-}
-
-void Agent::finish(Outcome o) {
-  if (!outcome_) outcome_ = o;
+  a.workers->stop(spec_.stop_grace, [this] { finish(Outcome::kRoundEnded); });
 }
 
 StartupReference Agent::startup_reference() const {

@@ -45,13 +45,14 @@ void Agent::collect_failures() {
 }
 
 void Agent::keep_incident() {
-  if (!run_logs_ || !run_logs_->kept() || (last_failures_.empty() && hang_.is_null())) return;
+  nlohmann::json hang = attempt_ ? attempt_->hang : nlohmann::json();
+  if (!run_logs_ || !run_logs_->kept() || (last_failures_.empty() && hang.is_null())) return;
   IncidentMaterial m;
   m.attempt = restart_count_;
   for (const auto& f : last_failures_) m.failures.push_back(f.to_json());
-  if (!hang_.is_null()) {
-    m.hang = hang_;
-    m.nccl_ras = hang_.value("nccl_ras", std::string());
+  if (!hang.is_null()) {
+    m.hang = hang;
+    m.nccl_ras = hang.value("nccl_ras", std::string());
     m.hang.erase("nccl_ras");
   }
   for (int lr = 0; lr < spec_.nproc_per_node; ++lr) {
@@ -65,17 +66,20 @@ void Agent::keep_incident() {
 }
 
 void Agent::collect_failures_local() {
-  last_failures_ = local_failures_;
-  all_failures_.insert(all_failures_.end(), local_failures_.begin(), local_failures_.end());
-  local_failures_.clear();
+  if (!attempt_) return;
+  std::vector<Failure>& local = attempt_->local_failures;
+  last_failures_ = local;
+  all_failures_.insert(all_failures_.end(), local.begin(), local.end());
+  local.clear();
 }
 
 void Agent::report(const std::string& reason) {
   std::vector<Failure> final = last_failures_;
-  if (final.empty() && dead_node_) {
+  const auto* event = attempt_ && attempt_->event ? &*attempt_->event : nullptr;
+  if (final.empty() && event && event->kind == RoundEndKind::kNodeDead) {
     Failure f;
-    f.node_rank = dead_node_->node_rank;
-    f.message = dead_node_->detail;
+    f.node_rank = event->node_rank;
+    f.message = event->detail;
     f.time_ms = wall_clock_ms();
     f.attempt = restart_count_;
     final.push_back(f);
@@ -95,7 +99,7 @@ void Agent::report(const std::string& reason) {
   std::fputs(text.c_str(), stderr);
   if (run_logs_ && run_logs_->kept()) {
     auto j = nlohmann::json::parse(report_json(run_id_, final, all_failures_, reason));
-    if (!hang_.is_null()) j["hang"] = hang_;
+    if (attempt_ && !attempt_->hang.is_null()) j["hang"] = attempt_->hang;
     run_logs_->write_file("failure_report.json", j.dump(2) + "\n");
   } else if (!spec_.started_by_fanout) {
     // The report above holds the root cause's error record and last lines;
@@ -150,7 +154,7 @@ void Agent::write_own_error_file(int status) {
 
 int Agent::store_lost(const std::string& detail) {
   end_reason_ = "lost the store " + store_endpoint() + ": " + detail;
-  std::string what = lost_in_barrier_
+  std::string what = attempt_ && attempt_->reached_barrier
                          ? "at the exit barrier (this node's workers all exited 0; the other "
                            "nodes' outcome is unknown)"
                          : "while the workers ran";

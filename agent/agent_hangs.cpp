@@ -48,13 +48,13 @@ std::unique_ptr<HangMonitor> Agent::make_monitor() {
   h.publish = [this](std::vector<RankView> ranks) { rdzv_->set_progress(std::move(ranks)); };
   h.read_statuses = [rdzv = rdzv_.get()] { return rdzv->node_statuses(); };
   h.off_loop = [this](std::function<void()> call) {
-    tasks_->run(std::move(call), [](const std::string& what) {
+    attempt_->tasks.run(std::move(call), [](const std::string& what) {
       spdlog::error("ccrun: hang monitor: {}", what);
     });
   };
   h.on_hang = [this](const HangVerdict& v, const std::vector<RankView>& all,
                      const std::vector<RankView>& local, const RankView& culprit) {
-    if (!stopping_ && !outcome_) on_hang(v, all, local, culprit);  // else a stop is under way
+    if (!attempt_->stopping && !attempt_->outcome) on_hang(v, all, local, culprit);  // else a stop is under way
   };
   h.event = [this](const std::string& name, const std::string& json) {
     run_logs_->event(name, restart_count_, json);
@@ -67,37 +67,40 @@ void Agent::on_hang(const HangVerdict& v, const std::vector<RankView>& all,
   spdlog::error("ccrun: the job is hung (--hang-timeout {}): {}",
                 format_duration(spec_.hang_timeout), v.headline);
   for (const auto& line : v.console_lines()) spdlog::error("ccrun:   {}", line);
-  hang_ = v.to_json();
+  nlohmann::json& hang = attempt_->hang;
+  hang = v.to_json();
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& r : all) ranks.push_back(r.to_json());
-  hang_["progress"] = ranks;
-  run_logs_->event("hang", restart_count_, hang_.dump());
+  hang["progress"] = ranks;
+  run_logs_->event("hang", restart_count_, hang.dump());
   Failure f = node_failure("hang: " + v.headline);
   f.cause = FailureCause::kHang;
   if (culprit.rank >= 0) {
     f.rank = culprit.rank, f.local_rank = culprit.local_rank, f.pid = culprit.pid;
     f.node_rank = culprit.node_rank, f.hostname = culprit.host;
   }
-  local_failures_.push_back(f);
+  attempt_->local_failures.push_back(f);
   run_logs_->event("failure", restart_count_, f.to_json().dump());
   stop_with_stacks(local, [this, f] { tell_restart(f); }, Outcome::kFailedHere);
 }
 
 void Agent::stop_with_stacks(const std::vector<RankView>& local, std::function<void()> then,
                       Outcome outcome) {
-  stopping_ = true;
+  Attempt& a = *attempt_;
+  a.stopping = true;
   state_ = State::kStopping;
-  monitor_->stop();
-  int gen = generation_;
-  monitor_->collect_stacks(local, [this, gen, then, outcome](nlohmann::json stacks,
-                                                             std::string ras) {
-    if (gen != generation_ || outcome_) return;
-    if (hang_.is_null()) hang_ = nlohmann::json::object();
-    hang_["stacks"] = stacks;
-    if (!ras.empty()) hang_["nccl_ras"] = ras;
+  a.monitor->stop();
+  int gen = a.generation;
+  a.monitor->collect_stacks(local, [this, gen, then, outcome](nlohmann::json stacks,
+                                                              std::string ras) {
+    if (gen != generation_ || attempt_->outcome) return;
+    nlohmann::json& hang = attempt_->hang;
+    if (hang.is_null()) hang = nlohmann::json::object();
+    hang["stacks"] = stacks;
+    if (!ras.empty()) hang["nccl_ras"] = ras;
     run_logs_->event("hang_stacks", restart_count_, nlohmann::json{{"stacks", stacks}}.dump());
     then();
-    group_->stop(spec_.stop_grace, [this, outcome] { finish(outcome); });
+    attempt_->workers->stop(spec_.stop_grace, [this, outcome] { finish(outcome); });
   });
 }
 

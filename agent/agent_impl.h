@@ -5,7 +5,8 @@
 // is this class's only user). Its members are defined by concern:
 //   agent.cpp           the job's sequence, signals, and the loop that
 //                       carries out each decision (round_decision.h)
-//   agent_attempt.cpp   one attempt: the workers, their exits, round events
+//   agent_attempt.cpp   one attempt (attempt.h holds its state): the
+//                       workers, their exits, round events
 //   agent_hangs.cpp     hangs (--hang-timeout) and torch's FileTimer
 //   agent_failures.cpp  failures collected and reported; the store lost;
 //                       a stop by signal
@@ -60,6 +61,7 @@
 #include "ccrun/agent.h"
 #include "ccrun/rendezvous.h"
 #include "ccrun/store_interrupt.h"
+#include "attempt.h"
 #include "failure_report.h"
 #include "file_timer.h"
 #include "hang_monitor.h"
@@ -77,10 +79,25 @@
 
 namespace ccrun::agent {
 
+// What the agent takes from outside: the seams its unit tests drive (as
+// torchelastic's tests give its agent a fake rdzv_handler and a fake
+// _start_workers). run() gives the real ones.
+struct AgentParts {
+  // An attempt's worker processes, their output written into `output`;
+  // `agent_token` is the agent's CCRUN_AGENT_TOKEN (descendants.h).
+  std::function<std::unique_ptr<Workers>(boost::asio::io_context& io, LogMux& output,
+                                         const std::string& agent_token)>
+      workers;
+  // The rendezvous, given instead of the one the agent makes on the job's
+  // store (hosted or joined): then no store is opened, and the health gate
+  // has no store to ping. Empty: the job's store and its handler.
+  std::function<std::unique_ptr<rendezvous::RendezvousHandler>()> rendezvous;
+};
+
 // One node's agent for one job; run() once.
 class Agent {
  public:
-  explicit Agent(const JobSpec& spec);
+  Agent(const JobSpec& spec, AgentParts parts);
   Agent(const Agent&) = delete;  // owns the io_context every handler captures `this` for
   Agent& operator=(const Agent&) = delete;
 
@@ -92,8 +109,7 @@ class Agent {
   using RoundEvent = rendezvous::RoundEvent;
   using milliseconds = std::chrono::milliseconds;
 
-  // How an attempt ended for this node.
-  enum class Outcome { kSucceeded, kFailedHere, kRoundEnded, kSignalled };
+  using Outcome = AttemptOutcome;
   // Where the node is (the overview above).
   enum class State { kForming, kRunning, kStopping, kBarrier, kLeaving };
 
@@ -220,8 +236,8 @@ class Agent {
   // workers, after their stacks when node 0 judged the job hung.
   void on_round_event(const RoundEvent& ev);
 
-  // The attempt's outcome; the first one stands.
-  void finish(Outcome o);
+  // The current attempt's outcome; the first one stands.
+  void finish(Outcome o) { attempt_->finish(o); }
 
   // --warm-start (agent_warm.cpp). Starts the node's template (imports in
   // the background), unless the program is not a Python command.
@@ -297,6 +313,7 @@ class Agent {
   int exit_signalled();
 
   const JobSpec& spec_;
+  AgentParts parts_;
   boost::asio::io_context io_{1};
   std::unique_ptr<SignalStream> signals_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> stdin_;
@@ -314,17 +331,11 @@ class Agent {
   std::unique_ptr<RunLogs> run_logs_;  // the run's log directory (--log-dir)
   std::vector<Placement> placements_;  // by local rank (--numa-binding); empty = none
   bool agent_error_ = false;  // the agent itself failed (not its workers)
-  std::shared_ptr<FilteredLog> filtered_[2];  // this attempt's stdout, stderr copies
-  std::shared_ptr<ConsoleCollapser> collapse_[2];  // --collapse-output: stdout, stderr
 
   RendezvousInfo info_;
   int restart_count_ = 0;
   int generation_ = 0;  // attempts started; stale round events are dropped
-  std::unique_ptr<LogMux> output_;  // the workers' output, to console and files
-  std::unique_ptr<WorkerGroup> group_;
-  std::unique_ptr<StoreTasks> tasks_;
-  std::unique_ptr<HangMonitor> monitor_;     // this attempt's progress watch
-  std::unique_ptr<StartupWatch> startup_;    // until every local rank's first step
+  std::unique_ptr<Attempt> attempt_;  // the current attempt, or the last one once it ended
   std::vector<std::string> startup_lines_;   // one per attempt that got that far
   int64_t attempt_ended_ms_ = 0;             // wall clock: the last attempt's end here
   std::unique_ptr<WarmTemplate> warm_;       // --warm-start: the node's template
@@ -332,21 +343,15 @@ class Agent {
   bool warm_off_ = false;               // --warm-start cannot apply: cold throughout
   std::set<std::string> preloaded_;          // what the workers imported, given to the template
   bool preload_broke_ = false;               // a template broke after such a preload
-  nlohmann::json hang_;                      // the last hang verdict and its stacks
   std::vector<std::string> incidents_;       // the incident folders written (incident.h)
   std::unique_ptr<FileTimerServer> file_timer_;  // TORCHELASTIC_ENABLE_FILE_TIMER=1
   std::map<pid_t, std::string> timer_kills_;     // pids the FileTimer killed, and why
-  std::optional<Outcome> outcome_;
-  std::optional<RoundEvent> event_, dead_node_;
-  std::vector<Failure> local_failures_, last_failures_, all_failures_;
-  bool stopping_ = false;
-  bool lost_in_barrier_ = false;
+  std::vector<Failure> last_failures_, all_failures_;
   int attempts_ = 0;  // rendezvous rounds that started workers (or would have)
   std::string end_reason_;
   std::string end_error_type_ = "ccrun::Error";  // the type of what ended the job
   bool error_file_written_ = false;              // TORCHELASTIC_ERROR_FILE has a record
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
-  int exited_ok_ = 0;
 };
 
 }  // namespace ccrun::agent

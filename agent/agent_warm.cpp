@@ -82,9 +82,9 @@ void Agent::renew_template() {
 }
 
 void Agent::preload_imports() {
-  if (!warm_ || preload_broke_ || !monitor_) return;
+  if (!warm_ || preload_broke_ || !attempt_ || !attempt_->monitor) return;
   std::vector<std::string> fresh;
-  for (const auto& m : monitor_->imported_modules(0)) {
+  for (const auto& m : attempt_->monitor->imported_modules(0)) {
     const auto& had = warm_->imported();
     if (std::find(had.begin(), had.end(), m) == had.end() && preloaded_.insert(m).second) {
       fresh.push_back(m);

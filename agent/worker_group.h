@@ -79,7 +79,39 @@ class WorkerStarter {
   virtual pid_t start(const WorkerSpec& spec, int out_fd, int err_fd) = 0;
 };
 
-class WorkerGroup {
+// One attempt's worker processes, as the agent drives them. WorkerGroup is
+// the real one; the agent's unit tests drive the agent's loop and its
+// attempts through a fake that spawns nothing (tests/agent/agent_loop_test.cpp).
+// Every callback runs on the agent's io_context.
+class Workers {
+ public:
+  virtual ~Workers() = default;
+  // Starts `count` workers, `make(i)` building each one's spec just before it
+  // starts; `on_exit` runs once per worker once it ended (and its output was
+  // drained). `starter` null: the group's own way. Throws ccrun::Error when a
+  // worker cannot be started.
+  virtual void start(int count, const std::function<WorkerSpec(int)>& make,
+                     std::function<void(const WorkerExit&)> on_exit,
+                     WorkerStarter* starter = nullptr) = 0;
+  // Sends `sig` to every running worker.
+  virtual void signal_all(int sig) = 0;
+  // `sig` to every running worker, SIGKILL to those left after `grace`;
+  // `done` once none runs (at once when none does). A stop while one is
+  // under way only replaces `done`.
+  virtual void stop(std::chrono::milliseconds grace, std::function<void()> done,
+                    int sig = SIGTERM) = 0;
+  // A stop is under way.
+  virtual bool stopping() const = 0;
+  // SIGKILL to every running worker now (a second Ctrl-C).
+  virtual void kill_now() = 0;
+  virtual size_t running() const = 0;
+  // Each started worker's pid, in start order (0 once it was reaped).
+  virtual std::vector<pid_t> pids() const = 0;
+  // When each started worker was spawned (CLOCK_MONOTONIC ns), in start order.
+  virtual std::vector<int64_t> spawn_times() const = 0;
+};
+
+class WorkerGroup final : public Workers {
  public:
   // `agent_token`: the CCRUN_AGENT_TOKEN in the workers' environment (see
   // descendants.h); "" when none.
@@ -87,7 +119,7 @@ class WorkerGroup {
       : io_(io), logs_(logs), agent_token_(std::move(agent_token)) {}
   // SIGKILLs what still runs, descendants included, and cancels every
   // pending handler of the group (no callback runs after this).
-  ~WorkerGroup();
+  ~WorkerGroup() override;
   WorkerGroup(const WorkerGroup&) = delete;  // owns processes
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
@@ -98,31 +130,33 @@ class WorkerGroup {
   // `starter` starts each process (null: clone and exec here). Throws
   // ccrun::Error when a process cannot be created.
   void start(int count, const std::function<WorkerSpec(int)>& make,
-             std::function<void(const WorkerExit&)> on_exit, WorkerStarter* starter = nullptr);
+             std::function<void(const WorkerExit&)> on_exit,
+             WorkerStarter* starter = nullptr) override;
 
   // Sends `sig` to every running worker's process group.
-  void signal_all(int sig);
+  void signal_all(int sig) override;
 
   // `sig` (SIGTERM, or the signal a user sent ccrun) to every running
   // worker, SIGKILL to those left after `grace`; `done` runs once none is
   // left (at once when none runs), after every descendant that carries the
   // agent's token was killed too. A stop while one is under way only
   // replaces `done`: the grace period keeps running.
-  void stop(std::chrono::milliseconds grace, std::function<void()> done, int sig = SIGTERM);
+  void stop(std::chrono::milliseconds grace, std::function<void()> done,
+            int sig = SIGTERM) override;
 
   // A stop is under way (its grace period runs).
-  bool stopping() const { return stopped_ != nullptr; }
+  bool stopping() const override { return stopped_ != nullptr; }
 
   // SIGKILL to every running worker's group now (a second Ctrl-C).
-  void kill_now() { signal_all(SIGKILL); }
+  void kill_now() override { signal_all(SIGKILL); }
 
-  size_t running() const { return running_; }
+  size_t running() const override { return running_; }
 
   // Each started worker's pid, in start order (0 once it was reaped).
-  std::vector<pid_t> pids() const;
+  std::vector<pid_t> pids() const override;
 
   // When each started worker was spawned (CLOCK_MONOTONIC ns), in start order.
-  std::vector<int64_t> spawn_times() const;
+  std::vector<int64_t> spawn_times() const override;
 
  private:
   struct Worker;
