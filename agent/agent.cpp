@@ -200,7 +200,7 @@ rendezvous::RendezvousOptions Agent::rendezvous_options(uint16_t master_port) co
   rendezvous::RendezvousOptions ro;
   ro.run_id = run_id_;
   static_cast<RendezvousTiming&>(ro) = r;
-  ro.backend = spec_.standalone ? rendezvous::Backend::kC10d : r.backend;
+  ro.backend = r.backend;
   ro.min_nodes = spec_.min_nodes;
   ro.max_nodes = spec_.max_nodes;
   ro.node_rank = spec_.node_rank;
@@ -222,20 +222,16 @@ rendezvous::RendezvousOptions Agent::rendezvous_options(uint16_t master_port) co
 void Agent::setup_store() {
   // The job's name first: a store that cannot be reached ends the job, and
   // the summary names it.
-  run_id_ = spec_.standalone && spec_.rdzv.id == "none" ? random_hex(2) : spec_.rdzv.id;
+  run_id_ = store_plan_.random_id ? random_hex(2) : spec_.rdzv.id;
   if (parts_.rendezvous) {  // given: no store of the agent's own (AgentParts)
     rdzv_ = parts_.rendezvous();
     return;
   }
-  store_ = open_job_store(spec_, interrupt_);
+  store_ = open_job_store(spec_, store_plan_, interrupt_);
   local_addr_ = store_.local_addr;
   gloo_ifname_ = interface_of(local_addr_);
-  if (shares_store_with_workers(spec_.rdzv.backend, spec_.standalone,
-                                std::getenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE"))) {
-    std::string bind = spec_.standalone                            ? "127.0.0.1"
-                       : local_addr_.find(':') != std::string::npos ? "::"
-                                                                    : "0.0.0.0";
-    worker_store_ = std::make_unique<WorkerStore>(bind);
+  if (store_plan_.worker_store) {
+    worker_store_ = std::make_unique<WorkerStore>(store_plan_.worker_bind_host(local_addr_));
   }
   rdzv_ = rendezvous::create_rendezvous_handler(rendezvous_options(store_.master_port),
                                                 store_.connector());
@@ -290,13 +286,14 @@ int Agent::loop() {
 
 void Agent::start_job() {
   state_ = State::kForming;
+  store_plan_ = plan_store(spec_, std::getenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE"));
   asio::steady_timer slow(io_, std::chrono::seconds(5));
   slow.async_wait([this](boost::system::error_code ec) {
     if (ec) return;
     spdlog::warn("ccrun: no answer yet from the store at {}; retrying for up to {}s "
                  "(--rdzv-conf join_timeout){}",
-                 store_address_hint(spec_), spec_.rdzv.join_timeout.count() / 1000,
-                 store_wait_hint(spec_));
+                 store_address_hint(spec_, store_plan_), spec_.rdzv.join_timeout.count() / 1000,
+                 store_wait_hint(spec_, store_plan_));
   });
   run_off_loop([this] { setup_store(); });
   slow.cancel();
@@ -308,7 +305,7 @@ void Agent::start_job() {
   run_logs_ = std::make_unique<RunLogs>(home, run_id_, agent_token_);
   serve_file_timer();
   if (run_logs_->kept()) spdlog::info("ccrun: logs in {}", run_logs_->root().string());
-  if (spec_.standalone && !store_.etcd) {  // its id and port are random: say them, ready to paste
+  if (store_plan_.announce) {  // its id and port are random: say them, ready to paste
     spdlog::info("ccrun: job '{}'; to see it: ccrun status --rdzv-endpoint {} --rdzv-id {}", run_id_,
                  store_endpoint(), run_id_);
   }

@@ -324,6 +324,7 @@ class Agent {
   std::shared_ptr<store::StoreInterrupt> interrupt_;
   State state_ = State::kForming;
 
+  StorePlan store_plan_;  // where the job's store is, who serves it
   JobStore store_;  // hosted here or joined
   std::unique_ptr<WorkerStore> worker_store_;  // dynamic: the workers' store, if shared
   std::unique_ptr<rendezvous::RendezvousHandler> rdzv_;

@@ -7,7 +7,6 @@
 
 #include "ccrun/endpoint.h"
 #include "ccrun/error.h"
-#include "worker_env.h"
 
 namespace ccrun::agent {
 namespace {
@@ -30,75 +29,39 @@ store::OpenStoreOptions open_options(const JobSpec& spec,
   return o;
 }
 
-// Where a tcp:// store is, and whether this agent serves it.
-struct TcpPlan {
-  std::string host;
-  uint16_t port = 0;
-  bool hosting = false;
-  std::string bind_host = "0.0.0.0";
-};
-
-TcpPlan plan_tcp(const JobSpec& spec) {
-  const auto& r = spec.rdzv;
-  TcpPlan p;
-  if (spec.standalone) {
-    p.host = "127.0.0.1";
-    p.hosting = true;
-  } else if (r.backend == rendezvous::Backend::kStatic) {
-    p.host = spec.master_addr;
-    p.port = uint16_t(spec.master_port);
-    p.hosting = spec.node_rank == 0;
-  } else {
-    auto ep = store::parse_endpoint(r.endpoint, rendezvous::kDefaultRendezvousPort);
-    p.host = ep.host;
-    p.port = ep.port;
-    p.hosting = r.is_host.value_or(is_local_host(p.host));
-  }
-  if (p.host.rfind("127.", 0) == 0 || p.host == "localhost") p.bind_host = "127.0.0.1";
-  // An IPv6 store: "::" (dual-stack) or the loopback itself.
-  if (p.host.find(':') != std::string::npos) p.bind_host = p.host == "::1" ? p.host : "::";
-  return p;
-}
-
 }  // namespace
 
 rendezvous::StoreConnector JobStore::connector() const {
   return [address = address, reopen = reopen] { return store::open_store(address, reopen); };
 }
 
-JobStore open_job_store(const JobSpec& spec, std::shared_ptr<store::StoreInterrupt> interrupt) {
+JobStore open_job_store(const JobSpec& spec, const StorePlan& plan,
+                        std::shared_ptr<store::StoreInterrupt> interrupt) {
   const auto& r = spec.rdzv;
   JobStore js;
   std::string token = store::store_token_from_env();
-  if (r.backend == rendezvous::Backend::kEtcd && !spec.standalone) {
-    // The rounds live in etcd (nothing is hosted here); the workers meet
-    // on MASTER_ADDR:MASTER_PORT, where rank 0 serves them.
-    js.address = store::etcd_address(r.endpoint);
-    js.endpoint = store::parse_store_address(js.address).hosts.front();
-    js.etcd = true;
-  } else {
-    TcpPlan p = plan_tcp(spec);
-    if (p.hosting) {
-      store::StoreServerOptions so;
-      so.host = p.bind_host;
-      so.port = p.port;
-      so.token = token;
-      auto server = std::make_unique<store::StoreServer>(so);
-      try {
-        server->start();
-        p.port = server->port();
-        js.server = std::move(server);
-      } catch (const Error& e) {
-        // With c10d, another agent of this machine may host it already:
-        // that is normal, not an error.
-        if (r.backend == rendezvous::Backend::kStatic || spec.standalone || r.is_host.value_or(false)) throw;
-        spdlog::debug("ccrun: another process serves {} ({}); joining it as a client",
-                      store::format_host_port(p.host, p.port), e.what());
-      }
+  js.address = plan.address;
+  js.endpoint = plan.endpoint;
+  js.etcd = plan.mode == StorePlan::Mode::kEtcd;
+  if (!js.etcd) js.master_port = plan.endpoint.port;
+  if (plan.serves()) {
+    store::StoreServerOptions so;
+    so.host = plan.bind_host;
+    so.port = plan.endpoint.port;
+    so.token = token;
+    auto server = std::make_unique<store::StoreServer>(so);
+    try {
+      server->start();
+      js.endpoint.port = js.master_port = server->port();
+      js.address = store::tcp_address(js.endpoint);
+      js.server = std::move(server);
+    } catch (const Error& e) {
+      // Another agent of this machine may serve it already: that is
+      // normal, not an error.
+      if (plan.mode == StorePlan::Mode::kServe) throw;
+      spdlog::debug("ccrun: another process serves {} ({}); joining it as a client",
+                    plan.endpoint.to_string(), e.what());
     }
-    js.endpoint = store::Endpoint{p.host, p.port};
-    js.address = "tcp://" + js.endpoint.to_string();
-    js.master_port = p.port;
   }
   // The first connection may wait for a store that starts later (another
   // node's agent, etcd coming up) for join_timeout; it tells the address
@@ -111,22 +74,15 @@ JobStore open_job_store(const JobSpec& spec, std::shared_ptr<store::StoreInterru
   return js;
 }
 
-std::string store_address_hint(const JobSpec& spec) {
-  if (spec.standalone) return "127.0.0.1";
-  if (spec.rdzv.backend == rendezvous::Backend::kStatic) {
-    return store::format_host_port(spec.master_addr, spec.master_port);
+std::string store_wait_hint(const JobSpec& spec, const StorePlan& plan) {
+  if (spec.rdzv.backend != rendezvous::Backend::kC10d || plan.mode != StorePlan::Mode::kServeOrJoin) {
+    return "";
   }
-  return spec.rdzv.endpoint;
-}
-
-std::string store_wait_hint(const JobSpec& spec) {
-  if (spec.standalone || spec.rdzv.backend != rendezvous::Backend::kC10d) return "";
-  TcpPlan p = plan_tcp(spec);
-  if (!p.hosting) return "";
+  uint16_t port = plan.endpoint.port;
   return fmt::format("; if no ccrun agent on this machine serves it, another program holds port {} "
                      "without listening there (`ss -tanp | grep :{}` names it): choose another "
                      "--rdzv-endpoint port",
-                     p.port, p.port);
+                     port, port);
 }
 
 }  // namespace ccrun::agent

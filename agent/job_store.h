@@ -5,7 +5,7 @@
 // or joins one (another node's, ccrun-rendezvous, etcd), and learns the
 // address the other nodes reach it on from that connection.
 //
-//   JobStore js = open_job_store(spec, interrupt);   // may wait join_timeout
+//   JobStore js = open_job_store(spec, plan_store(spec, opt_out), interrupt);  // may wait join_timeout
 //   auto rdzv = create_rendezvous_handler(options(js.master_port), js.connector());
 //
 // Every store is opened through store::open_store (tcp:// or etcd://).
@@ -23,6 +23,7 @@
 #include "ccrun/store_address.h"
 #include "ccrun/store_interrupt.h"
 #include "ccrun/store_server.h"
+#include "store_plan.h"
 
 namespace ccrun::agent {
 
@@ -44,17 +45,15 @@ struct JobStore {
   rendezvous::StoreConnector connector() const;
 };
 
-// Hosts or joins the store `spec` names, waiting up to join_timeout for one
-// that starts later. Throws ConfigError (bad endpoint, token file),
+// Serves or joins the store as `plan` says (store_plan.h), waiting up to
+// join_timeout for one that starts later. Throws ConfigError (token file),
 // ConnectionError (no store within join_timeout) or InterruptedError.
-JobStore open_job_store(const JobSpec& spec, std::shared_ptr<store::StoreInterrupt> interrupt);
-
-// Where the store is, from the spec alone (for messages before it answered).
-std::string store_address_hint(const JobSpec& spec);
+JobStore open_job_store(const JobSpec& spec, const StorePlan& plan,
+                        std::shared_ptr<store::StoreInterrupt> interrupt);
 
 // What to check when the store has not answered for a while: for a c10d
 // endpoint on this machine, that some other program may hold its port
 // without serving a store (then no agent here could listen on it); else "".
-std::string store_wait_hint(const JobSpec& spec);
+std::string store_wait_hint(const JobSpec& spec, const StorePlan& plan);
 
 }  // namespace ccrun::agent

@@ -6,11 +6,6 @@
 
 namespace ccrun::agent {
 
-bool shares_store_with_workers(rendezvous::Backend backend, bool standalone, const char* opt_out) {
-  if (!standalone && backend == rendezvous::Backend::kStatic) return false;
-  return !(opt_out && std::strcmp(opt_out, "1") == 0);
-}
-
 WorkerStore::WorkerStore(std::string bind_host) : bind_host_(std::move(bind_host)) { start(); }
 
 void WorkerStore::renew() {

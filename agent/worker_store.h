@@ -31,12 +31,6 @@
 
 namespace ccrun::agent {
 
-// Whether this agent serves a store to its round's workers: dynamic
-// backends (c10d, etcd, --standalone) unless `opt_out` (the value of
-// TORCH_DISABLE_SHARE_RDZV_TCP_STORE) is "1". The static backend's workers
-// use the job's store itself.
-bool shares_store_with_workers(rendezvous::Backend backend, bool standalone, const char* opt_out);
-
 class WorkerStore {
  public:
   // Serves at once on `bind_host` ("127.0.0.1", "0.0.0.0" or "::"), a free

@@ -139,7 +139,7 @@ std::shared_ptr<ProcessGroup> init_process_group_with(InitOptions o, Devices dev
       g_server = std::make_shared<store::StoreServer>(server);
       g_server->start();
     }
-    auto tcp = store::open_store("tcp://" + store::Endpoint{addr, port}.to_string(), so);
+    auto tcp = store::open_store(store::tcp_address(store::Endpoint{addr, port}), so);
     host = tcp->local_address();
     store = std::make_shared<store::PrefixStore>(prefix, tcp);
   }

@@ -286,7 +286,7 @@ int run_status_command(const std::vector<std::string>& args) {
         endpoint.find("://") != std::string::npos ? endpoint
         : backend == rendezvous::Backend::kEtcd
             ? store::etcd_address(endpoint)
-            : "tcp://" + store::parse_endpoint(endpoint, rendezvous::kDefaultRendezvousPort).to_string();
+            : store::tcp_address(store::parse_endpoint(endpoint, rendezvous::kDefaultRendezvousPort));
     store::OpenStoreOptions opts;
     opts.conf = rdzv.conf;
     opts.timeout = milliseconds(int64_t(timeout_s * 1000));

@@ -108,6 +108,8 @@ std::string etcd_address(std::string_view endpoint) {
   return "etcd://" + text;
 }
 
+std::string tcp_address(const Endpoint& endpoint) { return "tcp://" + endpoint.to_string(); }
+
 StoreAddress parse_store_address(std::string_view text) {
   auto sep = text.find("://");
   if (sep == std::string_view::npos) throw bad_address(text, "no scheme");

@@ -46,6 +46,10 @@ struct StoreAddress {
 // scheme ("http://"): etcd's protocol is the `protocol` option.
 [[nodiscard]] std::string etcd_address(std::string_view endpoint);
 
+// The address of the TCP store at `endpoint`: tcp://host:port (IPv6 hosts
+// in brackets).
+[[nodiscard]] std::string tcp_address(const Endpoint& endpoint);
+
 // Parses a store address. Throws ConfigError naming the text and the
 // accepted forms.
 [[nodiscard]] StoreAddress parse_store_address(std::string_view text);
