@@ -9,7 +9,7 @@
 
 #include "ccrun/host_name.h"
 #include "ccrun/signal_names.h"
-#include "hang_verdict.h"
+#include "ccrun/hang_verdict.h"
 
 namespace ccrun::agent {
 

@@ -70,7 +70,7 @@
 #include "round_decision.h"
 #include "run_logs.h"
 #include "signal_stream.h"
-#include "python_command.h"
+#include "ccrun/python_command.h"
 #include "startup_watch.h"
 #include "warm_template.h"
 #include "store_tasks.h"

@@ -4,7 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent_impl.h"
-#include "numa_topology.h"
+#include "ccrun/numa_topology.h"
 
 namespace ccrun::agent {
 namespace {

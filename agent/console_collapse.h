@@ -34,6 +34,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "log_mux.h"
+
 namespace ccrun::agent {
 
 struct CollapseOptions {
@@ -44,16 +46,16 @@ struct CollapseOptions {
   std::chrono::milliseconds window{500};
 };
 
-class ConsoleCollapser {
+class ConsoleCollapser final : public LineSink {
  public:
   ConsoleCollapser(boost::asio::io_context& io, CollapseOptions options);
-  ~ConsoleCollapser();  // prints what is pending
+  ~ConsoleCollapser() override;  // prints what is pending
   ConsoleCollapser(const ConsoleCollapser&) = delete;  // owns a timer
   ConsoleCollapser& operator=(const ConsoleCollapser&) = delete;
 
   // One line (or a traceback: lines joined by '\n') of `rank`, without its
   // final '\n' and without a prefix.
-  void submit(int rank, int local_rank, const std::string& text);
+  void submit(int rank, int local_rank, const std::string& text) override;
 
   // Prints every pending entry now, in order.
   void flush_all();

@@ -21,11 +21,6 @@ namespace ccrun::agent {
 using ccrun::Failure;
 using ccrun::FailureCause;
 
-// Starts each report line of an agent started by the ssh fan-out
-// (--exit-on-stdin-eof), so that the launching ccrun can show the report of
-// one node only: every node prints the same one.
-inline constexpr const char* kReportMarker = "ccrun-report| ";
-
 // Reads torch's error file (written by @record): the message and its
 // traceback, or "" when absent/unreadable.
 std::string read_error_file(const std::string& path);

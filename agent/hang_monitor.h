@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "ccrun/job_state.h"
-#include "hang_verdict.h"
+#include "ccrun/hang_verdict.h"
 #include "progress_watch.h"
 
 namespace ccrun::agent {

@@ -1,5 +1,5 @@
 // The hang decision and the straggler rule (see hang_verdict.h).
-#include "hang_verdict.h"
+#include "ccrun/hang_verdict.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,6 +1,6 @@
 // --numa-binding's choice of CPUs and memory nodes per worker, torch 2.x's
 // rules as a pure function of the topology (see numa_plan.h).
-#include "numa_plan.h"
+#include "ccrun/numa_plan.h"
 
 #include <algorithm>
 #include <map>

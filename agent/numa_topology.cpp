@@ -1,12 +1,12 @@
 // load_topology through the numa module (see numa_topology.h).
-#include "numa_topology.h"
+#include "ccrun/numa_topology.h"
 
 #include "module_loader.h"
 
 namespace ccrun::agent {
 
 Topology load_topology(const TopologySource& source) {
-  auto load = reinterpret_cast<LoadTopology>(store::module_symbol("numa", kLoadTopologySymbol));
+  auto load = reinterpret_cast<LoadTopology>(module_symbol("numa", kLoadTopologySymbol));
   Topology t;
   load(&source, &t);
   return t;

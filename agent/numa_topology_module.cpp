@@ -1,7 +1,7 @@
 // The numa module (libccrun_numa.so): the node's CPUs and GPUs for
 // --numa-binding, read with hwloc (see numa_topology.h), so that only jobs
-// with --numa-binding load hwloc and libudev (store/module_loader.h).
-#include "numa_topology.h"
+// with --numa-binding load hwloc and libudev (base/module_loader.h).
+#include "ccrun/numa_topology.h"
 
 #include <hwloc.h>
 #include <sched.h>

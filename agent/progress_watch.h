@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "env_builder.h"
-#include "hang_verdict.h"
-#include "startup_timeline.h"
+#include "ccrun/hang_verdict.h"
+#include "ccrun/startup_timeline.h"
 
 namespace ccrun::agent {
 

@@ -1,5 +1,5 @@
 // What a Python worker's command line runs (see python_command.h).
-#include "python_command.h"
+#include "ccrun/python_command.h"
 
 #include <algorithm>
 #include <array>

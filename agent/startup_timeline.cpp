@@ -1,5 +1,5 @@
 // Each worker's start-up timeline, and the attempt's one line (see startup_timeline.h).
-#include "startup_timeline.h"
+#include "ccrun/startup_timeline.h"
 
 #include <algorithm>
 #include <cstdio>

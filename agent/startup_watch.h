@@ -22,7 +22,7 @@
 #include <memory>
 #include <vector>
 
-#include "startup_timeline.h"
+#include "ccrun/startup_timeline.h"
 
 namespace ccrun::agent {
 

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "env_builder.h"
-#include "python_command.h"
+#include "ccrun/python_command.h"
 #include "worker_group.h"
 
 namespace ccrun::agent {

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "log_mux.h"
+#include "process.h"
 
 namespace ccrun::agent {
 
@@ -160,7 +161,7 @@ class WorkerGroup final : public Workers {
 
  private:
   struct Worker;
-  void on_pidfd(const std::shared_ptr<Worker>& w);
+  void on_reaped(const std::shared_ptr<Worker>& w, ExitStatus s);
   void maybe_finish(const std::shared_ptr<Worker>& w);
   void rescan_holders(const std::shared_ptr<Worker>& w, std::chrono::milliseconds after);
   std::vector<pid_t> live_pids() const;

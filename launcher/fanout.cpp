@@ -4,9 +4,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <utility>  // before Asio: its awaitable.hpp needs std::exchange
@@ -20,8 +17,9 @@
 
 #include "ccrun/error.h"
 #include "ccrun/signal_names.h"
-#include "failure_report.h"
+#include "ccrun/agent.h"
 #include "log_mux.h"
+#include "process.h"
 #include "settings.h"
 #include "signal_stream.h"
 
@@ -65,7 +63,7 @@ struct Node {
   size_t index = 0;
   std::string host;
   pid_t pid = -1;
-  std::unique_ptr<asio::posix::stream_descriptor> pidfd;
+  std::unique_ptr<ProcessWatch> watch;
   int stdin_fd = -1;  // never written; its close is the remote agent's EOF
   int err_stream = -1;
   int open_pipes = 2;
@@ -84,6 +82,7 @@ class Fanout {
     prepare();
     ::signal(SIGPIPE, SIG_IGN);
     arm_signals();
+    spawner_ = std::make_unique<Spawner>();  // after our dispositions are set
     std::string hosts;
     for (const auto& h : spec_.hosts) hosts += " " + h.name;
     std::fprintf(stderr, "ccrun: starting %zu node(s) over `%s`:%s\n", spec_.hosts.size(),
@@ -170,63 +169,35 @@ class Fanout {
     std::vector<std::string> argv = ssh_;
     argv.push_back(node->host);
     argv.push_back(remote_command(spec_, i, cwd_, vars_, ccrun_));
-    std::vector<char*> cargv;
-    for (auto& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
 
     int in[2], out[2], err[2];
     if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
       throw Error(std::string("cannot make pipes for ssh: ") + strerror(errno));
     }
-    pid_t parent = getpid();
-    // Every signal blocked across fork: Asio's handlers must never run in
-    // the child, where they would write into our own signal pipe (a SIGTERM
-    // meant for this ssh would read as ccrun's own).
-    sigset_t all, old_mask;
-    sigfillset(&all);
-    sigprocmask(SIG_SETMASK, &all, &old_mask);
-    pid_t pid = fork();
-    if (pid == 0) {
-      // The ssh dies with this ccrun (then the remote agent's stdin closes).
-      prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (getppid() != parent) _exit(1);
-      setpgid(0, 0);  // our forwarding, not the terminal's, reaches it
-      for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
-      sigset_t none;
-      sigemptyset(&none);
-      sigprocmask(SIG_SETMASK, &none, nullptr);
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      dup2(err[1], 2);
-      execv(cargv[0], cargv.data());
-      const char msg[] = "ccrun: cannot execute the ssh command\n";
-      (void)!write(2, msg, sizeof msg - 1);
-      _exit(127);
-    }
-    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-    if (pid < 0) throw Error(std::string("cannot fork ssh: ") + strerror(errno));
-    setpgid(pid, pid);  // also here: no race with a signal forwarded at once
+    // Its own process group: our forwarding, not the terminal's, reaches
+    // it; it dies with this ccrun (then the remote agent's stdin closes).
+    SpawnOptions o;
+    o.stdin_fd = in[0], o.stdout_fd = out[1], o.stderr_fd = err[1];
+    o.death_signal = SIGTERM;
+    pid_t pid = spawner_->spawn(ProcessImage(argv, nullptr), o);
+    if (pid < 0) throw Error(std::string("cannot start ssh: clone: ") + strerror(errno));
     ::close(in[0]);
     ::close(out[1]);
     ::close(err[1]);
     node->pid = pid;
     node->stdin_fd = in[1];
-    int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-    if (pidfd < 0) throw Error(std::string("pidfd_open failed (Linux 5.3 or later is needed): ") + strerror(errno));
-    node->pidfd = std::make_unique<asio::posix::stream_descriptor>(io_, pidfd);
+    node->watch = std::make_unique<ProcessWatch>(io_, pid);
     Node* n = node.get();
     std::string prefix = node->host + ": ";
-    agent::StreamOptions out_options;
+    StreamOptions out_options;
     out_options.prefix = prefix;
     mux_.add(out[0], out_options, [this, n] { pipe_closed(*n); });
-    agent::StreamOptions err_options;
+    StreamOptions err_options;
     err_options.prefix = prefix;
     err_options.console_fd = 2;
     err_options.console_filter = [this, n](std::string& line) { return report_line(*n, line); };
     n->err_stream = mux_.add(err[0], err_options, [this, n] { pipe_closed(*n); });
-    n->pidfd->async_wait(asio::posix::stream_descriptor::wait_read, [this, n](boost::system::error_code ec) {
-      if (!ec) on_exit(*n);
-    });
+    n->watch->async_wait([this, n](ExitStatus s) { on_exit(*n, s); });
     nodes_.push_back(std::move(node));
   }
 
@@ -240,13 +211,10 @@ class Fanout {
     return report_node_ == &n;
   }
 
-  void on_exit(Node& n) {
-    int st = 0;
-    while (waitpid(n.pid, &st, 0) < 0 && errno == EINTR) {
-    }
+  void on_exit(Node& n, ExitStatus s) {
     n.exited = true;
-    n.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    n.pidfd->close();
+    n.status = s.exit_code;
+    n.watch->close();
     // Its output may still be in the pipes (or held by a straggler): read
     // it to the end, but not for ever.
     n.drain = std::make_unique<asio::steady_timer>(io_, std::chrono::seconds(2));
@@ -323,8 +291,9 @@ class Fanout {
   const JobSpec& spec_;
   const Environment& env_;
   asio::io_context io_;
-  agent::SignalStream signals_;  // held from load on (ccrun/stop_signals.h)
-  agent::LogMux mux_;
+  SignalStream signals_;  // held from load on (ccrun/stop_signals.h)
+  LogMux mux_;
+  std::unique_ptr<Spawner> spawner_;  // every ssh of the job
   const Node* report_node_ = nullptr;  // whose failure report is shown
   asio::steady_timer peer_timer_;
   asio::steady_timer kill_timer_;

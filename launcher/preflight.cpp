@@ -8,8 +8,8 @@
 
 #include "ccrun/error.h"
 #include "ccrun/token_file.h"
-#include "numa_plan.h"
-#include "numa_topology.h"
+#include "ccrun/numa_plan.h"
+#include "ccrun/numa_topology.h"
 
 namespace ccrun::launcher {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <sstream>
 
-#include "python_command.h"
+#include "ccrun/python_command.h"
 #include "resolve.h"
 #include "job_builder.h"
 #include "rdzv_conf.h"

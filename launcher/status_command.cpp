@@ -19,8 +19,8 @@
 #include "ccrun/rendezvous_backend.h"
 #include "ccrun/signal_names.h"
 #include "ccrun/store_address.h"
-#include "hang_verdict.h"
-#include "startup_timeline.h"
+#include "ccrun/hang_verdict.h"
+#include "ccrun/startup_timeline.h"
 #include "rdzv_conf.h"
 
 namespace ccrun::launcher {

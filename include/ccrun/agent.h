@@ -16,6 +16,11 @@
 
 namespace ccrun::agent {
 
+// Starts each line of the failure report of an agent that a ccrun's ssh
+// fan-out started (JobSpec::started_by_fanout), so that the launching ccrun
+// shows the report of one node only: every node prints the same one.
+inline constexpr const char* kReportMarker = "ccrun-report| ";
+
 // Runs the job on this node until it succeeds, fails for good or is
 // signalled. Returns the exit status for ccrun: 0 when every worker on every
 // node exited 0, 1 when the job failed, 128+N when stopped by signal N.

@@ -154,7 +154,7 @@ struct JobSpec {
   EventLogHandler event_log_handler = EventLogHandler::kNull;
 
   // --numa-binding (torch 2.x): bind local rank N to the CPUs near GPU N
-  // (agent/numa_plan.h); kNone = no binding.
+  // (ccrun/numa_plan.h); kNone = no binding.
   NumaBinding numa_binding = NumaBinding::kNone;
   // --virtual-local-rank (torch 2.x): every worker gets LOCAL_RANK=0 and
   // CUDA_VISIBLE_DEVICES naming only its own GPU.

@@ -8,7 +8,7 @@
 //   NumaBinding m = parse_numa_binding("exclusive");  // throws ConfigError naming the valid ones
 //   std::string_view name = numa_binding_name(m);     // "exclusive"
 //
-// What each mode picks is agent/numa_plan.h's concern.
+// What each mode picks is ccrun/numa_plan.h's concern.
 //
 //===----------------------------------------------------------------------===//
 #pragma once

@@ -40,7 +40,7 @@ struct GroupView {
 
 // One worker's start-up in one attempt (JSON {rank, spawned_ms, warm,
 // after_spawn_s: {interpreter, imports, group, collective, step}}, seconds,
-// phases not reached left out). agent/startup_timeline.h reads and prints it.
+// phases not reached left out). ccrun/startup_timeline.h reads and prints it.
 struct StartupTimeline {
   int rank = -1;
   int64_t spawned_ms = 0;  // wall clock (ms since the epoch) when it was spawned; 0 = unknown

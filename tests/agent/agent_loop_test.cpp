@@ -350,6 +350,7 @@ TEST_CASE("agent loop: an elastic job restarts past a lost node without this nod
   Run run;
   run.spec.max_restarts = 3;
   run.spec.rdzv.backend = rendezvous::Backend::kC10d;
+  run.spec.rdzv.endpoint = "localhost:29400";  // as the launcher leaves it
   run.spec.min_nodes = 1, run.spec.max_nodes = 2;
   run.plans = {{kRuns, kRuns}, {0, 0}};
   int status = run.go([](FakeRendezvous& r, int round) {

@@ -1,6 +1,6 @@
 // judge_hang and find_stragglers: the decisions behind --hang-timeout and
 // the straggler mark in `ccrun status`, on hand-made rank views.
-#include "hang_verdict.h"
+#include "ccrun/hang_verdict.h"
 
 #include <catch2/catch.hpp>
 

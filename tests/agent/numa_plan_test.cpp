@@ -1,11 +1,11 @@
-// --numa-binding's planner (agent/numa_plan.h) on hwloc's synthetic and XML
-// topologies (agent/numa_topology.h), checked against torch 2.x's rules.
-#include "numa_plan.h"
+// --numa-binding's planner (ccrun/numa_plan.h) on hwloc's synthetic and XML
+// topologies (ccrun/numa_topology.h), checked against torch 2.x's rules.
+#include "ccrun/numa_plan.h"
 
 #include <catch2/catch.hpp>
 
 #include "ccrun/error.h"
-#include "numa_topology.h"
+#include "ccrun/numa_topology.h"
 
 using namespace ccrun;
 using namespace ccrun::agent;

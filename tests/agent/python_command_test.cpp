@@ -1,5 +1,5 @@
-// What a worker's command line runs, for a warm start (agent/python_command.h).
-#include "python_command.h"
+// What a worker's command line runs, for a warm start (ccrun/python_command.h).
+#include "ccrun/python_command.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,5 +1,5 @@
-// The start-up timeline's one line and its JSON (agent/startup_timeline.h).
-#include "startup_timeline.h"
+// The start-up timeline's one line and its JSON (ccrun/startup_timeline.h).
+#include "ccrun/startup_timeline.h"
 
 #include <catch2/catch.hpp>
 

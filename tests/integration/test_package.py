@@ -99,7 +99,7 @@ def test_a_job_runs_from_the_unpacked_root(root, tmp_path):
 
 
 def test_optional_modules_load_from_the_unpacked_root(root, tmp_path):
-    # A plain job maps neither OpenSSL nor hwloc (store/module_loader.h); a
+    # A plain job maps neither OpenSSL nor hwloc (base/module_loader.h); a
     # job that asks for NUMA binding loads the package's numa module, found
     # beside the unpacked program (CCRUN_MODULE_DIR points nowhere else).
     ccrun = str(root / "usr/bin/ccrun")

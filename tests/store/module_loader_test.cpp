@@ -1,4 +1,4 @@
-// ccrun's optional modules (store/module_loader.h): found in the build tree,
+// ccrun's optional modules (base/module_loader.h): found in the build tree,
 // and a missing one is an error naming the paths tried and the fix.
 #include "module_loader.h"
 
@@ -7,7 +7,7 @@
 #include "ccrun/error.h"
 #include "etcd_tls.h"
 
-using ccrun::store::module_symbol;
+using ccrun::module_symbol;
 
 TEST_CASE("a module of the build is found and gives its entry point", "[module_loader]") {
   CHECK(module_symbol("etcd_tls", ccrun::store::etcd::kMakeTlsClientSymbol) != nullptr);

@@ -23,9 +23,17 @@
 #include <string>
 #include <vector>
 
-#include "console_collapse.h"
 
-namespace ccrun::agent {
+namespace ccrun {
+
+// Where a stream's console lines go instead of the console: one call per
+// line, or per Python traceback whole (the agent's --collapse-output,
+// agent/console_collapse.h).
+class LineSink {
+ public:
+  virtual ~LineSink() = default;
+  virtual void submit(int rank, int local_rank, const std::string& text) = 0;
+};
 
 // torch 2.x's --duplicate-stdout-filters/--duplicate-stderr-filters: one
 // file, shared by the ranks' streams, that also gets each line holding any
@@ -60,7 +68,7 @@ struct StreamOptions {
   // --collapse-output: the console lines go here, a Python traceback as one
   // unit, as rank `rank` (local `local_rank`) printed them; the prefix is
   // the collapser's. Redraws ('\r') then wait for their '\n'.
-  std::shared_ptr<ConsoleCollapser> collapse;
+  std::shared_ptr<LineSink> collapse;
   int rank = -1, local_rank = -1;
 };
 
@@ -119,4 +127,4 @@ class LogMux {
   std::vector<std::shared_ptr<Stream>> streams_;
 };
 
-}  // namespace ccrun::agent
+}  // namespace ccrun

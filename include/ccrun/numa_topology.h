@@ -2,7 +2,7 @@
 //
 // What --numa-binding's planner (numa_plan.h) needs to know of a node,
 // read with hwloc (Debian's libhwloc) in the numa module (libccrun_numa.so,
-// loaded by the first call: store/module_loader.h), so no sysfs parsing is
+// loaded by the first call: base/module_loader.h), so no sysfs parsing is
 // written here and only jobs with --numa-binding load hwloc:
 // every CPU with its core, highest cache, NUMA node and socket, and the NUMA
 // node of each GPU. hwloc's own variables apply: HWLOC_XMLFILE=topo.xml or
@@ -25,7 +25,7 @@
 #include <set>
 #include <string>
 
-#include "numa_plan.h"
+#include "ccrun/numa_plan.h"
 
 namespace ccrun::agent {
 

@@ -21,7 +21,7 @@
 #include <functional>
 #include <vector>
 
-namespace ccrun::agent {
+namespace ccrun {
 
 class SignalStream {
  public:
@@ -42,4 +42,4 @@ class SignalStream {
   signalfd_siginfo info_{};
 };
 
-}  // namespace ccrun::agent
+}  // namespace ccrun

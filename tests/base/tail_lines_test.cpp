@@ -1,9 +1,9 @@
-// A stream's last lines for a failure report, bounded in lines and bytes (agent/log_mux.h).
+// A stream's last lines for a failure report, bounded in lines and bytes (base/log_mux.h).
 #include <catch2/catch.hpp>
 
 #include "log_mux.h"
 
-using ccrun::agent::TailLines;
+using ccrun::TailLines;
 
 TEST_CASE("the last lines are kept, oldest first", "[tail]") {
   TailLines t;

@@ -12,7 +12,7 @@
 
 #include "ccrun/error.h"
 
-namespace ccrun::store {
+namespace ccrun {
 namespace {
 
 namespace fs = std::filesystem;
@@ -64,4 +64,4 @@ void* module_symbol(const std::string& name, const char* symbol) {
   return address;
 }
 
-}  // namespace ccrun::store
+}  // namespace ccrun

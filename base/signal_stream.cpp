@@ -11,7 +11,7 @@
 #include "ccrun/error.h"
 #include "ccrun/stop_signals.h"
 
-namespace ccrun::agent {
+namespace ccrun {
 namespace {
 
 int open_signalfd(const std::vector<int>& signals) {
@@ -49,4 +49,4 @@ void SignalStream::cancel() {
   fd_.cancel(ignored);
 }
 
-}  // namespace ccrun::agent
+}  // namespace ccrun

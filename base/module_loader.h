@@ -21,7 +21,7 @@
 
 #include <string>
 
-namespace ccrun::store {
+namespace ccrun {
 
 // The address of `symbol` in module `name` (libccrun_<name>.so), loading it
 // on first use. Throws ccrun::Error naming every path tried, dlerror's
@@ -29,4 +29,4 @@ namespace ccrun::store {
 // CCRUN_MODULE_DIR).
 void* module_symbol(const std::string& name, const char* symbol);
 
-}  // namespace ccrun::store
+}  // namespace ccrun

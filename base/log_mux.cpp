@@ -12,7 +12,7 @@
 #include <cstring>
 #include <string_view>
 
-namespace ccrun::agent {
+namespace ccrun {
 namespace asio = boost::asio;
 
 namespace {
@@ -263,4 +263,4 @@ std::string TailLines::text() const {
   return out;
 }
 
-}  // namespace ccrun::agent
+}  // namespace ccrun
