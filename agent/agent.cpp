@@ -40,14 +40,15 @@ std::string random_hex(int words) {
 }  // namespace
 
 Agent::Agent(const JobSpec& spec, AgentParts parts)
-    : spec_(spec), parts_(std::move(parts)), agent_token_(random_hex(4)) {}
+    : spec_(spec), node_env_(NodeEnvironment::read()), parts_(std::move(parts)),
+      agent_token_(random_hex(4)) {}
 
 int Agent::run() {
   OrphanKiller::start(agent_token_);  // forked before any thread of ours exists
   setup_signals();
   interrupt_ = std::make_shared<store::StoreInterrupt>();
   if (spec_.exit_on_stdin_eof) watch_stdin();
-  if (spec_.nproc_per_node > 1 && !std::getenv("OMP_NUM_THREADS")) {
+  if (spec_.nproc_per_node > 1 && !node_env_.omp_num_threads_set) {
     std::fprintf(stderr,
                  "ccrun: setting OMP_NUM_THREADS environment variable for each process to "
                  "be 1 in default, to avoid your system being overloaded, please further "
@@ -286,7 +287,7 @@ int Agent::loop() {
 
 void Agent::start_job() {
   state_ = State::kForming;
-  store_plan_ = plan_store(spec_, std::getenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE"));
+  store_plan_ = plan_store(spec_, node_env_.share_opt_out());
   asio::steady_timer slow(io_, std::chrono::seconds(5));
   slow.async_wait([this](boost::system::error_code ec) {
     if (ec) return;
@@ -321,9 +322,8 @@ void Agent::pass_health_gate() {
   HealthGateOptions o;
   o.bound = spec_.health_timeout;
   o.user_check = spec_.health_check;
-  const char* tmp = std::getenv("TMPDIR");
   o.dirs = {run_logs_->root().string()};
-  std::string temp = tmp && *tmp ? tmp : "/tmp";
+  const std::string& temp = node_env_.temp_dir;
   if (run_logs_->root().string().rfind(temp, 0) != 0) o.dirs.push_back(temp);
   if (!store_.address.empty()) {
     o.ping_store = [connect = store_.connector()] { (void)connect()->ping(); };

@@ -16,10 +16,9 @@ namespace ccrun::agent {
 namespace fs = std::filesystem;
 
 void Agent::serve_file_timer() {
-  const char* on = std::getenv("TORCHELASTIC_ENABLE_FILE_TIMER");
-  if (!on || std::string(on) != "1") return;
-  const char* given = std::getenv("TORCHELASTIC_TIMER_FILE");
-  std::string path = given && *given ? given : "/tmp/watchdog_timer_" + agent_token_;
+  if (!node_env_.file_timer) return;
+  std::string path = !node_env_.timer_file.empty() ? node_env_.timer_file
+                                                   : "/tmp/watchdog_timer_" + agent_token_;
   file_timer_ = std::make_unique<FileTimerServer>(io_, path, [this](const FileTimerKill& k) {
     std::string scopes;
     for (const auto& s : k.scopes) scopes += (scopes.empty() ? "" : ", ") + s;
@@ -44,6 +43,7 @@ std::unique_ptr<HangMonitor> Agent::make_monitor() {
   o.first_rank = info_.rank_offset, o.nproc = spec_.nproc_per_node;
   o.attempt = restart_count_, o.host = host_name(), o.token = agent_token_;
   o.evidence_prefix = evidence_prefix();
+  o.nccl_ras_addr = node_env_.nccl_ras_addr;
   HangMonitor::Hooks h;
   h.publish = [this](std::vector<RankView> ranks) { rdzv_->set_progress(std::move(ranks)); };
   h.read_statuses = [rdzv = rdzv_.get()] { return rdzv->node_statuses(); };

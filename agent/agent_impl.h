@@ -67,6 +67,7 @@
 #include "hang_monitor.h"
 #include "job_store.h"
 #include "log_mux.h"
+#include "node_environment.h"
 #include "round_decision.h"
 #include "run_logs.h"
 #include "signal_stream.h"
@@ -260,7 +261,7 @@ class Agent {
 
   // Hangs (--hang-timeout) and torch's FileTimer (agent_hangs.cpp).
   // torch's watchdog protocol, as its LocalElasticAgent serves it: with
-  // TORCHELASTIC_ENABLE_FILE_TIMER=1 the workers get TORCHELASTIC_TIMER_FILE
+  // TORCHELASTIC_ENABLE_FILE_TIMER=1 (node_env_) the workers get TORCHELASTIC_TIMER_FILE
   // (the given one, or a new FIFO), and a FileTimerClient deadline that
   // passes kills its process, named in the report.
   void serve_file_timer();
@@ -313,6 +314,7 @@ class Agent {
   int exit_signalled();
 
   const JobSpec& spec_;
+  const NodeEnvironment node_env_;  // read once, at the start
   AgentParts parts_;
   boost::asio::io_context io_{1};
   std::unique_ptr<SignalStream> signals_;

@@ -157,10 +157,11 @@ void HangMonitor::collect_stacks(const std::vector<RankView>& local,
     targets.push_back({r.rank, r.pid, watch_.dump_signal(r.local_rank),
                        watch_.dump_pid(r.local_rank), watch_.stack_file(r.local_rank)});
   }
-  hooks_.off_loop([io = &io_, alive = alive_, targets, done, prefix = o_.evidence_prefix] {
+  hooks_.off_loop([io = &io_, alive = alive_, targets, done, prefix = o_.evidence_prefix,
+                   ras_addr = o_.nccl_ras_addr] {
     // NCCL's RAS view of the job, asked while the stacks are taken.
-    auto ras = std::async(std::launch::async, [] {
-      return nccl_ras_status(nccl_ras_address(), std::chrono::seconds(8));
+    auto ras = std::async(std::launch::async, [ras_addr] {
+      return nccl_ras_status(ras_addr, std::chrono::seconds(8));
     });
     auto stacks = agent::collect_stacks(targets);
     std::vector<int> ranks;

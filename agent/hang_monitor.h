@@ -49,6 +49,7 @@ struct HangMonitorOptions {
   std::string host;
   std::string token;         // the agent's: names the records
   std::string evidence_prefix;  // torch's NCCL flight recorder FIFOs and dumps: <prefix>nccl_...
+  std::string nccl_ras_addr;    // whom to ask for NCCL's RAS status (node_environment.h)
 };
 
 class HangMonitor {

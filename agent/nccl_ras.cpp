@@ -74,10 +74,7 @@ struct RasExchange : std::enable_shared_from_this<RasExchange> {
 
 }  // namespace
 
-std::string nccl_ras_address() {
-  const char* a = std::getenv("NCCL_RAS_ADDR");
-  return a && *a ? a : "localhost:" + std::to_string(kRasPort);
-}
+std::string default_nccl_ras_address() { return "localhost:" + std::to_string(kRasPort); }
 
 std::string nccl_ras_status(const std::string& address, std::chrono::milliseconds timeout) {
   store::Endpoint ep;

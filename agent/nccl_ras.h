@@ -8,7 +8,7 @@
 // ranks), after which the server closes the connection. On a hang the agent
 // asks once and keeps the answer in the incident's folder (incident.h).
 //
-//   std::string text = nccl_ras_status(nccl_ras_address(), std::chrono::seconds(8));
+//   std::string text = nccl_ras_status(node_env.nccl_ras_addr, std::chrono::seconds(8));
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -18,8 +18,9 @@
 
 namespace ccrun::agent {
 
-// NCCL's own default and variable: NCCL_RAS_ADDR, else "localhost:28028".
-std::string nccl_ras_address();
+// NCCL's own default, "localhost:28028" (NCCL_RAS_ADDR overrides it:
+// node_environment.h reads it).
+std::string default_nccl_ras_address();
 
 // The status text of the NCCL RAS server at `address` ("host:port",
 // "[v6]:port"), or "" when none answers as one (nothing listens, another
