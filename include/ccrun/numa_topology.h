@@ -16,7 +16,9 @@
 // does.
 //
 //   Topology t = load_topology({});                        // this machine
-//   Topology x = load_topology({.xml_file = "gpus.xml"});  // a described one
+//   TopologySource described;
+//   described.xml_file = "gpus.xml";
+//   Topology x = load_topology(described);                 // a described one
 //
 //===----------------------------------------------------------------------===//
 #pragma once

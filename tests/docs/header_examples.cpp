@@ -27,6 +27,8 @@
 #include "ccrun/event_log_handler.h"
 #include "ccrun/name_table.h"
 #include "ccrun/numa_binding.h"
+#include "ccrun/numa_plan.h"
+#include "ccrun/numa_topology.h"
 #include "ccrun/rendezvous_backend.h"
 #include "ccrun/signal_names.h"
 #include "ccrun/store.h"
@@ -238,3 +240,25 @@ void name_table_h() {
 }
 
 }  // namespace ccrun::docs_examples
+
+namespace ccrun::agent::docs_examples {
+
+void numa_plan_h() {
+  // example: ccrun/numa_plan.h
+  Topology t = load_topology({});                  // this machine
+  NumaPlan p = plan_numa_binding(t, NumaBinding::kExclusive, 3);
+  // end
+  (void)p;
+}
+
+void numa_topology_h() {
+  // example: ccrun/numa_topology.h
+  Topology t = load_topology({});                        // this machine
+  TopologySource described;
+  described.xml_file = "gpus.xml";
+  Topology x = load_topology(described);                 // a described one
+  // end
+  (void)t, (void)x;
+}
+
+}  // namespace ccrun::agent::docs_examples
