@@ -274,6 +274,22 @@ struct Run {
   }
 };
 
+// A round end that another node causes, delivered once the agent watches
+// round `round`.
+std::function<void(FakeRendezvous&, int)> ended_elsewhere(int round, RoundEndKind kind,
+                                                          std::string detail,
+                                                          std::optional<Failure> failure = {}) {
+  return [=](FakeRendezvous& r, int watched) {
+    if (watched != round) return;
+    RoundEvent ev;
+    ev.kind = kind;
+    ev.node_rank = 1;
+    ev.detail = detail;
+    ev.failure = failure;
+    r.end(ev);
+  };
+}
+
 }  // namespace
 
 TEST_CASE("agent loop: every worker exits 0, the exit barrier passes, the node leaves", "[agent]") {
@@ -329,13 +345,8 @@ TEST_CASE("agent loop: a node lost elsewhere stops this node's workers and fails
   Run run;
   run.spec.max_restarts = 3;
   run.plans = {{kRuns, kRuns}};
-  int status = run.go([](FakeRendezvous& r, int) {
-    RoundEvent ev;
-    ev.kind = RoundEndKind::kNodeDead;
-    ev.node_rank = 1;
-    ev.detail = "node 1 sent no heartbeat for 15s";
-    r.end(ev);
-  });
+  int status =
+      run.go(ended_elsewhere(0, RoundEndKind::kNodeDead, "node 1 sent no heartbeat for 15s"));
   CHECK(status == 1);
   CHECK(run.workers.stop_signals == std::vector<int>{SIGTERM});
   CHECK(run.rdzv.restart_requests == 0);  // the round ended elsewhere: no request from here
@@ -353,14 +364,8 @@ TEST_CASE("agent loop: an elastic job restarts past a lost node without this nod
   run.spec.rdzv.endpoint = "localhost:29400";  // as the launcher leaves it
   run.spec.min_nodes = 1, run.spec.max_nodes = 2;
   run.plans = {{kRuns, kRuns}, {0, 0}};
-  int status = run.go([](FakeRendezvous& r, int round) {
-    if (round > 0) return;
-    RoundEvent ev;
-    ev.kind = RoundEndKind::kNodeDead;
-    ev.node_rank = 1;
-    ev.detail = "node 1 sent no heartbeat for 15s";
-    r.end(ev);
-  });
+  int status =
+      run.go(ended_elsewhere(0, RoundEndKind::kNodeDead, "node 1 sent no heartbeat for 15s"));
   CHECK(status == 0);
   CHECK(run.rdzv.rounds == 2);
   CHECK(run.count("failure") == 0);
@@ -371,12 +376,7 @@ TEST_CASE("agent loop: the store lost ends the node at once, with no restart and
   Run run;
   run.spec.max_restarts = 3;
   run.plans = {{kRuns, kRuns}};
-  int status = run.go([](FakeRendezvous& r, int) {
-    RoundEvent ev;
-    ev.kind = RoundEndKind::kStoreLost;
-    ev.detail = "connection refused";
-    r.end(ev);
-  });
+  int status = run.go(ended_elsewhere(0, RoundEndKind::kStoreLost, "connection refused"));
   CHECK(status == 1);
   CHECK(run.rdzv.rounds == 1);  // no restart without the store
   CHECK(run.rdzv.restart_requests == 0);
@@ -386,18 +386,11 @@ TEST_CASE("agent loop: a hang judged on node 0 takes this node's stacks and rest
   Run run;
   run.spec.max_restarts = 1;
   run.plans = {{kRuns, kRuns}, {0, 0}};
-  int status = run.go([](FakeRendezvous& r, int round) {
-    if (round > 0) return;
-    Failure f;
-    f.cause = FailureCause::kHang;
-    f.rank = 3, f.node_rank = 1;
-    f.message = "hang: rank 3 stopped at all_reduce #7";
-    RoundEvent ev;
-    ev.kind = RoundEndKind::kRestartRequested;
-    ev.failure = f;
-    ev.detail = f.message;
-    r.end(ev);
-  });
+  Failure f;
+  f.cause = FailureCause::kHang;
+  f.rank = 3, f.node_rank = 1;
+  f.message = "hang: rank 3 stopped at all_reduce #7";
+  int status = run.go(ended_elsewhere(0, RoundEndKind::kRestartRequested, f.message, f));
   CHECK(status == 0);
   CHECK(run.rdzv.rounds == 2);
   CHECK(run.count("hang_stacks") == 1);
