@@ -166,13 +166,15 @@ int kill_tree_holders(const char* token, bool with_children, const pid_t* skip, 
       bool was_killed = std::find(killed.begin(), killed.end(), p) != killed.end();
       doomed = doomed || was_killed || environ_holds(p, needle, len, with_children);
       if (doomed && !was_killed) {
+        // Counted unless it belongs to the group just SIGKILLed, or died on
+        // its own meanwhile (then its group cannot be read).
         char state = 0;
         pid_t group = 0;
-        bool in_signalled = signalled_group > 0 && read_stat(p, state, group) &&
-                            group == signalled_group;
+        bool counts = signalled_group <= 0 ||
+                      (read_stat(p, state, group) && state != 'Z' && group != signalled_group);
         stop_and_kill(p);
         killed.push_back(p);
-        if (!in_signalled) ++counted;
+        if (counts) ++counted;
       }
       kids.clear();
       append_children(p, kids);
