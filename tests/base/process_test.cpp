@@ -55,7 +55,8 @@ TEST_CASE("process: a signal that kills it is 128+N", "[process]") {
 
 TEST_CASE("process: its own process group, default dispositions, an empty mask", "[process]") {
   std::string out;
-  CHECK(run({"/bin/sh", "-c", "test \"$(cut -d' ' -f5 /proc/$$/stat)\" = $$"}, &out).exit_code == 0);
+  std::string own_group = "test \"$(cut -d' ' -f5 /proc/$$/stat)\" = $$";
+  CHECK(run({"/bin/sh", "-c", own_group}, &out).exit_code == 0);
   // Read by the child itself (grep of its own status), never by a shell,
   // which blocks signals of its own around its forks. SIGPIPE ignored here
   // and every signal blocked while spawning must not reach the child.
