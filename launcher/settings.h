@@ -50,7 +50,9 @@ enum class YamlForm {
 // Every setting: its key (YAML name), its flags, and its value in a JobSpec.
 struct Setting {
   const char* key;
-  const char* flags;  // CLI11 names
+  const char* flags;       // CLI11 names
+  const char* value_name;  // the word --help shows for its value ("N", "SECONDS",
+                           // "HOST[:PORT]"); "" for a switch
   const char* help;
   const char* group;
   // The setting's value in `spec` as its flag takes it (a default JobSpec
@@ -87,7 +89,8 @@ std::span<const Setting> settings();
 // The setting's default: its text in a default JobSpec ("false" for a
 // switch).
 std::string default_text(const Setting& s);
-// The word --help shows for the setting's value ("N", "SECONDS", "HOST").
+// The word --help shows for the setting's value: its value_name, "VALUE"
+// when it has none.
 std::string_view value_name(const Setting& s);
 // The setting named `key`, or nullptr.
 const Setting* find_setting(const std::string& key);
