@@ -287,14 +287,14 @@ int Agent::loop() {
 
 void Agent::start_job() {
   state_ = State::kForming;
-  store_plan_ = plan_store(spec_, node_env_.share_opt_out());
+  store_plan_ = plan_store(spec_, node_env_.no_shared_worker_store);
   asio::steady_timer slow(io_, std::chrono::seconds(5));
   slow.async_wait([this](boost::system::error_code ec) {
     if (ec) return;
     spdlog::warn("ccrun: no answer yet from the store at {}; retrying for up to {}s "
                  "(--rdzv-conf join_timeout){}",
                  store_address_hint(spec_, store_plan_), spec_.rdzv.join_timeout.count() / 1000,
-                 store_wait_hint(spec_, store_plan_));
+                 store_wait_hint(store_plan_));
   });
   run_off_loop([this] { setup_store(); });
   slow.cancel();

@@ -45,7 +45,8 @@ void Agent::collect_failures() {
 }
 
 void Agent::keep_incident() {
-  nlohmann::json hang = attempt_ ? attempt_->hang : nlohmann::json();
+  static const nlohmann::json kNoHang;
+  const nlohmann::json& hang = attempt_ ? attempt_->hang : kNoHang;
   if (!run_logs_ || !run_logs_->kept() || (last_failures_.empty() && hang.is_null())) return;
   IncidentMaterial m;
   m.attempt = restart_count_;

@@ -54,7 +54,8 @@ std::unique_ptr<HangMonitor> Agent::make_monitor() {
   };
   h.on_hang = [this](const HangVerdict& v, const std::vector<RankView>& all,
                      const std::vector<RankView>& local, const RankView& culprit) {
-    if (!attempt_->stopping && !attempt_->outcome) on_hang(v, all, local, culprit);  // else a stop is under way
+    // Else a stop is under way.
+    if (!attempt_->stopping && !attempt_->outcome) on_hang(v, all, local, culprit);
   };
   h.event = [this](const std::string& name, const std::string& json) {
     run_logs_->event(name, restart_count_, json);

@@ -10,8 +10,9 @@
 // reads of the last attempt (its failures, its hang, whether it had reached
 // the exit barrier) is still there.
 //
-//   attempt_ = std::make_unique<Attempt>(io_, ++generation_, workers_of(*output));
-//   ... handlers check `gen == attempt_->generation` before they act ...
+//   attempt_ = std::make_unique<Attempt>(io_, ++generation_, std::make_unique<LogMux>(io_));
+//   attempt_->workers = parts_.workers(io_, *attempt_->output, token);
+//   ... a handler made for attempt `gen` acts only while gen == generation_ ...
 //   attempt_->finish(AttemptOutcome::kFailedHere);  // the first outcome stands
 //
 //===----------------------------------------------------------------------===//

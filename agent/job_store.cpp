@@ -74,15 +74,4 @@ JobStore open_job_store(const JobSpec& spec, const StorePlan& plan,
   return js;
 }
 
-std::string store_wait_hint(const JobSpec& spec, const StorePlan& plan) {
-  if (spec.rdzv.backend != rendezvous::Backend::kC10d || plan.mode != StorePlan::Mode::kServeOrJoin) {
-    return "";
-  }
-  uint16_t port = plan.endpoint.port;
-  return fmt::format("; if no ccrun agent on this machine serves it, another program holds port {} "
-                     "without listening there (`ss -tanp | grep :{}` names it): choose another "
-                     "--rdzv-endpoint port",
-                     port, port);
-}
-
 }  // namespace ccrun::agent

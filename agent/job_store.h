@@ -51,9 +51,4 @@ struct JobStore {
 JobStore open_job_store(const JobSpec& spec, const StorePlan& plan,
                         std::shared_ptr<store::StoreInterrupt> interrupt);
 
-// What to check when the store has not answered for a while: for a c10d
-// endpoint on this machine, that some other program may hold its port
-// without serving a store (then no agent here could listen on it); else "".
-std::string store_wait_hint(const JobSpec& spec, const StorePlan& plan);
-
 }  // namespace ccrun::agent

@@ -16,10 +16,8 @@ const char* value(const char* name) { return std::getenv(name); }
 NodeEnvironment NodeEnvironment::read() {
   NodeEnvironment e;
   e.omp_num_threads_set = value("OMP_NUM_THREADS") != nullptr;
-  if (const char* v = value("TORCH_DISABLE_SHARE_RDZV_TCP_STORE")) {
-    e.share_store_opt_out = v;
-    e.share_store_opt_out_set = true;
-  }
+  const char* no_share = value("TORCH_DISABLE_SHARE_RDZV_TCP_STORE");
+  e.no_shared_worker_store = no_share && std::string(no_share) == "1";
   const char* timer = value("TORCHELASTIC_ENABLE_FILE_TIMER");
   e.file_timer = timer && std::string(timer) == "1";
   if (const char* v = value("TORCHELASTIC_TIMER_FILE")) e.timer_file = v;

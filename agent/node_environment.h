@@ -24,10 +24,9 @@ struct NodeEnvironment {
   // OMP_NUM_THREADS is set: the workers inherit it (else each gets 1, and
   // the agent says so, as torchrun does).
   bool omp_num_threads_set = false;
-  // TORCH_DISABLE_SHARE_RDZV_TCP_STORE ("1": a dynamic round's rank-0
-  // worker hosts the workers' store, as with torch 1.x); null when unset.
-  std::string share_store_opt_out;
-  bool share_store_opt_out_set = false;
+  // TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: a dynamic round's rank-0 worker
+  // hosts the workers' store, as with torch 1.x (store_plan.h).
+  bool no_shared_worker_store = false;
   // TORCHELASTIC_ENABLE_FILE_TIMER=1: serve torch's FileTimer at
   // TORCHELASTIC_TIMER_FILE ("" = a FIFO of the agent's own).
   bool file_timer = false;
@@ -40,10 +39,6 @@ struct NodeEnvironment {
 
   // From this process's environment.
   static NodeEnvironment read();
-  // TORCH_DISABLE_SHARE_RDZV_TCP_STORE as store_plan.h takes it.
-  const char* share_opt_out() const {
-    return share_store_opt_out_set ? share_store_opt_out.c_str() : nullptr;
-  }
 };
 
 }  // namespace ccrun::agent

@@ -1,7 +1,7 @@
 // Where the job's store is, and who serves it (see store_plan.h).
 #include "store_plan.h"
 
-#include <cstring>
+#include <fmt/format.h>
 
 #include "ccrun/store_address.h"
 #include "worker_env.h"
@@ -27,11 +27,11 @@ std::string StorePlan::worker_bind_host(const std::string& local_addr) const {
   return local_addr.find(':') != std::string::npos ? "::" : "0.0.0.0";
 }
 
-StorePlan plan_store(const JobSpec& spec, const char* share_opt_out) {
+StorePlan plan_store(const JobSpec& spec, bool no_shared_worker_store) {
   const auto& r = spec.rdzv;
   StorePlan p;
   bool dynamic = r.backend != rendezvous::Backend::kStatic;
-  p.worker_store = dynamic && !(share_opt_out && std::strcmp(share_opt_out, "1") == 0);
+  p.worker_store = dynamic && !no_shared_worker_store;
   p.announce = spec.standalone;
   p.random_id = spec.standalone && r.id == "none";
   if (r.backend == rendezvous::Backend::kEtcd) {
@@ -60,6 +60,14 @@ std::string store_address_hint(const JobSpec& spec, const StorePlan& plan) {
   if (plan.mode == StorePlan::Mode::kEtcd) return spec.rdzv.endpoint;
   if (spec.standalone) return "127.0.0.1";
   return plan.endpoint.to_string();
+}
+
+std::string store_wait_hint(const StorePlan& plan) {
+  if (plan.mode != StorePlan::Mode::kServeOrJoin) return "";
+  return fmt::format("; if no ccrun agent on this machine serves it, another program holds port {} "
+                     "without listening there (`ss -tanp | grep :{}` names it): choose another "
+                     "--rdzv-endpoint port",
+                     plan.endpoint.port, plan.endpoint.port);
 }
 
 }  // namespace ccrun::agent

@@ -14,7 +14,7 @@
 //   c10d, endpoint elsewhere  join it (ccrun-rendezvous, another node)
 //   etcd                   join etcd; nothing served here
 //
-//   StorePlan plan = plan_store(spec, std::getenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE"));
+//   StorePlan plan = plan_store(spec, node_env.no_shared_worker_store);
 //   JobStore js = open_job_store(spec, plan, interrupt);
 //
 //===----------------------------------------------------------------------===//
@@ -54,13 +54,18 @@ struct StorePlan {
   std::string worker_bind_host(const std::string& local_addr) const;
 };
 
-// The plan for `spec`. `share_opt_out`: the value of
-// TORCH_DISABLE_SHARE_RDZV_TCP_STORE ("1": the workers' rank 0 hosts their
-// store, as with torch 1.x), or null. Throws ConfigError for a malformed
-// endpoint.
-[[nodiscard]] StorePlan plan_store(const JobSpec& spec, const char* share_opt_out);
+// The plan for `spec`. `no_shared_worker_store`: TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
+// (the workers' rank 0 hosts their store, as with torch 1.x:
+// node_environment.h). Throws ConfigError for a malformed endpoint.
+[[nodiscard]] StorePlan plan_store(const JobSpec& spec, bool no_shared_worker_store);
 
 // Where the store is, for messages before it answered.
 [[nodiscard]] std::string store_address_hint(const JobSpec& spec, const StorePlan& plan);
+
+// What to check when the store has not answered for a while: for a c10d
+// endpoint on this machine (kServeOrJoin), that some other program may hold
+// its port without serving a store (then no agent here could listen on
+// it); else "".
+[[nodiscard]] std::string store_wait_hint(const StorePlan& plan);
 
 }  // namespace ccrun::agent

@@ -31,10 +31,9 @@ struct WorkerGroup::Worker {
   std::string token;  // WorkerSpec::token (the spec itself is not kept)
   pid_t pid = 0;
   int64_t spawned_ns = 0;  // CLOCK_MONOTONIC
-  ProcessWatch watch;
+  ProcessWatch watch;  // watch.reaped(): its exit was collected
   int err_stream = -1;
   int open_pipes = 2;
-  bool reaped = false;
   bool reported = false;
   WorkerExit exit;
   asio::steady_timer rescan;  // reaped, pipes still open: scan for escaped holders again
@@ -91,9 +90,8 @@ WorkerGroup::~WorkerGroup() {
   if (kill_timer_) kill_timer_->cancel();
   for (auto& w : workers_) {
     w->rescan.cancel();
-    if (!w->reaped) {
+    if (!w->watch.reaped()) {
       w->watch.kill_and_reap();
-      w->reaped = true;
       OrphanKiller::instance().untrack(w->pid);
     }
     w->watch.close();  // its pending wait completes as aborted
@@ -112,7 +110,7 @@ std::vector<pid_t> WorkerGroup::live_pids() const {
   std::vector<pid_t> out;
   if (pid_t killer = OrphanKiller::instance().pid()) out.push_back(killer);
   for (const auto& w : workers_) {
-    if (!w->reaped) out.push_back(w->pid);
+    if (!w->watch.reaped()) out.push_back(w->pid);
   }
   return out;
 }
@@ -130,7 +128,7 @@ int WorkerGroup::kill_holders(const std::string& token, bool with_children,
 
 std::vector<pid_t> WorkerGroup::pids() const {
   std::vector<pid_t> out;
-  for (const auto& w : workers_) out.push_back(w->reaped ? 0 : w->pid);
+  for (const auto& w : workers_) out.push_back(w->watch.reaped() ? 0 : w->pid);
   return out;
 }
 
@@ -157,8 +155,11 @@ void WorkerGroup::start(int count, const std::function<WorkerSpec(int)>& make,
     }
     int64_t spawned_ns = progress::monotonic_ns();
     pid_t pid = -1;
-    if (starter) pid = start_with(starter, spec, out[1], err[1]);
-    if (!starter) {
+    if (starter) {
+      pid = start_with(starter, spec, out[1], err[1]);
+      if (pid > 0) setpgid(pid, pid);  // also here: no race with the first kill(-pgid)
+    }
+    if (!starter) {  // Spawner::spawn makes the child its group's leader itself
       ProcessImage image(spec.argv, &spec.env);
       SpawnOptions o;
       o.stdout_fd = out[1], o.stderr_fd = err[1];
@@ -171,7 +172,6 @@ void WorkerGroup::start(int count, const std::function<WorkerSpec(int)>& make,
       throw Error(std::string("cannot start worker ") + std::to_string(spec.rank) + ": clone: " +
                   std::strerror(err_no));
     }
-    setpgid(pid, pid);  // a warm start's child too: no race with the first kill(-pgid)
     OrphanKiller::instance().track(pid);
     ::close(out[1]);
     ::close(err[1]);
@@ -190,7 +190,6 @@ void WorkerGroup::start(int count, const std::function<WorkerSpec(int)>& make,
 }
 
 void WorkerGroup::on_reaped(const std::shared_ptr<Worker>& w, ExitStatus s) {
-  w->reaped = true;
   w->exit.time = std::chrono::system_clock::now();
   w->exit.signal = s.signal;
   w->exit.exit_code = s.exit_code;
@@ -229,7 +228,7 @@ void WorkerGroup::rescan_holders(const std::shared_ptr<Worker>& w, std::chrono::
 }
 
 void WorkerGroup::maybe_finish(const std::shared_ptr<Worker>& w) {
-  if (!w->reaped || w->open_pipes > 0 || w->reported) return;
+  if (!w->watch.reaped() || w->open_pipes > 0 || w->reported) return;
   w->reported = true;
   w->exit.stderr_tail = logs_.tail(w->err_stream);
   if (on_exit_) on_exit_(w->exit);
@@ -250,7 +249,7 @@ void WorkerGroup::maybe_finish(const std::shared_ptr<Worker>& w) {
 void WorkerGroup::signal_all(int sig) {
   for (auto& w : workers_) {
     // With SIGCONT: a stopped rank stops within --stop-grace like the others.
-    if (!w->reaped) signal_process_group(w->pid, sig);
+    if (!w->watch.reaped()) signal_process_group(w->pid, sig);
   }
 }
 
@@ -270,7 +269,8 @@ void WorkerGroup::stop(std::chrono::milliseconds grace, std::function<void()> do
     if (ec) return;
     std::vector<std::string> left;
     for (const auto& w : workers_) {
-      if (!w->reaped) left.push_back(fmt::format("rank {} (pid {})", w->exit.rank, w->pid));
+      if (w->watch.reaped()) continue;
+      left.push_back(fmt::format("rank {} (pid {})", w->exit.rank, w->pid));
     }
     if (!left.empty()) {
       spdlog::warn("ccrun: {} still running {:.1f}s after {} (--stop-grace); killing with SIGKILL",

@@ -62,12 +62,10 @@ std::string find_program(const std::string& name, const Environment& env) {
 struct Node {
   size_t index = 0;
   std::string host;
-  pid_t pid = -1;
-  std::unique_ptr<ProcessWatch> watch;
+  std::unique_ptr<ProcessWatch> watch;  // its ssh; watch->reaped(): it exited
   int stdin_fd = -1;  // never written; its close is the remote agent's EOF
   int err_stream = -1;
   int open_pipes = 2;
-  bool exited = false;
   bool finished = false;
   int status = 0;  // exit status, or 128+N for signal N
   std::unique_ptr<asio::steady_timer> drain;
@@ -158,7 +156,7 @@ class Fanout {
 
   void signal_all(int sig) {
     for (auto& n : nodes_) {
-      if (n->pid > 0 && !n->exited) ::kill(n->pid, sig);
+      if (n->watch && !n->watch->reaped()) ::kill(n->watch->pid(), sig);
     }
   }
 
@@ -184,7 +182,6 @@ class Fanout {
     ::close(in[0]);
     ::close(out[1]);
     ::close(err[1]);
-    node->pid = pid;
     node->stdin_fd = in[1];
     node->watch = std::make_unique<ProcessWatch>(io_, pid);
     Node* n = node.get();
@@ -212,7 +209,6 @@ class Fanout {
   }
 
   void on_exit(Node& n, ExitStatus s) {
-    n.exited = true;
     n.status = s.exit_code;
     n.watch->close();
     // Its output may still be in the pipes (or held by a straggler): read
@@ -226,7 +222,7 @@ class Fanout {
 
   void pipe_closed(Node& n) {
     --n.open_pipes;
-    if (n.open_pipes == 0 && n.exited) finish(n);
+    if (n.open_pipes == 0 && n.watch->reaped()) finish(n);
   }
 
   void finish(Node& n) {
@@ -281,7 +277,7 @@ class Fanout {
     if (stopping_) return;
     stopping_ = true;
     size_t live = 0;
-    for (const auto& o : nodes_) live += !o->exited;
+    for (const auto& o : nodes_) live += !o->watch->reaped();
     if (live == 0) return;
     std::fprintf(stderr, "ccrun: %s; stopping the other %zu node(s)\n", why.c_str(), live);
     signal_all(SIGTERM);

@@ -22,7 +22,7 @@ TEST_CASE("store plan: --standalone serves on the loopback, a free port, and say
           "[store_plan]") {
   JobSpec spec = c10d("127.0.0.1:0");  // what the launcher makes of --standalone
   spec.standalone = true;
-  StorePlan p = plan_store(spec, nullptr);
+  StorePlan p = plan_store(spec, false);
   CHECK(p.mode == Mode::kServe);
   CHECK(p.bind_host == "127.0.0.1");
   CHECK(p.endpoint.port == 0);
@@ -32,7 +32,7 @@ TEST_CASE("store plan: --standalone serves on the loopback, a free port, and say
   CHECK(p.worker_store);
   CHECK(p.worker_bind_host("127.0.0.1") == "127.0.0.1");
   spec.rdzv.id = "job7";
-  CHECK_FALSE(plan_store(spec, nullptr).random_id);
+  CHECK_FALSE(plan_store(spec, false).random_id);
 }
 
 TEST_CASE("store plan: static node 0 serves at --master-port, the others join it",
@@ -40,45 +40,45 @@ TEST_CASE("store plan: static node 0 serves at --master-port, the others join it
   JobSpec spec;
   spec.master_addr = "10.0.0.1";
   spec.master_port = 29500;
-  StorePlan p = plan_store(spec, nullptr);
+  StorePlan p = plan_store(spec, false);
   CHECK(p.mode == Mode::kServe);
   CHECK(p.bind_host == "0.0.0.0");
   CHECK(p.address == "tcp://10.0.0.1:29500");
   CHECK_FALSE(p.worker_store);  // the workers use the job's store itself
   CHECK_FALSE(p.announce);
   spec.node_rank = 1;
-  CHECK(plan_store(spec, nullptr).mode == Mode::kJoin);
+  CHECK(plan_store(spec, false).mode == Mode::kJoin);
   spec.master_addr = "fd00::1";
-  CHECK(plan_store(spec, nullptr).address == "tcp://[fd00::1]:29500");
+  CHECK(plan_store(spec, false).address == "tcp://[fd00::1]:29500");
   spec.node_rank = 0;
-  CHECK(plan_store(spec, nullptr).bind_host == "::");
+  CHECK(plan_store(spec, false).bind_host == "::");
 }
 
 TEST_CASE("store plan: c10d serves an endpoint of this machine, or joins another's",
           "[store_plan]") {
-  StorePlan here = plan_store(c10d("localhost:29400"), nullptr);
+  StorePlan here = plan_store(c10d("localhost:29400"), false);
   CHECK(here.mode == Mode::kServeOrJoin);  // another agent here may serve it already
   CHECK(here.bind_host == "127.0.0.1");
-  StorePlan away = plan_store(c10d("192.0.2.7"), nullptr);
+  StorePlan away = plan_store(c10d("192.0.2.7"), false);
   CHECK(away.mode == Mode::kJoin);
   CHECK(away.address == "tcp://192.0.2.7:29400");  // torch's default port
   CHECK(away.worker_bind_host("192.0.2.9") == "0.0.0.0");
   CHECK(away.worker_bind_host("fd00::9") == "::");
   JobSpec told = c10d("192.0.2.7:29400");
   told.rdzv.is_host = true;  // is_host=1: serve it, or fail
-  CHECK(plan_store(told, nullptr).mode == Mode::kServe);
+  CHECK(plan_store(told, false).mode == Mode::kServe);
   told.rdzv.is_host = false;
-  CHECK(plan_store(c10d("localhost:29400"), nullptr).worker_store);
-  CHECK_FALSE(plan_store(c10d("localhost:29400"), "1").worker_store);  // torch 1.x's way
+  CHECK(plan_store(c10d("localhost:29400"), false).worker_store);
+  CHECK_FALSE(plan_store(c10d("localhost:29400"), true).worker_store);  // torch 1.x's way
   told.rdzv.endpoint = "localhost:29400";
-  CHECK(plan_store(told, nullptr).mode == Mode::kJoin);  // is_host=0 here: join
+  CHECK(plan_store(told, false).mode == Mode::kJoin);  // is_host=0 here: join
 }
 
 TEST_CASE("store plan: etcd is joined, nothing served here", "[store_plan]") {
   JobSpec spec;
   spec.rdzv.backend = rendezvous::Backend::kEtcd;
   spec.rdzv.endpoint = "10.0.0.5:2379,10.0.0.6:2379/jobs";
-  StorePlan p = plan_store(spec, nullptr);
+  StorePlan p = plan_store(spec, false);
   CHECK(p.mode == Mode::kEtcd);
   CHECK_FALSE(p.serves());
   CHECK(p.address == "etcd://10.0.0.5:2379,10.0.0.6:2379/jobs");
