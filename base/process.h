@@ -12,7 +12,9 @@
 //
 //   ProcessImage image(argv, &env);                // before the spawn: no allocation after
 //   Spawner spawner;
-//   pid_t pid = spawner.spawn(image, {.stdout_fd = out, .stderr_fd = err});
+//   SpawnOptions o;
+//   o.stdout_fd = out, o.stderr_fd = err;
+//   pid_t pid = spawner.spawn(image, o);
 //   ProcessWatch watch(io, pid);
 //   watch.async_wait([](ExitStatus s) { ... });    // reaped
 //
