@@ -17,7 +17,6 @@
 #include "ccrun/host_name.h"
 #include "ccrun/job_keys.h"
 #include "ccrun/signal_names.h"
-#include "health_gate.h"
 #include "orphan_killer.h"
 #include "worker_env.h"
 
@@ -160,6 +159,7 @@ const char* Agent::state_name() const {
     case State::kStopping: return "stopping the workers";
     case State::kBarrier: return "waiting at the exit barrier";
     case State::kLeaving: return "leaving the job";
+    case State::kExcluded: return "sitting out its exclusion";
   }
   return "running";
 }
@@ -249,12 +249,24 @@ int Agent::loop() {
   RestartBudget budget{spec_.max_restarts, spec_.max_restarts,
                        spec_.rdzv.backend == rendezvous::Backend::kStatic, 1, spec_.min_nodes};
   for (;;) {
-    join_round();
+    if (int status = clear_to_join(); status >= 0) return status;
+    try {
+      join_round();
+    } catch (const JobFinishedError& e) {  // a spare never needed: not a failure
+      spdlog::info("ccrun: {}", e.what());
+      return 0;
+    }
     AttemptEnd end = end_of(run_attempt());
     if (end.how == AttemptEnd::How::kRoundEnded) say_why_the_group_stops(end);
     budget.num_nodes = info_.num_nodes;
     note_progress(budget, end);
     Decision d = decide(end, budget);
+    if (excluded_by_failures(end) && d.action == Decision::Action::kRestart) {
+      collect_failures();
+      exclude_self("its workers failed first in the last " +
+                   std::to_string(kExcludeAfterFailures) + " attempts in a row");
+      continue;  // clear_to_join() sits it out
+    }
     switch (d.action) {
       case Decision::Action::kStop:
         return exit_signalled();
@@ -318,42 +330,8 @@ void Agent::start_job() {
   }
 }
 
-void Agent::pass_health_gate() {
-  HealthGateOptions o;
-  o.bound = spec_.health_timeout;
-  o.user_check = spec_.health_check;
-  o.dirs = {run_logs_->root().string()};
-  const std::string& temp = node_env_.temp_dir;
-  if (run_logs_->root().string().rfind(temp, 0) != 0) o.dirs.push_back(temp);
-  if (!store_.address.empty()) {
-    o.ping_store = [connect = store_.connector()] { (void)connect()->ping(); };
-  }
-  HealthReport r;
-  run_off_loop([&] { r = run_health_gate(o); });
-  run_logs_->event("health", restart_count_, r.to_json().dump());
-  if (r.healthy()) {
-    if (spec_.health_check.empty()) {
-      spdlog::debug("ccrun: health gate: {}", r.summary());
-    } else {
-      spdlog::info("ccrun: health gate passed: {}", r.summary());
-    }
-    return;
-  }
-  std::string why = "node " + std::to_string(spec_.node_rank) + " (" + host_name() +
-                    ") failed its health gate: " + r.reason();
-  spdlog::error("ccrun: {}; it does not join the round", why);
-  bool fixed = spec_.rdzv.backend == rendezvous::Backend::kStatic;
-  if (fixed) {  // a static job cannot form without this node: the others stop now
-    run_bounded([this, why] { rdzv_->set_closed({why, 0}); }, milliseconds(3'000));
-  }
-  throw Error(why + (fixed ? " (the job is closed: a static job cannot form without it"
-                           : " (the other nodes go on without it while --nnodes allows") +
-              "; docs/health.md)");
-}
-
 void Agent::join_round() {
   state_ = State::kForming;
-  pass_health_gate();
   if (worker_store_ && attempts_ > 0) worker_store_->renew();  // worker_store.h: why
   run_off_loop([this] { info_ = rdzv_->next_rendezvous(); });
   ++attempts_;

@@ -195,7 +195,19 @@ int64_t Agent::node_steps() const {
 }
 
 void Agent::tell_restart(const Failure& f) {
-  attempt_->tasks.run([this, f] { rdzv_->request_restart(f); },
+  bool elastic = spec_.rdzv.backend != rendezvous::Backend::kStatic;
+  bool may_leave = leaves_on_failure(failure_streak_, elastic, info_.num_nodes, spec_.min_nodes,
+                                     spec_.max_nodes);  // the most spares there can be
+  int streak = failure_streak_, nodes = info_.num_nodes, min = spec_.min_nodes;
+  attempt_->tasks.run([this, f, may_leave, streak, nodes, min] {
+                // This failure may make the node's streak: then it leaves
+                // (round_decision.h), and the next round admits a spare.
+                bool leaves = may_leave && leaves_on_failure(streak, true, nodes, min,
+                                                             rdzv_->spares_waiting());
+                // It leaves only if its request ended the round: an earlier
+                // end expects it back.
+                leaving_ = rdzv_->request_restart(f, leaves) && leaves;
+              },
               [](const std::string& what) {
                 spdlog::error("ccrun: cannot tell the other nodes: {}", what);
               });

@@ -176,7 +176,12 @@ int Agent::exit_signalled() {
   std::string reason = "ccrun received " + signal_name(signalled_) + " on node " +
                        std::to_string(info_.node_rank);
   end_reason_ = reason;
-  if (rdzv_) {
+  // A node with no place in the rounds (excluded, or a hot spare) stops
+  // alone, unless the job's store goes with it.
+  bool outside = state_ == State::kExcluded || (rdzv_ && rdzv_->waiting_as_spare());
+  if (outside && !store_.server) {
+    spdlog::info("ccrun: this node leaves; the job goes on without it");
+  } else if (rdzv_) {
     state_ = State::kLeaving;
     // The hosting node keeps serving until the others have read the close (or
     // the bound passes): its store goes away with it.

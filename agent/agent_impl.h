@@ -14,6 +14,8 @@
 //                       placement, planned once per job from hwloc's view
 //   agent_event_log.cpp --event-log-handler: torch's end-of-run event
 //   agent_warm.cpp      --warm-start: the node's template interpreter
+//   agent_exclusion.cpp the health gate before each join, and exclusions
+//                       (ccrun/exclusion.h): recorded, and sat out
 //
 // One io_context carries every event of a node: worker exits (pidfds),
 // worker output (pipes), stop signals (SignalStream), the rendezvous round's
@@ -35,6 +37,8 @@
 //   kBarrier   every local worker exited 0; waiting for the other nodes
 //   kLeaving   the job is over here; the hosting node waits for the others
 //              to read the end before it stops serving the store
+//   kExcluded  the node is kept out of the job's rounds for a cool-down
+//              (ccrun/exclusion.h); it follows the rounds, with no workers
 //
 // Signals: the first SIGINT/SIGTERM (or --signals-to-handle) stops the job
 // for good, whatever state it is in: the signal goes to the workers, once
@@ -47,6 +51,7 @@
 #include <utility>  // first: this Boost's asio/awaitable.hpp uses std::exchange unincluded
 
 #include <array>
+#include <atomic>
 #include <boost/asio.hpp>
 #include <chrono>
 #include <functional>
@@ -59,6 +64,7 @@
 #include <vector>
 
 #include "ccrun/agent.h"
+#include "ccrun/exclusion.h"
 #include "ccrun/rendezvous.h"
 #include "ccrun/store_interrupt.h"
 #include "attempt.h"
@@ -112,7 +118,7 @@ class Agent {
 
   using Outcome = AttemptOutcome;
   // Where the node is (the overview above).
-  enum class State { kForming, kRunning, kStopping, kBarrier, kLeaving };
+  enum class State { kForming, kRunning, kStopping, kBarrier, kLeaving, kExcluded };
 
   // The job's sequence, signals and the loop that carries out each decision (agent.cpp).
   // The one line every job ends with, and the last event.
@@ -196,9 +202,26 @@ class Agent {
 
   // With --log-dir: the failed attempt's incident folder (incident.h), said.
   void keep_incident();
-  // The health gate (health_gate.h) before a join: returns when the node is
-  // healthy; else says why, closes a static job, and throws.
-  void pass_health_gate();
+  // Exclusions and the health gate (agent_exclusion.cpp).
+  // Before each join: an exclusion of this host in the job's store (this
+  // agent's, or an earlier agent's on this host) is sat out, then the gate
+  // runs. A failed gate excludes the node from an elastic job (sat out in
+  // turn), and closes a static job, which cannot form without it (throws).
+  // Returns -1 to join, else the exit status: the job ended meanwhile.
+  int clear_to_join();
+  // The health gate (health_gate.h): the reason it failed, nullopt when passed.
+  std::optional<std::string> run_health_gate_once();
+  // Records this node's exclusion for `reason` (the job's store, an
+  // `excluded` event, a marked line for a fan-out's launcher) and says it.
+  Exclusion exclude_self(const std::string& reason);
+  // This host's exclusion whose cool-down has not ended, if any.
+  std::optional<Exclusion> my_exclusion();
+  // Waits out `e` with no place in the rounds: -1 when its cool-down ended,
+  // else the exit status (the job ended meanwhile).
+  int sit_out(const Exclusion& e);
+  // After an attempt: whether this node's workers caused its end
+  // kExcludeAfterFailures times in a row and it asked to leave (tell_restart).
+  bool excluded_by_failures(const AttemptEnd& end);
   // Says a restart is coming and logs it; `counts` takes one from the budget.
   void note_restart(bool counts, const AttemptEnd& end, RestartBudget& budget);
 
@@ -350,6 +373,12 @@ class Agent {
   std::unique_ptr<FileTimerServer> file_timer_;  // TORCHELASTIC_ENABLE_FILE_TIMER=1
   std::map<pid_t, std::string> timer_kills_;     // pids the FileTimer killed, and why
   std::vector<Failure> last_failures_, all_failures_;
+  // Exclusions: attempts in a row ended by this node's failure
+  // (round_decision.h), whether its last restart request left the job, and
+  // the records when there is no job store (a given rendezvous).
+  int failure_streak_ = 0;
+  std::atomic<bool> leaving_{false};
+  ExclusionList local_exclusions_;
   int attempts_ = 0;  // rendezvous rounds that started workers (or would have)
   std::string end_reason_;
   std::string end_error_type_ = "ccrun::Error";  // the type of what ended the job

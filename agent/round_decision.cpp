@@ -51,4 +51,15 @@ Decision decide(const AttemptEnd& end, const RestartBudget& budget) {
   return {Action::kRestart, ""};
 }
 
+bool leaves_on_failure(int streak, bool elastic, int num_nodes, int min_nodes, int spares) {
+  return elastic && streak + 1 >= kExcludeAfterFailures && num_nodes - 1 + spares >= min_nodes;
+}
+
+int next_failure_streak(int streak, const AttemptEnd& end, int node_rank) {
+  bool here = end.how == AttemptEnd::How::kRoundEnded &&
+              end.kind == RoundEndKind::kRestartRequested && end.failure &&
+              end.failure->node_rank == node_rank;
+  return here ? streak + 1 : 0;
+}
+
 }  // namespace ccrun::agent

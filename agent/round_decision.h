@@ -18,6 +18,7 @@
 #include <string>
 #include <utility>
 
+#include "ccrun/exclusion.h"
 #include "ccrun/job_state.h"
 
 namespace ccrun::agent {
@@ -75,6 +76,20 @@ inline constexpr int kExitNoProgress = 4;
 // a failure that a restart repeats. Unknown steps (a program that reports no
 // progress) never count.
 void note_progress(RestartBudget& budget, const AttemptEnd& end);
+
+// Exclusion for repeated failures (ccrun/exclusion.h): `streak` is how many
+// attempts in a row, just before this one, ended by a failure of this
+// node's workers (the round's first failure, its root cause). A restart
+// request from this node then also takes the node out when this failure
+// makes kExcludeAfterFailures in a row, the job is elastic (a dynamic
+// rendezvous: a static one cannot form without the node), and the job keeps
+// at least `min_nodes` without it, counting the hot spares waiting.
+[[nodiscard]] bool leaves_on_failure(int streak, bool elastic, int num_nodes, int min_nodes,
+                                     int spares);
+
+// The streak after `end`: one more when its root cause was a failure of
+// node `node_rank` (this node), else 0.
+[[nodiscard]] int next_failure_streak(int streak, const AttemptEnd& end, int node_rank);
 
 struct Decision {
   enum class Action {

@@ -26,6 +26,10 @@ void resolve_restarts(const Sources& src, JobSpec& spec) {
   if (spec.health_timeout.count() <= 0) {
     fail(raw("health_timeout"), "a health check needs a bound above 0 seconds");
   }
+  spec.exclusion_cooldown = to_seconds(raw("exclusion_cooldown"));
+  if (spec.exclusion_cooldown.count() <= 0) {
+    fail(raw("exclusion_cooldown"), "an exclusion needs a cool-down above 0 seconds");
+  }
   Raw signals = raw("signals_to_handle");
   spec.signals_to_handle.clear();
   std::stringstream ss(signals.value);

@@ -153,6 +153,10 @@ const Setting kSettings[] = {
     {"health_timeout", "--health-timeout,--health_timeout", "SECONDS",
      "Seconds each health check may take; one that runs longer is killed and fails",
      "Restarts", [](S s) { return seconds_text(s.health_timeout); }, Y::kScalar, true},
+    {"exclusion_cooldown", "--exclusion-cooldown,--exclusion_cooldown", "SECONDS",
+     "Seconds a node that fails its health gate, or whose workers fail first twice in a row, "
+     "is kept out of an elastic job; doubled for each repeat offence (docs/health.md)",
+     "Restarts", [](S s) { return seconds_text(s.exclusion_cooldown); }, Y::kScalar, true},
     {"signals_to_handle", "--signals-to-handle,--signals_to_handle", "SIGNAL,...",
      "Signals forwarded to the workers",
      "Restarts", [](S s) { return signal_names_text(s.signals_to_handle); }, Y::kList, true},

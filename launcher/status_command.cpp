@@ -34,15 +34,6 @@ constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitUnknown = 3;
 
-std::string format_time(int64_t ms) {
-  time_t secs = time_t(ms / 1000);
-  tm utc{};
-  gmtime_r(&secs, &utc);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &utc);
-  return buf;
-}
-
 // Every rank's progress as its node published it with its heartbeat, with
 // where it is in words and the straggler mark (docs/hangs.md).
 void add_rank_progress(const JobState& st, json& out) {
@@ -70,6 +61,16 @@ json node_json(const NodeStatus& n, int64_t now) {
   j.erase("ranks");
   j["heartbeat_age_s"] = double(now - n.beat_ms) / 1000.0;
   return j;
+}
+
+// The hot spares waiting, and the nodes excluded now (ccrun/exclusion.h)
+// with why and until when; past exclusions only count offences, unshown.
+void add_spares_and_exclusions(const JobState& st, json& out) {
+  if (!st.spares.empty()) out["spares"] = st.spares;
+  auto live = st.exclusions.all_active(wall_clock_ms());
+  if (live.empty()) return;
+  out["excluded"] = json::array();
+  for (const auto& e : live) out["excluded"].push_back(e.to_json());
 }
 
 // The job's state as `ccrun status --json` prints it.
@@ -109,6 +110,7 @@ json status_json(const JobState& st) {
     out["last_failure"] = st.last_failure->to_json();
     out["last_failure"]["round"] = st.last_failure_round;
   }
+  add_spares_and_exclusions(st, out);
   return out;
 }
 
@@ -122,7 +124,7 @@ std::string describe_failure(const Failure& f) {
   } else {
     o << "exit code " << f.exit_code;
   }
-  o << " at " << format_time(f.time_ms) << " (attempt " << f.attempt << ")";
+  o << " at " << format_utc(f.time_ms) << " (attempt " << f.attempt << ")";
   return o.str();
 }
 
@@ -192,6 +194,15 @@ std::string format_text(const JobState& job, const json& st, const std::string& 
   }
   if (st.contains("ranks")) format_ranks(o, st["ranks"]);
   if (job.last_failure) o << "  last failure: " << describe_failure(*job.last_failure) << "\n";
+  if (!job.spares.empty()) {
+    o << "  hot spares (waiting, no workers): ";
+    for (size_t i = 0; i < job.spares.size(); ++i) o << (i ? ", " : "") << job.spares[i];
+    o << "\n";
+  }
+  int64_t now = wall_clock_ms();
+  for (const auto& e : job.exclusions.all_active(now)) {
+    o << "  excluded: " << e.host << " " << describe(e, now) << "\n";
+  }
   return o.str();
 }
 

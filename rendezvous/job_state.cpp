@@ -3,13 +3,25 @@
 
 #include <nlohmann/json.hpp>
 
+#include <ctime>
+
 #include <array>
 #include <utility>
 
 #include "ccrun/job_keys.h"
+#include "round_end.h"
 #include "round_plan.h"
 
 namespace ccrun {
+
+std::string format_utc(int64_t ms) {
+  time_t secs = time_t(ms / 1000);
+  tm utc{};
+  gmtime_r(&secs, &utc);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &utc);
+  return buf;
+}
 namespace {
 
 using json = nlohmann::json;
@@ -230,6 +242,20 @@ NodeStatus NodeStatus::from_json(const json& j) {
   return n;
 }
 
+// The hosts on round r's spare list, or on r + 1's once r's is closed (r
+// ended and its spares moved on). A token is "<host>/<pid>/<n>".
+static std::vector<std::string> read_spares(store::Store& s, const JobKeys& k, int r) {
+  for (int round : {r, r + 1}) {
+    if (!s.check({k.spares(round)})) continue;
+    rendezvous::SpareList list = rendezvous::SpareList::from_json(s.get(k.spares(round)));
+    if (list.closed) continue;
+    std::vector<std::string> hosts;
+    for (const auto& t : list.tokens) hosts.push_back(t.substr(0, t.find('/')));
+    return hosts;
+  }
+  return {};
+}
+
 JobState read_job_state(store::Store& s, const std::string& run_id) {
   JobKeys k(run_id);
   JobState st;
@@ -251,6 +277,8 @@ JobState read_job_state(store::Store& s, const std::string& run_id) {
   st.node_statuses = read_statuses(s, k, st.round, st.num_nodes);
   read_phase(s, k, st);
   read_last_failure(s, k, st.round, st);
+  st.spares = read_spares(s, k, st.round);
+  st.exclusions = read_exclusions(s, run_id);
   return st;
 }
 

@@ -14,6 +14,8 @@
 //      joiner waits that long, then closes with whoever joined.
 //   3. An agent whose slot is >= size came late: it ends round R - its
 //      participants restart (kNodeWaiting) when R has room - and joins R + 1.
+//      When R is full, it waits as a hot spare on R's list instead, until a
+//      round's end admits it (round_end.h), and then joins the round after.
 //   4. The agent of slot 0 plans the round: it reads the size NodeInfos once
 //      and writes round/R/plan and one round/R/place/<slot> per node
 //      (round_plan.h: node ranks keep the previous round's order, so a
@@ -45,6 +47,7 @@
 #include "ccrun/host_name.h"
 #include "ccrun/job_keys.h"
 #include "ccrun/rendezvous.h"
+#include "round_end.h"
 #include "round_plan.h"
 #include "round_watch.h"
 
@@ -101,6 +104,11 @@ class Handler : public RendezvousHandler {
       std::optional<RendezvousInfo> info;
       try {
         info = dynamic_ ? join_dynamic(r, deadline) : join_static(r, deadline);
+        if (resume_round_ >= 0) {  // a spare admitted: its wait was no join
+          r = std::exchange(resume_round_, -1);
+          deadline = Clock::now() + o_.join_timeout;
+          continue;
+        }
       } catch (const ConnectionError& e) {
         // The store went away mid-join (a restarting daemon): the client
         // reconnects on the next call, until join_timeout.
@@ -122,19 +130,52 @@ class Handler : public RendezvousHandler {
 
   void watch(std::function<void(const RoundEvent&)> on_event) override {
     watch_.reset();
-    RoundWatchOptions w{o_.run_id, round_, info_.node_rank, info_.num_nodes, place_.watch,
+    RoundWatchOptions w{o_.run_id,        round_,      info_.node_rank,
+                        info_.num_nodes,  o_.max_nodes, place_.watch,
                         place_.watch_addr, o_.keep_alive_interval, o_.keep_alive_max_attempt};
     RoundWatchHooks hooks{[this] { return status_record(); }, [this] { return done_.load(); },
                           std::move(on_event)};
     watch_ = std::make_unique<RoundWatch>(std::move(w), connect_, std::move(hooks));
   }
 
-  void request_restart(const Failure& failure) override {
+  bool request_restart(const Failure& failure, bool leaves) override {
     int r = round_;
     std::string text = failure.to_json().dump();
     int64_t i = store_->add(keys_.failures(r), 1);
     store_->set(keys_.failure(r, int(i - 1)), text);
-    end_round(r, {RoundEndKind::kRestartRequested, info_.node_rank, text, info_.num_nodes});
+    return end_round(r, {RoundEndKind::kRestartRequested, info_.node_rank, text,
+                         info_.num_nodes - (leaves ? 1 : 0)});
+  }
+
+  bool waiting_as_spare() const override { return spare_.load(); }
+
+  int spares_waiting() override {
+    if (round_ < 0 || !store_->check({keys_.spares(round_)})) return 0;
+    SpareList list = SpareList::from_json(store_->get(keys_.spares(round_)));
+    return list.closed ? 0 : int(list.tokens.size());
+  }
+
+  StandByEnd stand_by(int64_t until_ms, bool hosts_store, milliseconds leave_timeout) override {
+    watch_.reset();
+    int r = current_round();
+    for (;;) {
+      if (store_->check({keys_.closed()})) return StandByEnd::kClosed;
+      int64_t left = until_ms - wall_clock_ms();
+      if (left <= 0) return StandByEnd::kTimeUp;
+      try {
+        store_->wait({keys_.end(r)}, std::min(milliseconds(left), o_.keep_alive_interval));
+      } catch (const TimeoutError&) {
+        r = std::max(r, current_round());  // the job may have moved on meanwhile
+        continue;
+      }
+      RoundEnd end = RoundEnd::from_json(store_->get(keys_.end(r)));
+      if (end.kind == RoundEndKind::kClosed) return StandByEnd::kClosed;
+      if (end.kind == RoundEndKind::kAllDone) {
+        if (hosts_store) wait_all_left(r, leave_timeout);
+        return StandByEnd::kFinished;
+      }
+      ++r;
+    }
   }
 
   // The last node to mark done ends the round (one counter: O(1) per node).
@@ -179,11 +220,7 @@ class Handler : public RendezvousHandler {
       if (n >= info_.num_nodes) store_->set(keys_.all_exited(round_), "1");
       return;
     }
-    try {
-      store_->wait({keys_.all_exited(round_)}, timeout);
-    } catch (const Error& e) {
-      spdlog::warn("rendezvous: not every node left round {} in time: {}", round_, e.what());
-    }
+    wait_all_left(round_, timeout);
   }
 
   void shutdown() override { watch_.reset(); }
@@ -219,8 +256,22 @@ class Handler : public RendezvousHandler {
     return RendezvousClosedError("rendezvous '" + o_.run_id + "' is closed: " + reason);
   }
 
-  void end_round(int r, const RoundEnd& end) {
-    store_->compare_set(keys_.end(r), "", end.to_json());
+  bool end_round(int r, const RoundEnd& end) {
+    return rendezvous::end_round(*store_, keys_, r, end, o_.max_nodes);
+  }
+
+  void wait_all_left(int r, milliseconds timeout) {
+    try {
+      store_->wait({keys_.all_exited(r)}, timeout);
+    } catch (const Error& e) {
+      spdlog::warn("rendezvous: not every node left round {} in time: {}", r, e.what());
+    }
+  }
+
+  // The round the job is at (0 before any round closed).
+  int current_round() {
+    if (!store_->check({keys_.current_round()})) return 0;
+    return int(store::parse_counter(keys_.current_round(), store_->get(keys_.current_round())));
   }
 
   // For `ccrun status`: who this node is and when it last beat (wall clock:
@@ -450,12 +501,14 @@ class Handler : public RendezvousHandler {
     std::optional<int> size = wait_for_size(r, slot + 1, deadline, still_joined, timed_out);
     if (!size) return std::nullopt;
     if (slot >= *size) {
-      // Late: make room in the next round, and tell R's participants.
-      if (*size < o_.max_nodes) {
-        end_round(r, {RoundEndKind::kNodeWaiting, -1, "a new node waits to join", *size + 1});
-      }
-      store_->compare_set(keys_.expected(r + 1), "", std::to_string(*size + 1));
       late_ = true;
+      if (*size >= o_.max_nodes) {  // a full round: wait as a hot spare
+        resume_round_ = wait_as_spare(r);
+        return std::nullopt;
+      }
+      // Late: make room in the next round, and tell R's participants.
+      end_round(r, {RoundEndKind::kNodeWaiting, -1, "a new node waits to join", *size + 1});
+      store_->compare_set(keys_.expected(r + 1), "", std::to_string(*size + 1));
       return std::nullopt;
     }
     return settle(r, slot, *size, deadline, still_joined, timed_out);
@@ -500,6 +553,65 @@ class Handler : public RendezvousHandler {
     return std::stoi(store_->get(size_key));
   }
 
+  // A hot spare (round_end.h): waits on round r's spare list, and on the
+  // next round's when r's end admits others, until an end admits this node;
+  // returns the round to join then. Throws JobFinishedError or
+  // RendezvousClosedError when the job ends first.
+  int wait_as_spare(int r) {
+    spare_ = true;  // until admitted: a stop meanwhile finds it set
+    spdlog::info("rendezvous '{}': round {} is full ({} nodes, --nnodes' maximum); this node "
+                 "waits as a hot spare and joins when a node leaves or dies",
+                 o_.run_id, r, o_.max_nodes);
+    for (;; ++r) {
+      if (!add_spare(*store_, keys_, r, token_)) {  // r ended meanwhile
+        spare_ = false;
+        return r + 1;
+      }
+      for (;;) {  // no join_timeout: a spare may wait as long as the job runs
+        try {
+          store_->wait({keys_.end(r)}, o_.keep_alive_interval);
+          break;
+        } catch (const TimeoutError&) {
+          if (store_->check({keys_.closed()})) throw closed_error();
+          SpareList list = SpareList::from_json(store_->check({keys_.spares(r)})
+                                                    ? store_->get(keys_.spares(r)) : "");
+          bool listed = std::find(list.tokens.begin(), list.tokens.end(), token_) !=
+                        list.tokens.end();
+          if (!listed && !add_spare(*store_, keys_, r, token_)) break;  // a restarted store
+        }
+      }
+      RoundEnd end = RoundEnd::from_json(store_->get(keys_.end(r)));
+      if (end.kind == RoundEndKind::kAllDone) {
+        throw JobFinishedError("rendezvous '" + o_.run_id +
+                               "': the job finished while this node waited as a hot spare");
+      }
+      if (end.kind == RoundEndKind::kClosed) throw closed_error();
+      if (admitted(r)) {
+        spdlog::info("rendezvous '{}': round {} ended ({}); this spare joins round {}", o_.run_id,
+                     r, to_string(end.kind), r + 1);
+        spare_ = false;
+        return r + 1;
+      }
+    }
+  }
+
+  // Whether round r's end admitted this spare. The end's writer lists the
+  // admitted right after the end; should it die in between, after the
+  // keep-alive window the spare joins the next round as any late node does.
+  bool admitted(int r) {
+    try {
+      store_->wait({keys_.admitted(r)}, o_.keep_alive_interval * o_.keep_alive_max_attempt);
+    } catch (const TimeoutError&) {
+      return true;
+    }
+    json list = json::parse(store_->get(keys_.admitted(r)), nullptr, false);
+    if (!list.is_array()) return true;
+    for (const auto& t : list) {
+      if (t.is_string() && t.get<std::string>() == token_) return true;
+    }
+    return false;
+  }
+
   milliseconds remaining(Clock::time_point deadline) const {
     auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
     return std::max(left, milliseconds(1));
@@ -512,6 +624,8 @@ class Handler : public RendezvousHandler {
   std::shared_ptr<store::Store> store_;
   int round_ = -1;
   bool late_ = false;  // the last join attempt came after its round closed
+  int resume_round_ = -1;  // a spare was admitted: the round to join (else -1)
+  std::atomic<bool> spare_{false};  // wait_as_spare() runs
   std::atomic<bool> done_{false};  // mark_done() ran in this round
   std::atomic<int> attempt_{0};    // the agent's restart count, for status
   std::mutex progress_mu_;

@@ -1,5 +1,6 @@
 // A round's liveness and end, watched from one thread (see round_watch.h).
 #include "round_watch.h"
+#include "round_end.h"
 
 #include <spdlog/spdlog.h>
 
@@ -205,21 +206,18 @@ void RoundWatch::read_watched(store::Store& s) {
                 "node " + std::to_string(o_.watch) + " (" + o_.watch_addr +
                     ") sent no heartbeat for " + format_duration(o_.interval * o_.max_attempt),
                 o_.num_nodes - 1};
-  std::string record = dead.to_json();
-  if (s.compare_set(keys_.end(o_.round), "", record) == record) {
-    // This node ended the round: the survivors are the next round's
-    // expected nodes (set before any of them can rejoin: they first stop
-    // their workers).
-    s.compare_set(keys_.expected(o_.round + 1), "", std::to_string(o_.num_nodes - 1));
-  }
+  // The survivors (and the spares admitted in the dead node's place) are the
+  // next round's expected nodes, set before any of them can rejoin: they
+  // first stop their workers (round_end.h).
+  end_round(s, keys_, o_.round, dead, o_.max_nodes);
 }
 
 void RoundWatch::check_all_done(store::Store& s) {
   std::vector<std::string> done;
   for (int i = 0; i < o_.num_nodes; ++i) done.push_back(keys_.done(o_.round, i));
   if (s.check(done)) {
-    s.compare_set(keys_.end(o_.round), "",
-                  RoundEnd{RoundEndKind::kAllDone, -1, "", o_.num_nodes}.to_json());
+    end_round(s, keys_, o_.round, RoundEnd{RoundEndKind::kAllDone, -1, "", o_.num_nodes},
+              o_.max_nodes);
   }
 }
 

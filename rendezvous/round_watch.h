@@ -43,6 +43,7 @@ struct RoundWatchOptions {
   int round = 0;
   int node_rank = 0;
   int num_nodes = 1;
+  int max_nodes = 1;           // --nnodes' maximum: how many spares a dead node's end admits
   int watch = 0;               // the node rank it watches (itself when alone)
   std::string watch_addr;      // that node's address, for the message
   std::chrono::milliseconds interval{5'000};

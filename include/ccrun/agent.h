@@ -21,6 +21,12 @@ namespace ccrun::agent {
 // shows the report of one node only: every node prints the same one.
 inline constexpr const char* kReportMarker = "ccrun-report| ";
 
+// Starts the line on which such an agent tells the launching ccrun that its
+// node was excluded (ccrun/exclusion.h): the marker, then the Exclusion's
+// JSON. The launcher keeps it for the next launch of the job and does not
+// show the line.
+inline constexpr const char* kExclusionMarker = "ccrun-exclusion| ";
+
 // Runs the job on this node until it succeeds, fails for good or is
 // signalled. Returns the exit status for ccrun: 0 when every worker on every
 // node exited 0, 1 when the job failed, 128+N when stopped by signal N.

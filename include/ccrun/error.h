@@ -82,6 +82,13 @@ class RendezvousClosedError : public Error {
   using Error::Error;
 };
 
+// The job succeeded while this node waited outside its rounds (a hot spare
+// that was never needed): not a failure of this node.
+class JobFinishedError : public RendezvousClosedError {
+ public:
+  using RendezvousClosedError::RendezvousClosedError;
+};
+
 // The name of `e`'s ccrun error class ("ccrun::TimeoutError"), or
 // "std::exception" for any other: the type part of an error record that
 // follows torch's "<Type>: <message>" form.
@@ -94,6 +101,7 @@ inline const char* error_type_name(const std::exception& e) {
   if (dynamic_cast<const NotSupportedError*>(&e)) return "ccrun::NotSupportedError";
   if (dynamic_cast<const AuthError*>(&e)) return "ccrun::AuthError";
   if (dynamic_cast<const InterruptedError*>(&e)) return "ccrun::InterruptedError";
+  if (dynamic_cast<const JobFinishedError*>(&e)) return "ccrun::JobFinishedError";
   if (dynamic_cast<const RendezvousClosedError*>(&e)) return "ccrun::RendezvousClosedError";
   if (dynamic_cast<const Error*>(&e)) return "ccrun::Error";
   return "std::exception";

@@ -41,6 +41,12 @@
 //                              heartbeat (wall clock), for `ccrun status`;
 //                              `ranks` its workers' progress (agent::RankView
 //                              JSON), from which node 0 judges hangs
+//   round/<R>/spares           JSON {closed, tokens}: agents that came to a
+//                              full round R and wait as hot spares; its ender
+//                              closes the list and admits some to R + 1
+//   round/<R>/admitted         JSON [token, ...]: the spares R's end admitted
+//   exclusions                 JSON {host: Exclusion}: nodes kept out for a
+//                              cool-down (ccrun/exclusion.h)
 //   collectives/attempt_<n>/   the workers' process groups of attempt n
 //
 // A standalone store deletes a finished job's keys some time after one of
@@ -87,6 +93,9 @@ class JobKeys {
   std::string exited(int r) const { return round(r, "exited"); }
   std::string all_exited(int r) const { return round(r, kAllExited); }
   std::string status(int r, int rank) const { return round(r, "status/", rank); }
+  std::string spares(int r) const { return round(r, "spares"); }
+  std::string admitted(int r) const { return round(r, "admitted"); }
+  std::string exclusions() const { return base_ + "exclusions"; }
   // The prefix of the workers' process groups in attempt n.
   std::string collectives(int attempt) const {
     return base_ + "collectives/attempt_" + std::to_string(attempt);

@@ -139,6 +139,11 @@ struct JobSpec {
   // check (sh -c; "" = none) and the bound of each check.
   std::string health_check;
   std::chrono::milliseconds health_timeout{5'000};
+  // How long a node that failed its gate, or whose workers failed first
+  // kExcludeAfterFailures times in a row, stays out of an elastic job, the
+  // first time; doubled for each repeat offence (ccrun/exclusion.h). Five
+  // minutes: a bad GPU stays bad, and a node back too soon costs a restart.
+  std::chrono::milliseconds exclusion_cooldown{300'000};
 
   // What to run: argv of each worker, already resolved (python3 added for a
   // .py program or -m, unless --no-python).

@@ -32,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ccrun/exclusion.h"
 #include "ccrun/name_table.h"
 #include "ccrun/rank_progress.h"
 #include "ccrun/store.h"
@@ -47,6 +48,9 @@ inline int64_t wall_clock_ms() {
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
+
+// A wall_clock_ms() time for people: "2026-11-26 14:02:11 UTC".
+std::string format_utc(int64_t ms);
 
 // What ccrun found behind a worker's (or node's) failure, beyond its exit
 // status.
@@ -181,6 +185,10 @@ struct JobState {
   std::vector<std::optional<NodeStatus>> node_statuses;
   std::optional<Failure> last_failure;  // the newest failure report
   int last_failure_round = -1;          // the round it ended
+  // The hosts of the agents waiting as hot spares (rendezvous/round_end.h).
+  std::vector<std::string> spares;
+  // Every node the job excluded, live or past (ccrun/exclusion.h).
+  ExclusionList exclusions;
 };
 
 // Reads `run_id`'s state from `store`. Every read is a check or a single get

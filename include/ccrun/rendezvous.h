@@ -9,7 +9,7 @@
 //   for (;;) {
 //     RendezvousInfo info = rdzv->next_rendezvous();  // blocks
 //     rdzv->watch([&](const RoundEvent& e) { /* post to the agent loop */ });
-//     ... run workers; on failure: rdzv->request_restart(failure) ...
+//     ... run workers; on failure: rdzv->request_restart(failure, false) ...
 //     ... on success: rdzv->mark_done(), then wait for kAllDone ...
 //   }
 //
@@ -110,7 +110,10 @@ class RendezvousHandler {
 
   // Joins the next round and blocks until it closes. Throws TimeoutError
   // after join_timeout, saying how many nodes came of how many were needed,
-  // and RendezvousClosedError when the job was closed.
+  // and RendezvousClosedError when the job was closed. A node that comes to
+  // a full round of an elastic job waits as a hot spare (round_end.h) until
+  // a round's end admits it, with no join_timeout; JobFinishedError when the
+  // job succeeded meanwhile.
   virtual RendezvousInfo next_rendezvous() = 0;
 
   // Heartbeats this node and watches the current round until it ends, then
@@ -119,8 +122,36 @@ class RendezvousHandler {
   virtual void watch(std::function<void(const RoundEvent&)> on_event) = 0;
 
   // Ends the current round for every node because this node's workers
-  // failed; `failure` reaches every node (root cause report).
-  virtual void request_restart(const Failure& failure) = 0;
+  // failed; `failure` reaches every node (root cause report). `leaves`: this
+  // node will not rejoin (it excludes itself, ccrun/exclusion.h), so the
+  // next round waits for one node fewer and admits a hot spare in its place
+  // (if this request ends the round; an earlier end stands as it was).
+  // Returns whether this request ended the round (its failure is the
+  // round's root cause).
+  virtual bool request_restart(const Failure& failure, bool leaves) = 0;
+
+  // True while next_rendezvous() waits as a hot spare: the node has no
+  // place in any round, so its stop is not the job's.
+  [[nodiscard]] virtual bool waiting_as_spare() const = 0;
+
+  // How many agents wait as hot spares for the current round's end.
+  [[nodiscard]] virtual int spares_waiting() = 0;
+
+  // How a stand_by() ended.
+  enum class StandByEnd {
+    kTimeUp,    // `until_ms` came
+    kFinished,  // the job succeeded without this node
+    kClosed,    // the job was closed (failed or stopped)
+  };
+
+  // Waits with no place in any round (an excluded node sitting out its
+  // cool-down) until the wall clock reaches `until_ms` or the job is over,
+  // following the job's rounds as they end. On the node that hosts the
+  // store, a finished job's stand-by returns once every node has left its
+  // last round (at most `leave_timeout`), so no node loses the store while
+  // reading the end. No join_timeout applies: the job may run for days.
+  virtual StandByEnd stand_by(int64_t until_ms, bool hosts_store,
+                              std::chrono::milliseconds leave_timeout) = 0;
 
   // This node's workers all exited 0. When every node of the round has
   // called it, watchers receive kAllDone (the exit barrier). Idempotent; the

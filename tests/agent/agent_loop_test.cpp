@@ -38,6 +38,7 @@ namespace {
 struct RendezvousCalls {
   std::atomic<int> rounds{0}, restart_requests{0}, marks{0}, leaves{0}, closes{0};
   std::atomic<int> last_attempt{-1}, closed_signal{0};
+  std::atomic<int> left_on_failure{0}, stand_bys{0};
 };
 
 class FakeRendezvous final : public rendezvous::RendezvousHandler {
@@ -69,7 +70,8 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
     }
     if (on_watch) on_watch(*this, round);
   }
-  void request_restart(const Failure& f) override {
+  bool request_restart(const Failure& f, bool leaves) override {
+    calls_.left_on_failure += leaves ? 1 : 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
       failures_.push_back(f);
@@ -77,9 +79,10 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
     }
     RoundEvent ev;
     ev.kind = RoundEndKind::kRestartRequested;
+    ev.node_rank = f.node_rank;  // the requester, as the real handler's end names it
     ev.failure = f;
     ev.detail = f.message;
-    end(ev);
+    return end(ev);
   }
   void mark_done() override {
     ++calls_.marks;
@@ -105,6 +108,14 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
     return failures_;
   }
   void leave(bool, milliseconds) override { ++calls_.leaves; }
+  int spares_waiting() override { return spares; }
+  bool waiting_as_spare() const override { return false; }
+  StandByEnd stand_by(int64_t, bool, milliseconds) override {
+    ++calls_.stand_bys;
+    return stand_by_end;
+  }
+  int spares = 0;  // what spares_waiting() says
+  StandByEnd stand_by_end = StandByEnd::kFinished;  // what stand_by() says
   void shutdown() override {
     std::lock_guard<std::mutex> lock(mu_);
     on_event_ = nullptr;
@@ -114,15 +125,16 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
   std::vector<std::optional<NodeStatus>> node_statuses() override { return {}; }
 
   // Ends the current round with `ev` (once: later ends of the round are dropped).
-  void end(const RoundEvent& ev) {
+  bool end(const RoundEvent& ev) {
     std::function<void(const RoundEvent&)> deliver;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (ended_ || !on_event_) return;
+      if (ended_ || !on_event_) return false;
       ended_ = true;
       deliver = on_event_;
     }
     deliver(ev);
+    return true;
   }
 
  private:
@@ -233,9 +245,11 @@ struct Run {
   }
   ~Run() { fs::remove_all(logs); }
 
-  int go(std::function<void(FakeRendezvous&, int)> on_watch = nullptr) {
+  int go(std::function<void(FakeRendezvous&, int)> on_watch = nullptr,
+         std::function<void(FakeRendezvous&)> setup = nullptr) {
     auto fake = std::make_unique<FakeRendezvous>(rdzv);
     fake->on_watch = std::move(on_watch);
+    if (setup) setup(*fake);
     AgentParts parts;
     parts.rendezvous = [&fake] { return std::move(fake); };
     int attempt = 0;
@@ -427,4 +441,35 @@ TEST_CASE("agent loop: a worker that cannot start fails the attempt like one tha
   // Local rank 0 had started: it is stopped.
   CHECK(run.workers.stop_signals == std::vector<int>{SIGTERM});
   CHECK(run.count("restart") == 1);
+}
+
+TEST_CASE("agent loop: a node whose workers fail first twice in a row leaves an elastic job and "
+          "sits out its exclusion", "[agent][exclusion]") {
+  Run run;
+  run.spec.max_restarts = 5;
+  run.spec.rdzv.backend = rendezvous::Backend::kC10d;
+  run.spec.rdzv.endpoint = "localhost:29400";
+  run.spec.min_nodes = 1, run.spec.max_nodes = 2;  // the fake's rounds have 2 nodes
+  run.plans = {{1, kRuns}};                        // every attempt: local rank 0 exits 1
+  int status = run.go(nullptr, [](FakeRendezvous& r) {
+    r.stand_by_end = rendezvous::RendezvousHandler::StandByEnd::kFinished;
+  });
+  CHECK(status == 0);  // the job finished without it
+  CHECK(run.rdzv.rounds == 2);
+  CHECK(run.rdzv.restart_requests == 2);
+  CHECK(run.rdzv.left_on_failure == 1);  // the second request took the node out
+  CHECK(run.rdzv.stand_bys == 1);
+  CHECK(run.count("excluded") == 1);
+}
+
+TEST_CASE("agent loop: a static job's node is never taken out for its failures",
+          "[agent][exclusion]") {
+  Run run;
+  run.spec.max_restarts = 2;
+  run.plans = {{1, kRuns}};
+  int status = run.go();
+  CHECK(status == 1);  // restarts spent, as before
+  CHECK(run.rdzv.rounds == 3);
+  CHECK(run.rdzv.left_on_failure == 0);
+  CHECK(run.count("excluded") == 0);
 }

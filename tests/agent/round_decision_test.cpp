@@ -120,3 +120,29 @@ TEST_CASE("decision: a different step, or an unknown one, is no evidence against
   note_progress(c, failed_at(0));
   CHECK(c.no_progress == 1);
 }
+
+TEST_CASE("exclusion: a node leaves on the failure that makes its streak, if the job can go on",
+          "[decision][exclusion]") {
+  static_assert(ccrun::kExcludeAfterFailures == 2);
+  CHECK_FALSE(leaves_on_failure(0, true, 4, 2, 0));  // the first failure: stays
+  CHECK(leaves_on_failure(1, true, 4, 2, 0));        // the second in a row: leaves
+  CHECK_FALSE(leaves_on_failure(1, false, 4, 2, 0)); // static: cannot form without it
+  CHECK_FALSE(leaves_on_failure(1, true, 2, 2, 0));  // the job would fall under its minimum
+  CHECK(leaves_on_failure(1, true, 2, 2, 1));        // ... unless a spare takes its place
+}
+
+TEST_CASE("exclusion: the streak counts the attempts this node's failure ended, in a row",
+          "[decision][exclusion]") {
+  Failure here, there;
+  here.node_rank = 0;
+  there.node_rank = 1;
+  auto ended_by = [](const Failure& f) {
+    return AttemptEnd::round_ended(RoundEndKind::kRestartRequested, "", f);
+  };
+  int streak = next_failure_streak(0, ended_by(here), 0);
+  CHECK(streak == 1);
+  CHECK(next_failure_streak(streak, ended_by(here), 0) == 2);
+  CHECK(next_failure_streak(streak, ended_by(there), 0) == 0);  // another node's: reset
+  CHECK(next_failure_streak(streak, ended(RoundEndKind::kNodeDead), 0) == 0);
+  CHECK(next_failure_streak(streak, AttemptEnd::succeeded(), 0) == 0);
+}

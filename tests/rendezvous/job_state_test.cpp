@@ -153,7 +153,7 @@ TEST_CASE("job state: a failure restarts, a signal stops, a close fails", "[job_
   watch_all(nodes);
   Failure failed;
   failed.rank = 3, failed.exit_code = 1;
-  nodes[1]->handler->request_restart(failed);
+  nodes[1]->handler->request_restart(failed, false);
   for (auto& n : nodes) CHECK(event_of(*n).kind == RoundEndKind::kRestartRequested);
   JobState restarting = read_job_state(*store, "test");
   CHECK(restarting.phase == JobPhase::kRestarting);

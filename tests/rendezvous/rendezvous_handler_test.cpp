@@ -104,7 +104,7 @@ TEST_CASE("a restart request reaches every node with the failure", "[rendezvous]
   watch_all(nodes);
   Failure failed;
   failed.rank = 4, failed.cause = FailureCause::kOom;
-  nodes[1]->handler->request_restart(failed);
+  nodes[1]->handler->request_restart(failed, false);
   for (auto& n : nodes) {
     auto e = event_of(*n);
     CHECK(e.kind == RoundEvent::Kind::kRestartRequested);
@@ -172,7 +172,7 @@ TEST_CASE("dynamic: node ranks stay the same across a restart, whatever the join
   for (auto& n : nodes) first[n->info.self.addr] = n->info.node_rank;
   REQUIRE(first.size() == 3);
   watch_all(nodes);
-  nodes[0]->handler->request_restart(Failure{});
+  nodes[0]->handler->request_restart(Failure{}, false);
   for (auto& n : nodes) event_of(*n);
   // Rejoin one by one, in the reverse order of the first ranks.
   std::vector<Node*> by_rank(3);
@@ -210,4 +210,124 @@ TEST_CASE("dynamic: a planner that died is replaced after the keep-alive window"
     CHECK(e.node_rank == 0);
     CHECK_THAT(e.detail, Catch::Contains("10.9.9.9"));
   }
+}
+
+namespace {
+
+// Starts next_rendezvous() on a thread of its own; the future holds its end.
+std::future<RendezvousInfo> join_async(Node& n) {
+  return std::async(std::launch::async, [&n] { return n.handler->next_rendezvous(); });
+}
+
+std::unique_ptr<Node> new_node(std::shared_ptr<Store> store, const RendezvousOptions& o) {
+  auto n = std::make_unique<Node>();
+  n->handler = create_rendezvous_handler(o, [store] { return store; });
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("dynamic: a node at a full round waits as a hot spare and takes a leaving node's "
+          "place", "[rendezvous][spare]") {
+  auto store = std::make_shared<HashStore>();
+  auto o = options("c10d", 1, 2);
+  o.last_call_timeout = 5s;  // a round that waited for it would show
+  auto nodes = join_all(store, std::vector<RendezvousOptions>(2, o));
+  watch_all(nodes);
+  auto spare = new_node(store, o);
+  auto admitted = join_async(*spare);
+  // It waits: the round is full, and no join_timeout ends its wait.
+  REQUIRE(admitted.wait_for(300ms) == std::future_status::timeout);
+  CHECK(spare->handler->waiting_as_spare());
+  CHECK(ccrun::read_job_state(*store, "test").spares.size() == 1);
+  // Node 0 fails and leaves (it excludes itself): the spare is admitted.
+  Node* leaving = nodes[0]->info.node_rank == 0 ? nodes[0].get() : nodes[1].get();
+  Node* staying = leaving == nodes[0].get() ? nodes[1].get() : nodes[0].get();
+  leaving->handler->request_restart(Failure{}, true);
+  for (auto& n : nodes) CHECK(event_of(*n).kind == RoundEvent::Kind::kRestartRequested);
+  auto began = std::chrono::steady_clock::now();
+  staying->info = staying->handler->next_rendezvous();
+  REQUIRE(admitted.wait_for(5s) == std::future_status::ready);
+  spare->info = admitted.get();
+  CHECK(std::chrono::steady_clock::now() - began < 3s);  // no last call: both were expected
+  CHECK(staying->info.round == 1);
+  CHECK(spare->info.round == 1);
+  CHECK(staying->info.num_nodes == 2);
+  CHECK(staying->info.node_rank == 0);  // survivors keep their ranks
+  CHECK(spare->info.node_rank == 1);
+  CHECK_FALSE(spare->handler->waiting_as_spare());
+}
+
+TEST_CASE("dynamic: a restart that every node rejoins keeps the spare waiting, and a finished "
+          "job ends its wait", "[rendezvous][spare]") {
+  auto store = std::make_shared<HashStore>();
+  auto o = options("c10d", 1, 2);
+  o.last_call_timeout = 5s;
+  auto nodes = join_all(store, std::vector<RendezvousOptions>(2, o));
+  watch_all(nodes);
+  auto spare = new_node(store, o);
+  auto admitted = join_async(*spare);
+  REQUIRE(admitted.wait_for(300ms) == std::future_status::timeout);
+  nodes[1]->handler->request_restart(Failure{}, false);
+  for (auto& n : nodes) event_of(*n);
+  auto began = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (auto& n : nodes) threads.emplace_back([&n] { n->info = n->handler->next_rendezvous(); });
+  for (auto& t : threads) t.join();
+  CHECK(std::chrono::steady_clock::now() - began < 3s);  // closed at the survivors
+  for (auto& n : nodes) CHECK(n->info.round == 1);
+  CHECK(admitted.wait_for(300ms) == std::future_status::timeout);  // still a spare
+  watch_all(nodes);
+  for (auto& n : nodes) n->handler->mark_done();
+  for (auto& n : nodes) CHECK(event_of(*n).kind == RoundEvent::Kind::kAllDone);
+  REQUIRE(admitted.wait_for(5s) == std::future_status::ready);
+  CHECK_THROWS_AS(admitted.get(), ccrun::JobFinishedError);
+}
+
+TEST_CASE("dynamic: a dead node's place goes to a spare", "[rendezvous][spare]") {
+  auto store = std::make_shared<HashStore>();
+  auto o = options("c10d", 2, 2);
+  o.last_call_timeout = 5s;
+  auto nodes = join_all(store, std::vector<RendezvousOptions>(2, o));
+  watch_all(nodes);
+  auto spare = new_node(store, o);
+  auto admitted = join_async(*spare);
+  REQUIRE(admitted.wait_for(300ms) == std::future_status::timeout);
+  nodes[0]->handler->shutdown();  // its heartbeats stop
+  CHECK(event_of(*nodes[1]).kind == RoundEvent::Kind::kNodeDead);
+  nodes[1]->info = nodes[1]->handler->next_rendezvous();
+  REQUIRE(admitted.wait_for(5s) == std::future_status::ready);
+  spare->info = admitted.get();
+  CHECK(nodes[1]->info.num_nodes == 2);
+  CHECK(spare->info.round == 1);
+}
+
+TEST_CASE("stand-by: an excluded node waits until its time, or until the job is over",
+          "[rendezvous][exclusion]") {
+  using End = RendezvousHandler::StandByEnd;
+  auto store = std::make_shared<HashStore>();
+  auto o = options("c10d", 1, 2);
+  auto nodes = join_all(store, std::vector<RendezvousOptions>(2, o));
+  watch_all(nodes);
+  auto excluded = new_node(store, o);
+  auto began = std::chrono::steady_clock::now();
+  CHECK(excluded->handler->stand_by(ccrun::wall_clock_ms() + 200, false, 1s) == End::kTimeUp);
+  CHECK(std::chrono::steady_clock::now() - began >= 150ms);
+  auto waited = std::async(std::launch::async, [&] {
+    return excluded->handler->stand_by(ccrun::wall_clock_ms() + 60'000, false, 1s);
+  });
+  // A restart does not end its wait; the job's success does.
+  nodes[1]->handler->request_restart(Failure{}, false);
+  for (auto& n : nodes) event_of(*n);
+  CHECK(waited.wait_for(300ms) == std::future_status::timeout);
+  std::vector<std::thread> threads;
+  for (auto& n : nodes) threads.emplace_back([&n] { n->info = n->handler->next_rendezvous(); });
+  for (auto& t : threads) t.join();
+  watch_all(nodes);
+  for (auto& n : nodes) n->handler->mark_done();
+  REQUIRE(waited.wait_for(5s) == std::future_status::ready);
+  CHECK(waited.get() == End::kFinished);
+  auto closed = new_node(store, options("c10d", 1, 2));
+  nodes[0]->handler->set_closed({"failed", 0});
+  CHECK(closed->handler->stand_by(ccrun::wall_clock_ms() + 60'000, false, 1s) == End::kClosed);
 }

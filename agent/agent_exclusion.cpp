@@ -1,0 +1,139 @@
+// The agent's health gate before each join, and its exclusions: made when
+// the gate fails or the node's workers keep failing first, then sat out with
+// no place in the job's rounds (see agent_impl.h, ccrun/exclusion.h and
+// docs/health.md).
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+
+#include "agent_impl.h"
+#include "ccrun/error.h"
+#include "ccrun/host_name.h"
+#include "health_gate.h"
+
+namespace ccrun::agent {
+
+using std::chrono::milliseconds;
+
+int Agent::clear_to_join() {
+  for (;;) {
+    if (auto e = my_exclusion()) {
+      if (int status = sit_out(*e); status >= 0) return status;
+    }
+    state_ = State::kForming;
+    std::optional<std::string> failed = run_health_gate_once();
+    if (!failed) return -1;
+    std::string why = "its health gate failed: " + *failed;
+    if (spec_.rdzv.backend != rendezvous::Backend::kStatic) {
+      exclude_self(why);
+      continue;
+    }
+    // A static job cannot form without this node: the others stop now. The
+    // exclusion is kept for the next launch (a host list with a node to spare).
+    exclude_self(why);
+    std::string reason = "node " + std::to_string(spec_.node_rank) + " (" + host_name() +
+                         ") failed its health gate: " + *failed;
+    run_bounded([this, reason] { rdzv_->set_closed({reason, 0}); }, milliseconds(3'000));
+    throw Error(reason + " (the job is closed: a static job cannot form without it; "
+                         "docs/health.md)");
+  }
+}
+
+std::optional<std::string> Agent::run_health_gate_once() {
+  HealthGateOptions o;
+  o.bound = spec_.health_timeout;
+  o.user_check = spec_.health_check;
+  o.dirs = {run_logs_->root().string()};
+  const std::string& temp = node_env_.temp_dir;
+  if (run_logs_->root().string().rfind(temp, 0) != 0) o.dirs.push_back(temp);
+  if (!store_.address.empty()) {
+    o.ping_store = [connect = store_.connector()] { (void)connect()->ping(); };
+  }
+  HealthReport r;
+  run_off_loop([&] { r = run_health_gate(o); });
+  run_logs_->event("health", restart_count_, r.to_json().dump());
+  if (r.healthy()) {
+    if (spec_.health_check.empty()) {
+      spdlog::debug("ccrun: health gate: {}", r.summary());
+    } else {
+      spdlog::info("ccrun: health gate passed: {}", r.summary());
+    }
+    return std::nullopt;
+  }
+  spdlog::error("ccrun: node {} ({}) failed its health gate: {}; it does not join the round",
+                spec_.node_rank, host_name(), r.reason());
+  return r.reason();
+}
+
+Exclusion Agent::exclude_self(const std::string& reason) {
+  Exclusion e;
+  if (!store_.address.empty()) {
+    run_bounded([&] {
+      e = exclude_node(*store_.connector()(), run_id_, host_name(), reason,
+                       spec_.exclusion_cooldown);
+    }, milliseconds(10'000));
+  }
+  if (e.host.empty()) {  // no job store (or it did not answer): this agent's own record
+    e = local_exclusions_.add(host_name(), reason, wall_clock_ms(), spec_.exclusion_cooldown);
+  } else {
+    local_exclusions_.by_host[e.host] = e;
+  }
+  run_logs_->event("excluded", restart_count_, e.to_json().dump());
+  spdlog::error("ccrun: node {} ({}) is excluded from the job {}", info_.node_rank, e.host,
+                describe(e, wall_clock_ms()));
+  if (spec_.started_by_fanout) {  // for the launching host (kExclusionMarker)
+    std::fprintf(stderr, "%s%s\n", kExclusionMarker, e.to_json().dump().c_str());
+  }
+  return e;
+}
+
+std::optional<Exclusion> Agent::my_exclusion() {
+  // Only this agent excludes its node, so the store is read once, before the
+  // first join (an earlier agent's record on this host); later joins know.
+  if (attempts_ == 0 && !store_.address.empty() && local_exclusions_.by_host.empty()) {
+    run_off_loop([&] { local_exclusions_ = read_exclusions(*store_.connector()(), run_id_); });
+  }
+  return local_exclusions_.active(host_name(), wall_clock_ms());
+}
+
+int Agent::sit_out(const Exclusion& e) {
+  state_ = State::kExcluded;
+  if (spec_.rdzv.backend == rendezvous::Backend::kStatic) {
+    // No round forms without this node: the job cannot wait for it.
+    throw Error("node " + std::to_string(spec_.node_rank) + " (" + e.host + ") is excluded " +
+                describe(e, wall_clock_ms()) +
+                "; a static job cannot run without it: wait for the cool-down, launch on other "
+                "hosts, or use another --rdzv-id");
+  }
+  spdlog::warn("ccrun: node {} sits out its exclusion with no workers; it runs its health "
+               "gate and joins again when the cool-down ends", e.host);
+  rendezvous::RendezvousHandler::StandByEnd end{};
+  run_off_loop([&] { end = rdzv_->stand_by(e.until_ms, store_.server != nullptr,
+                                           milliseconds(60'000)); });
+  using End = rendezvous::RendezvousHandler::StandByEnd;
+  switch (end) {
+    case End::kTimeUp:
+      spdlog::info("ccrun: the cool-down of node {} ended", e.host);
+      return -1;
+    case End::kFinished:
+      spdlog::info("ccrun: the job finished while node {} was excluded", e.host);
+      return 0;
+    case End::kClosed:
+      end_reason_ = "the job was closed while node " + e.host + " was excluded";
+      spdlog::warn("ccrun: {}", end_reason_);
+      return 1;
+  }
+  return 1;
+}
+
+bool Agent::excluded_by_failures(const AttemptEnd& end) {
+  failure_streak_ = next_failure_streak(failure_streak_, end, info_.node_rank);
+  // Set only when this node's request ended the round and left: the next
+  // round then waits for one node fewer (tell_restart).
+  bool left = leaving_.exchange(false);
+  if (!(left && failure_streak_ >= kExcludeAfterFailures)) return false;
+  failure_streak_ = 0;
+  return true;
+}
+
+}  // namespace ccrun::agent

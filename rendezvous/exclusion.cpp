@@ -1,0 +1,111 @@
+// Nodes kept out of a job for a cool-down, and their records in the job's
+// store (see ccrun/exclusion.h).
+#include "ccrun/exclusion.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+#include "ccrun/error.h"
+#include "ccrun/job_keys.h"
+#include "ccrun/job_state.h"
+
+namespace ccrun {
+
+using json = nlohmann::json;
+using std::chrono::milliseconds;
+
+milliseconds exclusion_cooldown(milliseconds base, int offences) {
+  milliseconds cap = kMaxCooldown;
+  milliseconds d = std::min(base, cap);
+  for (int i = 1; i < offences && d < cap; ++i) d = std::min(d * 2, cap);
+  return d;
+}
+
+json Exclusion::to_json() const {
+  return json{{"host", host}, {"reason", reason}, {"since_ms", since_ms},
+              {"until_ms", until_ms}, {"offences", offences}};
+}
+
+Exclusion Exclusion::from_json(const json& j) {
+  Exclusion e;
+  if (!j.is_object()) return e;
+  e.host = j.value("host", std::string());
+  e.reason = j.value("reason", std::string());
+  e.since_ms = j.value("since_ms", int64_t(0));
+  e.until_ms = j.value("until_ms", int64_t(0));
+  e.offences = j.value("offences", 0);
+  return e;
+}
+
+const Exclusion& ExclusionList::add(const std::string& host, const std::string& reason,
+                                    int64_t now_ms, milliseconds base) {
+  Exclusion& e = by_host[host];
+  e.host = host;
+  e.reason = reason;
+  e.offences += 1;
+  e.since_ms = now_ms;
+  e.until_ms = now_ms + exclusion_cooldown(base, e.offences).count();
+  return e;
+}
+
+std::optional<Exclusion> ExclusionList::active(const std::string& host, int64_t now_ms) const {
+  auto it = by_host.find(host);
+  if (it == by_host.end() || it->second.until_ms <= now_ms) return std::nullopt;
+  return it->second;
+}
+
+std::vector<Exclusion> ExclusionList::all_active(int64_t now_ms) const {
+  std::vector<Exclusion> out;
+  for (const auto& [host, e] : by_host) {
+    if (e.until_ms > now_ms) out.push_back(e);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const Exclusion& a, const Exclusion& b) { return a.until_ms < b.until_ms; });
+  return out;
+}
+
+std::string ExclusionList::to_json() const {
+  json j = json::object();
+  for (const auto& [host, e] : by_host) j[host] = e.to_json();
+  return j.dump();
+}
+
+ExclusionList ExclusionList::from_json(const std::string& text) {
+  ExclusionList list;
+  json j = json::parse(text, nullptr, false);
+  if (!j.is_object()) return list;
+  for (const auto& [host, e] : j.items()) {
+    Exclusion x = Exclusion::from_json(e);
+    x.host = host;
+    list.by_host[host] = x;
+  }
+  return list;
+}
+
+Exclusion exclude_node(store::Store& store, const std::string& run_id, const std::string& host,
+                       const std::string& reason, milliseconds base_cooldown) {
+  std::string key = JobKeys(run_id).exclusions();
+  for (;;) {  // compare-and-set: another node may be adding its own
+    std::string before = store.check({key}) ? store.get(key) : "";
+    ExclusionList list = ExclusionList::from_json(before);
+    Exclusion e = list.add(host, reason, wall_clock_ms(), base_cooldown);
+    std::string after = list.to_json();
+    if (store.compare_set(key, before, after) == after) return e;
+  }
+}
+
+ExclusionList read_exclusions(store::Store& store, const std::string& run_id) {
+  std::string key = JobKeys(run_id).exclusions();
+  return ExclusionList::from_json(store.check({key}) ? store.get(key) : "");
+}
+
+std::string describe(const Exclusion& e, int64_t now_ms) {
+  std::string times = e.offences == 1 ? "first offence" : "offence " + std::to_string(e.offences);
+  std::string left = e.until_ms > now_ms
+                         ? format_duration(milliseconds(e.until_ms - now_ms)) + " from now"
+                         : "ended";
+  return "until " + format_utc(e.until_ms) + " (" + left + "; " + times + "): " + e.reason;
+}
+
+}  // namespace ccrun

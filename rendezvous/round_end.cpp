@@ -1,0 +1,77 @@
+// A round's end and the hot spares it admits (see round_end.h).
+#include "round_end.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+namespace ccrun::rendezvous {
+namespace {
+
+using json = nlohmann::json;
+
+bool rejoined_after(RoundEndKind kind) {
+  return kind == RoundEndKind::kRestartRequested || kind == RoundEndKind::kNodeDead;
+}
+
+// Closes r's spare list (compare-and-set against spares joining it) and
+// returns the tokens it held.
+std::vector<std::string> close_spares(store::Store& s, const JobKeys& keys, int r) {
+  for (;;) {
+    std::string before = s.check({keys.spares(r)}) ? s.get(keys.spares(r)) : "";
+    SpareList list = SpareList::from_json(before);
+    list.closed = true;
+    std::string after = list.to_json();
+    if (s.compare_set(keys.spares(r), before, after) == after) return list.tokens;
+  }
+}
+
+}  // namespace
+
+std::string SpareList::to_json() const {
+  return json{{"closed", closed}, {"tokens", tokens}}.dump();
+}
+
+SpareList SpareList::from_json(const std::string& text) {
+  SpareList list;
+  json j = json::parse(text, nullptr, false);
+  if (!j.is_object()) return list;
+  list.closed = j.value("closed", false);
+  if (j.contains("tokens") && j["tokens"].is_array()) {
+    for (const auto& t : j["tokens"]) {
+      if (t.is_string()) list.tokens.push_back(t.get<std::string>());
+    }
+  }
+  return list;
+}
+
+int spares_to_admit(int survivors, int waiting, int max_nodes) {
+  return std::clamp(max_nodes - survivors, 0, std::max(waiting, 0));
+}
+
+bool end_round(store::Store& s, const JobKeys& keys, int r, const RoundEnd& end, int max_nodes) {
+  std::string record = end.to_json();
+  if (s.compare_set(keys.end(r), "", record) != record) return false;
+  if (!rejoined_after(end.kind) || end.next_expected < 0) return true;
+  std::vector<std::string> spares = close_spares(s, keys, r);
+  int admit = spares_to_admit(end.next_expected, int(spares.size()), max_nodes);
+  spares.resize(size_t(admit));
+  // Before the admitted list: a spare reads it as its signal to join, and
+  // the round must already wait for it then.
+  s.compare_set(keys.expected(r + 1), "", std::to_string(end.next_expected + admit));
+  s.set(keys.admitted(r), json(spares).dump());
+  return true;
+}
+
+bool add_spare(store::Store& s, const JobKeys& keys, int r, const std::string& token) {
+  for (;;) {
+    std::string before = s.check({keys.spares(r)}) ? s.get(keys.spares(r)) : "";
+    SpareList list = SpareList::from_json(before);
+    if (list.closed) return false;
+    list.tokens.push_back(token);
+    std::string after = list.to_json();
+    if (s.compare_set(keys.spares(r), before, after) == after) return true;
+  }
+}
+
+}  // namespace ccrun::rendezvous
