@@ -24,17 +24,15 @@ int Agent::clear_to_join() {
     std::optional<std::string> failed = run_health_gate_once();
     if (!failed) return -1;
     std::string why = "its health gate failed: " + *failed;
-    if (spec_.rdzv.backend != rendezvous::Backend::kStatic) {
-      exclude_self(why);
-      continue;
-    }
-    // A static job cannot form without this node: the others stop now. The
-    // exclusion is kept for the next launch (a host list with a node to spare).
     exclude_self(why);
+    if (can_sit_out()) continue;
+    // A static job (or a job of one node) cannot form without this node:
+    // the others stop now. The exclusion stays for the next launch (a host
+    // list with a host to spare).
     std::string reason = "node " + std::to_string(spec_.node_rank) + " (" + host_name() +
                          ") failed its health gate: " + *failed;
     run_bounded([this, reason] { rdzv_->set_closed({reason, 0}); }, milliseconds(3'000));
-    throw Error(reason + " (the job is closed: a static job cannot form without it; "
+    throw Error(reason + " (the job is closed: it cannot form without this node; "
                          "docs/health.md)");
   }
 }
@@ -96,17 +94,20 @@ std::optional<Exclusion> Agent::my_exclusion() {
   return local_exclusions_.active(host_name(), wall_clock_ms());
 }
 
+bool Agent::can_sit_out() const {
+  return spec_.rdzv.backend != rendezvous::Backend::kStatic && spec_.max_nodes > 1;
+}
+
 int Agent::sit_out(const Exclusion& e) {
   state_ = State::kExcluded;
-  if (spec_.rdzv.backend == rendezvous::Backend::kStatic) {
-    // No round forms without this node: the job cannot wait for it.
+  if (!can_sit_out()) {  // no round forms without this node: the job cannot wait for it
     throw Error("node " + std::to_string(spec_.node_rank) + " (" + e.host + ") is excluded " +
                 describe(e, wall_clock_ms()) +
-                "; a static job cannot run without it: wait for the cool-down, launch on other "
+                "; this job cannot run without it: wait for the cool-down, launch on other "
                 "hosts, or use another --rdzv-id");
   }
-  spdlog::warn("ccrun: node {} sits out its exclusion with no workers; it runs its health "
-               "gate and joins again when the cool-down ends", e.host);
+  spdlog::warn("ccrun: node {} sits out its exclusion until {} with no workers ({}); then it "
+               "runs its health gate and joins again", e.host, format_utc(e.until_ms), e.reason);
   rendezvous::RendezvousHandler::StandByEnd end{};
   run_off_loop([&] { end = rdzv_->stand_by(e.until_ms, store_.server != nullptr,
                                            milliseconds(60'000)); });

@@ -216,6 +216,9 @@ class Agent {
   Exclusion exclude_self(const std::string& reason);
   // This host's exclusion whose cool-down has not ended, if any.
   std::optional<Exclusion> my_exclusion();
+  // Whether the job can go on while this node sits out: an elastic job of
+  // more than one node (a static one, or a one-node job, cannot form without it).
+  bool can_sit_out() const;
   // Waits out `e` with no place in the rounds: -1 when its cool-down ended,
   // else the exit status (the job ended meanwhile).
   int sit_out(const Exclusion& e);

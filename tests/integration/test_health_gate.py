@@ -1,7 +1,7 @@
 """The health gate before each round (docs/health.md), through the real ccrun: a failing
 --health-check keeps the node out with its output as the reason, a hanging one is killed at
 --health-timeout, a missing command does not count, a static job closes at once when one node
-fails its gate, and an elastic job goes on with the healthy node."""
+fails its gate (an elastic job going on without it: tests/integration/test_exclusion.py)."""
 import json
 import os
 import re
@@ -64,19 +64,3 @@ def test_a_static_job_closes_at_once_when_one_node_fails_its_gate():
     assert outs[0][0] != 0, outs[0][2]
     assert "failed its health gate: user: exit 1: disk is bad" in outs[0][2], outs[0][2]
     assert time.monotonic() - began < 20  # not join_timeout's 600 s
-
-
-def test_an_elastic_job_goes_on_with_the_healthy_node():
-    port = str(free_port())
-    common = ["--nnodes", "1:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
-              "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "gate"]
-    # The healthy node hosts the job's store: a failed node that hosted it would take the
-    # store with it (docs/health.md).
-    healthy = spawn_ccrun(*common, "--rdzv-conf", "last_call_timeout=1,is_host=true",
-                          "--no-python", "/bin/sh", "-c", "echo TRAINED $WORLD_SIZE")
-    sick = spawn_ccrun(*common, "--rdzv-conf", "last_call_timeout=1,is_host=false",
-                       "--health-check", "exit 3", "--no-python", "/bin/true")
-    outs = communicate_all([healthy, sick], 90, kill=lambda p: os.killpg(p.pid, signal.SIGKILL))
-    assert outs[1][0] == 1 and "failed its health gate: user: exit 3" in outs[1][2]
-    assert outs[0][0] == 0, outs[0][2]
-    assert "TRAINED 1" in outs[0][1]
