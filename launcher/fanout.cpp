@@ -14,10 +14,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "ccrun/error.h"
 #include "ccrun/signal_names.h"
 #include "ccrun/agent.h"
+#include "ccrun/exclusion.h"
+#include "exclusion_file.h"
 #include "log_mux.h"
 #include "process.h"
 #include "settings.h"
@@ -199,13 +202,33 @@ class Fanout {
   }
 
   // Every node prints the same failure report (marked by its agent): the
-  // first node to start one is shown, the others' copies are not.
+  // first node to start one is shown, the others' copies are not. A node's
+  // exclusion (its own marked line) is kept for the next launch, unshown.
   bool report_line(Node& n, std::string& line) {
+    std::string_view excluded = agent::kExclusionMarker;
+    if (line.compare(0, excluded.size(), excluded) == 0) {
+      keep_exclusion(n, line.substr(excluded.size()));
+      return false;
+    }
     std::string_view marker = agent::kReportMarker;
     if (line.compare(0, marker.size(), marker) != 0) return true;
     if (!report_node_) report_node_ = &n;
     line.erase(0, marker.size());
     return report_node_ == &n;
+  }
+
+  // Under the host's name in the host list (what the next launch reads),
+  // in the launching host's file of the job's exclusions (exclusion_file.h).
+  void keep_exclusion(const Node& n, const std::string& text) {
+    Exclusion e = Exclusion::from_json(nlohmann::json::parse(text, nullptr, false));
+    e.host = n.host;
+    std::filesystem::path file = exclusion_file(env_, spec_.rdzv.id);
+    if (file.empty()) return;
+    std::string error = record_exclusion(file, e);
+    if (!error.empty()) {
+      std::fprintf(stderr, "ccrun: cannot keep the exclusion of host %s for the next launch: %s\n",
+                   n.host.c_str(), error.c_str());
+    }
   }
 
   void on_exit(Node& n, ExitStatus s) {

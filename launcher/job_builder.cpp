@@ -219,6 +219,7 @@ Command parse_command_line(const std::vector<std::string>& args, const Environme
   spec.exit_on_stdin_eof = f.exit_on_stdin_eof;
   spec.started_by_fanout = f.exit_on_stdin_eof;  // only the fan-out gives the flag
   resolve_rendezvous(src, spec);
+  if (!f.print_config && !f.exit_on_stdin_eof) skip_excluded_hosts(src, spec);
   resolve_restarts(src, spec);
   resolve_logs(src, spec);
   resolve_placement(src, spec);

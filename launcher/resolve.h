@@ -50,6 +50,14 @@ void resolve_nodes(const Sources& src, JobSpec& spec);
 // nnodes defaults to its length and master_addr to its first host. Needs
 // resolve_nodes first (a host's slots default to nproc_per_node).
 void resolve_hosts(const Sources& src, JobSpec& spec);
+// Whether the rendezvous is dynamic (c10d, etcd, --standalone), from the
+// raw settings: a host list may then hold more hosts than --nnodes' maximum
+// (the others wait as hot spares).
+bool dynamic_rendezvous(const Sources& src);
+// A host list's hosts excluded by an earlier launch of the same job, whose
+// cool-down has not ended (exclusion_file.h), are left out, each said; an
+// error when too few hosts remain. Needs resolve_rendezvous first (the id).
+void skip_excluded_hosts(const Sources& src, JobSpec& spec);
 // nproc_per_node gpu without a CUDA device here and without a host list
 // (whose hosts count their own): an error. Not called for --print-config,
 // which prints `gpu` as written, for the machine that will run the file.

@@ -9,6 +9,8 @@
 #include <fstream>
 
 #include "ccrun/error.h"
+#include "ccrun/job_state.h"
+#include "exclusion_file.h"
 #include "job_builder.h"
 
 using ccrun::ConfigError;
@@ -150,4 +152,39 @@ TEST_CASE("host lists through the command line and the job file", "[hosts][launc
   auto both = write_file("hosts-both.yaml", "hostfile: " + hf + "\nhosts: [n1]\nprogram: x\n");
   CHECK_THAT(error_of([&] { parse_command_line({"--config", both}, {}); }), Catch::Contains("give the hosts once"));
   for (auto p : {hf, job, again, bad, dup, slots0, both}) std::filesystem::remove(p);
+}
+
+TEST_CASE("host lists: an elastic job's hosts beyond its maximum are hot spares; hosts an "
+          "earlier launch excluded are left out", "[hosts][launcher][exclusion]") {
+  auto hf = write_file("spares-hostfile", "n1\nn2\nn3\n");
+  std::vector<std::string> elastic = {"--hostfile", hf, "--nnodes", "1:2", "--rdzv-backend", "c10d",
+                                      "--rdzv-endpoint", "n1:29400", "--rdzv-id", "job", "x"};
+  auto s = parse_command_line(elastic, {}).spec;
+  CHECK(s.hosts.size() == 3);  // one waits as a spare
+  CHECK(s.max_nodes == 2);
+
+  // The launching host's record (exclusion_file.h): n1 excluded for a minute.
+  auto state = std::filesystem::temp_directory_path() / ("ccrun-state-" + std::to_string(getpid()));
+  std::filesystem::remove_all(state);
+  Environment env;
+  env.vars["CCRUN_STATE_DIR"] = state.string();
+  ccrun::ExclusionList list;
+  list.add("n1", "its health gate failed", ccrun::wall_clock_ms(), std::chrono::minutes(1));
+  std::filesystem::path file = exclusion_file(env, "job");
+  CHECK(file == state / "exclusions" / "job.json");
+  REQUIRE(record_exclusion(file, list.by_host["n1"]).empty());
+  s = parse_command_line(elastic, env).spec;
+  REQUIRE(s.hosts.size() == 2);
+  CHECK(s.hosts[0].name == "n2");
+  CHECK(s.master_addr == "n2");  // the first host that is left
+  // Another job's id has its own record.
+  std::vector<std::string> other = elastic;
+  other[9] = "other";
+  CHECK(parse_command_line(other, env).spec.hosts.size() == 3);
+  // A static job cannot go without it.
+  CHECK_THAT(error_of([&] {
+               parse_command_line({"--hostfile", hf, "--rdzv-id", "job", "x"}, env);
+             }),
+             Catch::Contains("once n1 (excluded, above) are left out; the job needs all 3"));
+  std::filesystem::remove_all(state);
 }

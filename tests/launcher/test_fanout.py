@@ -2,6 +2,7 @@
 as the ssh command (it runs the command here in a fresh environment), so that
 no sshd is needed: every host's agent runs on this machine, on loopback
 addresses 127.0.0.1-3. The namespace cluster test with a real sshd is separate."""
+import json
 import os
 import select
 import shutil
@@ -255,3 +256,32 @@ def test_torch_ddp_over_the_fan_out(tmp_path):
     assert rc == 0, err + out
     assert "127.0.0.1: [0]:trained on 3 workers on cpu (restart count 0)" in out, out
     assert "127.0.0.2: " in err and "node 1 of 2, ranks 2..2 of 3" in err
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a host name of each host's own")
+def test_an_excluded_host_is_kept_on_the_launching_host_and_left_out_of_the_next_launch(tmp_path):
+    state = tmp_path / "state"
+    env = {"CCRUN_STATE_DIR": str(state), "FAKE_SSH_UTS": "1"}
+    hosts = "127.0.0.1\n127.0.0.2\n127.0.0.3\n"
+    args = ["--nnodes", "2:3", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+            "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-id", "fanjob",
+            "--rdzv-conf", "last_call_timeout=1",
+            "--health-check", '[ "$(hostname)" != 127.0.0.3 ] || { echo GPU 3 is missing; exit 1; }',
+            "--no-python", "sh", "-c", "echo ran on $(hostname)"]
+    rc, out, err = finish(launch(tmp_path, hosts, *args, env=env), timeout=90)
+    assert rc == 0, err
+    assert sorted(l.split("ran on ")[-1] for l in out.splitlines()) == ["127.0.0.1", "127.0.0.2"], out
+    assert "ccrun-exclusion|" not in err  # kept, not shown
+    assert "127.0.0.3: " in err and "failed its health gate: user: exit 1: GPU 3 is missing" in err
+    kept = json.loads((state / "exclusions" / "fanjob.json").read_text())
+    assert list(kept) == ["127.0.0.3"] and kept["127.0.0.3"]["offences"] == 1, kept
+    # The next launch of the job leaves the host out while its cool-down lasts.
+    rc, out, err = finish(launch(tmp_path, hosts, *args, env=env), timeout=90)
+    assert rc == 0, err
+    assert "ccrun: leaving out host 127.0.0.3: excluded until" in err, err
+    assert "starting 2 node(s)" in err, err
+    # A static job cannot leave it out: the launch says so and what to do.
+    static = ["--nproc-per-node", "1", "--rdzv-id", "fanjob", "--no-python", "true"]
+    rc, out, err = finish(launch(tmp_path, hosts, *static, env=env), timeout=90)
+    assert rc == 2, err
+    assert "the job needs all 3 (a static job)" in err and "to forget" in err, err
