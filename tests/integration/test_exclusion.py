@@ -16,11 +16,28 @@ from helpers import ccrun_cmd, free_port, read_stderr_until, run_ccrun
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a UTS namespace")
 
 
+_started = []
+
+
+@pytest.fixture(autouse=True)
+def _kill_what_a_test_started():
+    """Every agent a test started is killed with its workers when the test ends, also when it
+    fails half-way."""
+    yield
+    while _started:
+        p = _started.pop()
+        if p.poll() is None:
+            os.killpg(p.pid, 9)
+            p.wait()
+
+
 def spawn_on(host, *args):
     """ccrun started with host name `host` (unshare -u: only the name is its own)."""
     argv = ["unshare", "-u", "sh", "-c", 'hostname "$0" && exec "$@"', host, *ccrun_cmd(*args)]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    _started.append(p)
+    return p
 
 
 def finish(procs, timeout=60):
