@@ -9,6 +9,7 @@
 #include "agent_impl.h"
 #include "ccrun/error.h"
 #include "ccrun/host_name.h"
+#include "gpu_health.h"
 #include "health_gate.h"
 
 namespace ccrun::agent {
@@ -47,6 +48,10 @@ std::optional<std::string> Agent::run_health_gate_once() {
   if (!store_.address.empty()) {
     o.ping_store = [connect = store_.connector()] { (void)connect()->ping(); };
   }
+  o.gpus = [this](milliseconds bound) {
+    if (!gpu_checks_) gpu_checks_ = std::make_unique<GpuChecks>(open_nvml(node_env_.nvml_library));
+    return gpu_checks_->run(bound, visible_indexes(node_env_.cuda_visible_devices));
+  };
   HealthReport r;
   run_off_loop([&] { r = run_health_gate(o); });
   run_logs_->event("health", restart_count_, r.to_json().dump());

@@ -69,6 +69,7 @@
 #include "ccrun/store_interrupt.h"
 #include "attempt.h"
 #include "failure_report.h"
+#include "gpu_health.h"
 #include "file_timer.h"
 #include "hang_monitor.h"
 #include "job_store.h"
@@ -382,6 +383,7 @@ class Agent {
   int failure_streak_ = 0;
   std::atomic<bool> leaving_{false};
   ExclusionList local_exclusions_;
+  std::unique_ptr<GpuChecks> gpu_checks_;  // NVML, opened at the first gate (gpu_health.h)
   int attempts_ = 0;  // rendezvous rounds that started workers (or would have)
   std::string end_reason_;
   std::string end_error_type_ = "ccrun::Error";  // the type of what ended the job

@@ -157,6 +157,9 @@ HealthReport run_health_gate(const HealthGateOptions& o) {
   }
   r.checks.push_back(timed([&] { return memory_check(o.min_available_memory); }));
   if (o.ping_store) r.checks.push_back(timed([&] { return store_check(o.ping_store); }));
+  if (o.gpus) {
+    for (auto& c : o.gpus(o.bound)) r.checks.push_back(std::move(c));
+  }
   if (!o.user_check.empty()) {
     r.checks.push_back(timed([&] { return user_check(o.user_check, o.bound); }));
   }

@@ -9,6 +9,8 @@
 //            a log disk that fills later is reported as it fills)
 //   memory   MemAvailable of /proc/meminfo: at least 512 MiB
 //   store    the job's store answers a ping; its round-trip time is said
+//   gpus, gpu_pages, gpu_ecc, gpu_memory
+//            through NVML, on a GPU node (gpu_health.h)
 //   user     --health-check CMD (sh -c): exit 0 is healthy; any other exit,
 //            or running past the bound (then it is killed), is not, and its
 //            last output lines are the reason
@@ -61,6 +63,8 @@ struct HealthGateOptions {
   // A round trip to the job's store (throws when it does not answer);
   // empty: no store check.
   std::function<void()> ping_store;
+  // The GPU checks (gpu_health.h), given the bound; empty: none.
+  std::function<std::vector<HealthCheck>(std::chrono::milliseconds)> gpus;
 };
 
 // Runs every check (blocking, bounded). The pure verdicts below are its parts.

@@ -24,6 +24,8 @@ NodeEnvironment NodeEnvironment::read() {
   if (const char* v = value("TMPDIR"); v && *v) e.temp_dir = v;
   const char* ras = value("NCCL_RAS_ADDR");
   e.nccl_ras_addr = ras && *ras ? ras : default_nccl_ras_address();
+  if (const char* v = value("CCRUN_NVML_LIBRARY")) e.nvml_library = v;
+  if (const char* v = value("CUDA_VISIBLE_DEVICES")) e.cuda_visible_devices = v;
   return e;
 }
 

@@ -36,6 +36,12 @@ struct NodeEnvironment {
   // NCCL_RAS_ADDR, else NCCL's default (localhost:28028): whom a hang asks
   // for NCCL's RAS status.
   std::string nccl_ras_addr;
+  // CCRUN_NVML_LIBRARY, else "" (the driver's libnvidia-ml.so.1): the NVML
+  // the health gate's GPU checks open (gpu_health.h); a path for a driver
+  // installed elsewhere, or the tests' stand-in.
+  std::string nvml_library;
+  // CUDA_VISIBLE_DEVICES as the agent got it: the GPUs the gate expects.
+  std::string cuda_visible_devices;
 
   // From this process's environment.
   static NodeEnvironment read();

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <random>
 
 #include "ccrun/error.h"
 #include "ccrun/job_keys.h"
@@ -66,16 +67,18 @@ std::vector<Exclusion> ExclusionList::all_active(int64_t now_ms) const {
 }
 
 std::string ExclusionList::to_json() const {
-  json j = json::object();
-  for (const auto& [host, e] : by_host) j[host] = e.to_json();
+  json hosts = json::object();
+  for (const auto& [host, e] : by_host) hosts[host] = e.to_json();
+  json j{{"hosts", hosts}};
+  if (write != 0) j["write"] = write;
   return j.dump();
 }
 
 ExclusionList ExclusionList::from_json(const std::string& text) {
   ExclusionList list;
   json j = json::parse(text, nullptr, false);
-  if (!j.is_object()) return list;
-  for (const auto& [host, e] : j.items()) {
+  if (!j.is_object() || !j.contains("hosts") || !j["hosts"].is_object()) return list;
+  for (const auto& [host, e] : j["hosts"].items()) {
     Exclusion x = Exclusion::from_json(e);
     x.host = host;
     list.by_host[host] = x;
@@ -86,10 +89,15 @@ ExclusionList ExclusionList::from_json(const std::string& text) {
 Exclusion exclude_node(store::Store& store, const std::string& run_id, const std::string& host,
                        const std::string& reason, milliseconds base_cooldown) {
   std::string key = JobKeys(run_id).exclusions();
+  std::random_device rd;
   for (;;) {  // compare-and-set: another node may be adding its own
     std::string before = store.check({key}) ? store.get(key) : "";
     ExclusionList list = ExclusionList::from_json(before);
     Exclusion e = list.add(host, reason, wall_clock_ms(), base_cooldown);
+    // This write's own mark: two nodes adding the same host in the same
+    // millisecond would write the same text, and each take the other's
+    // success for its own.
+    list.write = (uint64_t(rd()) << 32 | rd()) | 1;
     std::string after = list.to_json();
     if (store.compare_set(key, before, after) == after) return e;
   }

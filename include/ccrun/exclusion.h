@@ -10,10 +10,10 @@
 // `ccrun status` lists them; a host-list launch also keeps them on the
 // launching host (launcher/exclusion_file.h) for the next launch.
 //
-//   Exclusion e = exclude_node(store, "job", "gpu7", "health gate: ...", 60s);
-//   // e.until_ms: now + 60 s (120 s the second time, ...)
+//   Exclusion e = exclude_node(store, "job", "gpu7", "its health gate failed", 60s);
+//   // e.until_ms: now + 60 s (120 s the second time, and so on)
 //   ExclusionList all = read_exclusions(store, "job");
-//   if (auto mine = all.active("gpu7", wall_clock_ms())) ... sit it out ...
+//   if (auto mine = all.active("gpu7", wall_clock_ms())) std::cout << describe(*mine, e.since_ms);
 //
 // docs/health.md says what excludes a node and for how long.
 //
@@ -67,6 +67,7 @@ struct Exclusion {
 // count: the next exclusion of that host doubles its cool-down).
 struct ExclusionList {
   std::map<std::string, Exclusion> by_host;
+  uint64_t write = 0;  // the mark of the write that stored it (exclude_node)
 
   // One more offence of `host` at `now_ms`, for exclusion_cooldown(base, n).
   const Exclusion& add(const std::string& host, const std::string& reason, int64_t now_ms,
@@ -76,6 +77,7 @@ struct ExclusionList {
   // Every exclusion whose cool-down has not ended, soonest end first.
   [[nodiscard]] std::vector<Exclusion> all_active(int64_t now_ms) const;
 
+  // JSON {hosts: {<host>: Exclusion}, write}.
   [[nodiscard]] std::string to_json() const;
   // "" (no record yet) and unreadable text read as an empty list.
   [[nodiscard]] static ExclusionList from_json(const std::string& text);

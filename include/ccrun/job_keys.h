@@ -45,7 +45,7 @@
 //                              full round R and wait as hot spares; its ender
 //                              closes the list and admits some to R + 1
 //   round/<R>/admitted         JSON [token, ...]: the spares R's end admitted
-//   exclusions                 JSON {host: Exclusion}: nodes kept out for a
+//   exclusions                 JSON {hosts: {host: Exclusion}, write}: nodes kept out for a
 //                              cool-down (ccrun/exclusion.h)
 //   collectives/attempt_<n>/   the workers' process groups of attempt n
 //

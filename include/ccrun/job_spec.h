@@ -4,8 +4,9 @@
 // PET_* environment variables, Slurm's srun variables and the YAML job file
 // have been merged and validated by the launcher. The agent runs exactly
 // what it says and never re-reads flags; beside it, the agent honours only
-// the few variables of its node that torch's agent reads too (OMP_NUM_THREADS,
-// TORCHELASTIC_*, TMPDIR, NCCL_RAS_ADDR: agent/node_environment.h). Defaults are torchrun's, and a
+// a few variables of its node, most of which torch's agent reads too
+// (OMP_NUM_THREADS, TORCHELASTIC_*, TMPDIR, NCCL_RAS_ADDR, CUDA_VISIBLE_DEVICES,
+// CCRUN_NVML_LIBRARY: agent/node_environment.h). Defaults are torchrun's, and a
 // default JobSpec is where they live: the launcher's settings table
 // (launcher/settings.cpp) reads each flag's default, --print-config's value
 // and the flags the ssh fan-out forwards from a JobSpec. With a

@@ -21,6 +21,7 @@
 #include "ccrun/hash_store.h"
 #include "ccrun/host_name.h"
 #include "ccrun/job_keys.h"
+#include "ccrun/exclusion.h"
 #include "ccrun/job_state.h"
 #include "ccrun/prefix_store.h"
 #include "ccrun/rank_progress.h"
@@ -181,6 +182,16 @@ void job_state_h(Store& store, const JobKeys& keys, int r) {
 
   JobState st = read_job_state(store, "my-job");      // never waits
   if (st.phase == JobPhase::kStopped) std::cout << st.stop_signal;
+  // end
+}
+
+void exclusion_h(Store& store) {
+  using namespace std::chrono_literals;
+  // example: ccrun/exclusion.h
+  Exclusion e = exclude_node(store, "job", "gpu7", "its health gate failed", 60s);
+  // e.until_ms: now + 60 s (120 s the second time, and so on)
+  ExclusionList all = read_exclusions(store, "job");
+  if (auto mine = all.active("gpu7", wall_clock_ms())) std::cout << describe(*mine, e.since_ms);
   // end
 }
 

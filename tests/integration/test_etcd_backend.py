@@ -186,8 +186,10 @@ def test_leader_killed_while_forming_and_while_running(tmp_path):
         assert leader is not None
         leader["proc"].kill()
         leader["proc"].wait()
-        second = agents(e.endpoint, "ha", ["--no-python", "/bin/sh", "-c", "echo up; sleep 6"],
-                        n=1)
+        # A second job forms while the cluster elects a new leader (its own id: a second
+        # agent of a full one-node job would wait as its hot spare).
+        second = agents(e.endpoint, "ha-second",
+                        ["--no-python", "/bin/sh", "-c", "echo up; sleep 6"], n=1)
         procs = first + second
         seen = ""
         deadline = time.time() + 60

@@ -31,11 +31,11 @@ def _kill_what_a_test_started():
             p.wait()
 
 
-def spawn_on(host, *args):
+def spawn_on(host, *args, env=None):
     """ccrun started with host name `host` (unshare -u: only the name is its own)."""
     argv = ["unshare", "-u", "sh", "-c", 'hostname "$0" && exec "$@"', host, *ccrun_cmd(*args)]
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
+                         start_new_session=True, env={**os.environ, **(env or {})})
     _started.append(p)
     return p
 
@@ -148,3 +148,25 @@ def test_an_elastic_job_goes_on_while_the_node_that_hosts_its_store_sits_out():
     assert rc == 0, err
     assert "failed its health gate: user: exit 3" in err
     assert "the job finished while node nodeS was excluded" in err, err
+
+
+def test_a_node_whose_gpu_has_pages_pending_retirement_is_excluded(tmp_path):
+    from helpers import binary
+    port = free_port()
+    common = ["--nnodes", "1:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+              "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "gpus",
+              "--no-python", "/bin/sh", "-c", "echo TRAINED $WORLD_SIZE"]
+    procs = {}
+    for host, pending, host_flag in (("nodeG", True, "true"), ("nodeH", False, "false")):
+        state = tmp_path / f"{host}.json"
+        state.write_text(json.dumps({"gpus": [{"pages_pending": pending, "ecc": 0}]}))
+        env = {"CCRUN_NVML_LIBRARY": binary("tests", "libfake_nvml.so"),
+               "FAKE_NVML_STATE": str(state)}
+        procs[host] = spawn_on(host, "--rdzv-conf", f"last_call_timeout=1,is_host={host_flag}",
+                               *common, env=env)
+    results = finish(procs, timeout=90)
+    assert results["nodeH"][0] == 0 and "TRAINED 1" in results["nodeH"][1], results["nodeH"][2]
+    rc, _, err = results["nodeG"]
+    assert rc == 0, err
+    assert "failed its health gate: gpu_pages: GPU 0: page retirement pending" in err, err
+    assert "is excluded from the job until" in err and "the job finished while node nodeG" in err

@@ -64,3 +64,50 @@ def test_a_static_job_closes_at_once_when_one_node_fails_its_gate():
     assert outs[0][0] != 0, outs[0][2]
     assert "failed its health gate: user: exit 1: disk is bad" in outs[0][2], outs[0][2]
     assert time.monotonic() - began < 20  # not join_timeout's 600 s
+
+
+def fake_nvml(tmp_path, gpus):
+    """The environment that points the gate at tests' stand-in NVML with these GPUs."""
+    state = tmp_path / "nvml.json"
+    state.write_text(json.dumps({"gpus": gpus}))
+    from helpers import binary
+    return {"CCRUN_NVML_LIBRARY": binary("tests", "libfake_nvml.so"), "FAKE_NVML_STATE": str(state)}
+
+
+def healthy_gpu(**fields):
+    gpu = {"pages_pending": False, "rows_pending": False, "ecc": 0, "processes": []}
+    gpu.update(fields)
+    return gpu
+
+
+def test_a_gpu_with_pages_pending_retirement_fails_the_gate(tmp_path):
+    env = fake_nvml(tmp_path, [healthy_gpu(), healthy_gpu(pages_pending=True)])
+    r = run_ccrun("--standalone", "--nproc-per-node", "2", "--no-python", "/bin/sh", "-c",
+                  "echo RAN", env=env)
+    assert r.returncode == 1, r.stderr
+    assert "RAN" not in r.stdout
+    assert ("failed its health gate: gpu_pages: GPU 1: page retirement pending (a GPU reset or "
+            "reboot clears it)") in r.stderr, r.stderr
+
+
+def test_leftover_gpu_memory_is_waited_for_then_fails_at_the_bound(tmp_path):
+    gone_in = int(time.time() * 1000) + 1500
+    env = fake_nvml(tmp_path, [healthy_gpu(processes=[{"pid": 4242, "used_mib": 1024,
+                                                       "until_ms": gone_in}])])
+    r = run_ccrun("--standalone", "--nproc-per-node", "1", "--log-dir", str(tmp_path / "logs"),
+                  "--no-python", "/bin/sh", "-c", "echo RAN", env=env)
+    assert r.returncode == 0, r.stderr
+    assert "RAN" in r.stdout
+    [events] = (tmp_path / "logs").glob("*/events.jsonl")
+    [health] = [json.loads(l) for l in events.read_text().splitlines()
+                if json.loads(l)["event"] == "health"]
+    memory = [c for c in health["checks"] if c["name"] == "gpu_memory"][0]
+    assert memory["verdict"] == "ok" and memory["detail"].startswith("freed after"), memory
+    assert memory["ms"] >= 1000
+    # Held for good: the bound passes, and the gate fails naming the process.
+    env = fake_nvml(tmp_path, [healthy_gpu(processes=[{"pid": 4242, "used_mib": 1024}])])
+    r = run_ccrun("--standalone", "--nproc-per-node", "1", "--health-timeout", "1",
+                  "--no-python", "/bin/sh", "-c", "echo RAN", env=env)
+    assert r.returncode == 1, r.stderr
+    assert re.search(r"gpu_memory: GPU 0: pid 4242 holds 1024 MiB, still after 1(\.\d)?s", r.stderr), \
+        r.stderr
