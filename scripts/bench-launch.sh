@@ -82,6 +82,22 @@ ccrun_restart_ms() {  # median of $ccrun_runs
     echo
   done | median
 }
+# The same crash in an elastic job running below its maximum (--nnodes 1:2,
+# c10d, one node): the restarted round has no more nodes to wait for, yet a
+# rendezvous that does not know who survived waits out the last call
+# (last_call_timeout: torchrun's default 30 s; 3 s in the smoke run).
+if ((smoke)); then last_call=3; else last_call=30; fi
+elastic_args() {  # launcher flag style (- or _) -> the elastic job's flags
+  local s=$1
+  echo "--nnodes 1:2 --rdzv${s}backend c10d --rdzv${s}endpoint 127.0.0.1:$(free_port) --rdzv${s}conf last_call_timeout=$last_call"
+}
+ccrun_elastic_restart_ms() {  # median of $ccrun_runs
+  for _ in $(seq "$ccrun_runs"); do
+    # shellcheck disable=SC2046
+    restart_latency "$ccrun" --nproc-per-node 4 --max-restarts 1 $(elastic_args -) --no-python
+    echo
+  done | median
+}
 
 # The physical bound, in the same run: posix_spawn of N /bin/true and their
 # exits, no launcher (tests/tools/spawn_bound.cpp); median of $ccrun_runs.
@@ -96,6 +112,7 @@ for n in "${sizes[@]}"; do
   sb[$n]=$(spawn_bound "$n")
 done
 c_ms=$(ccrun_restart_ms)
+ce_ms=$(ccrun_elastic_restart_ms)
 busy_start
 for n in "${sizes[@]}"; do
   read -r "bw[$n]" "br[$n]" "bm[$n]" < <(measure "$ccrun_runs" "$ccrun" --nproc-per-node "$n" --master-port "$(free_port)" --no-python /bin/true)
@@ -118,6 +135,9 @@ done
 
 t_ms=$(restart_latency "${torchrun[@]}" --nproc_per_node 4 --max_restarts 1 --master_port "$(free_port)" --no_python)
 table+=$'\n'"| worker crash to restarted workers running, ms (4 workers, default monitor interval; ccrun median of $ccrun_runs, torchrun 1 run) | $c_ms | $b_ms ($(more "$c_ms" "$b_ms")) | $t_ms | $(ratio "$t_ms" "$c_ms")x faster |"
+# shellcheck disable=SC2046
+te_ms=$(restart_latency "${torchrun[@]}" --nproc_per_node 4 --max_restarts 1 $(elastic_args _) --no_python)
+table+=$'\n'"| the same in an elastic job below its maximum (--nnodes 1:2, c10d, one node; last_call_timeout $last_call s), ms | $ce_ms | | $te_ms | $(ratio "$te_ms" "$ce_ms")x faster |"
 
 # Fan-out: a 3-host job started from one command, from the command to every
 # worker running (each writes the time it starts). Hosts are 127.0.0.1-3 on

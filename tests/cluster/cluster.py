@@ -1,6 +1,7 @@
 """A cluster of network namespaces on one host, for ccrun's multi-node tests.
 
-Each node is a network namespace with its own address on a private /24,
+Each node is a network namespace with its own address on a private /24 (and
+its own host name, node<i>, in a UTS namespace),
 joined to the others through veth pairs on a bridge that lives in a namespace
 of its own: the host's own interfaces and routes are never touched. Commands
 started in a node run in their own session; teardown kills them all and
@@ -54,11 +55,14 @@ class Proc:
         self.err_path = os.path.join(logdir, f"{name}.err")
         full_env = dict(os.environ)
         full_env.update(env or {})
+        # Each node also has its host name (node<index>) in a UTS namespace
+        # of its own: agents know a node by it (exclusions, ccrun status).
         self.popen = subprocess.Popen(
-            ["ip", "netns", "exec", node.ns, *argv], env=full_env,
+            ["ip", "netns", "exec", node.ns, "unshare", "-u", "sh", "-c",
+             'hostname "$0" && exec "$@"', node.name, *argv], env=full_env,
             stdout=open(self.out_path, "w"), stderr=open(self.err_path, "w"),
             start_new_session=True)
-        self.pid = self.popen.pid  # ip netns exec execs the command: same pid
+        self.pid = self.popen.pid  # ip netns exec, unshare and sh exec the command: same pid
 
     def wait(self, timeout):
         return self.popen.wait(timeout)
@@ -107,6 +111,7 @@ class Proc:
 class Node:
     def __init__(self, cluster, index, ns, addr, veth):
         self.cluster, self.index, self.ns, self.addr, self.veth = cluster, index, ns, addr, veth
+        self.name = f"node{index}"  # its host name
 
     def run(self, argv, env=None, name=None):
         name = name or f"n{self.index}-{len(self.cluster.procs)}"

@@ -2,6 +2,7 @@
 """ccrun on a cluster of network namespaces: one agent per node, each node its
 own address. Short keep-alive settings keep the suite fast; the defaults are
 exercised by the benchmarks."""
+import json
 import os
 import re
 import signal
@@ -264,3 +265,56 @@ def test_6_daemon_restarted_while_agents_wait(make_cluster):
     assert codes == [0, 0], first.err()[-1500:] + second.err()[-1500:]
     lines = sorted(l.split(":", 1)[1] for p in (first, second) for l in p.out().splitlines())
     assert lines == ["rank=0 ws=2", "rank=1 ws=2"]
+
+
+def test_9_gate_exclusion_and_a_hot_spare(make_cluster, tmp_path):
+    c = make_cluster(4)
+    # A node that fails its health gate is excluded: the job starts on the other 3 within
+    # the gate and the last call, and ccrun status names it with its reason.
+    gate = '[ "$(hostname)" != node3 ] || { echo GPU 3 is missing; exit 1; }'
+    done = tmp_path / "done"
+    worker = ["--no-python", "/bin/sh", "-c",
+              f'echo "ws=$WORLD_SIZE"; while [ ! -e {done} ]; do sleep 0.05; done']
+    began = time.time()
+    procs = start_dynamic(c, c.nodes, worker, "3:4", "s9", nproc=1,
+                          extra=["--health-check", gate, "--exclusion-cooldown", "60"])
+    deadline = time.time() + 60
+    while time.time() < deadline and sum(p.out().count("ws=3") for p in procs) < 3:
+        time.sleep(0.05)
+    assert sum(p.out().count("ws=3") for p in procs) == 3, "\n".join(p.err() for p in procs)
+    assert time.time() - began < 15
+    st = c.nodes[0].sh(*ccrun("status", "--rdzv-endpoint", f"{c.nodes[0].addr}:29400",
+                              "--rdzv-id", "s9", "--json"))
+    excluded = json.loads(st.stdout)["excluded"]
+    assert [e["host"] for e in excluded] == ["node3"], st.stdout
+    assert "GPU 3 is missing" in excluded[0]["reason"]
+    done.touch()
+    assert wait_all(procs, 120) == [0, 0, 0, 0], "\n".join(p.err()[-1500:] for p in procs)
+    assert "the job finished while node node3 was excluded" in procs[3].err()
+
+    # A node whose workers fail first twice in a row is excluded, and the hot spare waiting
+    # beside the full job takes its place in one restart.
+    c2 = make_cluster(4)
+    fail, done2 = tmp_path / "fail", tmp_path / "done2"
+    worker = ["--no-python", "/bin/sh", "-c",
+              f'echo "ws=$WORLD_SIZE on $(hostname)"; '
+              f'if [ "$(hostname)" = node2 ]; then while [ ! -e {fail} ]; do sleep 0.05; done; '
+              f'exit 1; fi; while [ ! -e {done2} ]; do sleep 0.05; done']
+    first = start_dynamic(c2, c2.nodes[:3], worker, "2:3", "s9b", nproc=1,
+                          extra=["--max-restarts", "3"])
+    deadline = time.time() + 60
+    while time.time() < deadline and sum(p.out().count("ws=3") for p in first) < 3:
+        time.sleep(0.05)
+    spare = start_dynamic(c2, c2.nodes[3:], worker, "2:3", "s9b", nproc=1,
+                          extra=["--max-restarts", "3"])
+    while time.time() < deadline and "waits as a hot spare" not in spare[0].err():
+        time.sleep(0.05)
+    assert "waits as a hot spare" in spare[0].err(), spare[0].err()
+    fail.touch()
+    while time.time() < deadline and "ws=3 on node3" not in spare[0].out():
+        time.sleep(0.05)
+    assert "ws=3 on node3" in spare[0].out(), spare[0].err()
+    done2.touch()
+    procs = first + spare
+    assert wait_all(procs, 120) == [0, 0, 0, 0], "\n".join(p.err()[-1500:] for p in procs)
+    assert re.search(r"node \d \(node2\) is excluded from the job", procs[2].err()), procs[2].err()
