@@ -225,19 +225,34 @@ std::unique_ptr<Node> new_node(std::shared_ptr<Store> store, const RendezvousOpt
   return n;
 }
 
+// A full job of two nodes (watched), and a third agent waiting as its hot
+// spare; the job's rounds take `min_nodes` to `2`.
+struct WithSpare {
+  std::shared_ptr<HashStore> store = std::make_shared<HashStore>();
+  std::vector<std::unique_ptr<Node>> nodes;
+  std::unique_ptr<Node> spare;
+  std::future<RendezvousInfo> admitted;
+};
+
+WithSpare full_job_with_spare(int min_nodes) {
+  WithSpare j;
+  auto o = options("c10d", min_nodes, 2);
+  o.last_call_timeout = 5s;  // a round that waited for it would show
+  j.nodes = join_all(j.store, std::vector<RendezvousOptions>(2, o));
+  watch_all(j.nodes);
+  j.spare = new_node(j.store, o);
+  j.admitted = join_async(*j.spare);
+  // It waits: the round is full, and no join_timeout ends its wait.
+  REQUIRE(j.admitted.wait_for(300ms) == std::future_status::timeout);
+  return j;
+}
+
 }  // namespace
 
 TEST_CASE("dynamic: a node at a full round waits as a hot spare and takes a leaving node's "
           "place", "[rendezvous][spare]") {
-  auto store = std::make_shared<HashStore>();
-  auto o = options("c10d", 1, 2);
-  o.last_call_timeout = 5s;  // a round that waited for it would show
-  auto nodes = join_all(store, std::vector<RendezvousOptions>(2, o));
-  watch_all(nodes);
-  auto spare = new_node(store, o);
-  auto admitted = join_async(*spare);
-  // It waits: the round is full, and no join_timeout ends its wait.
-  REQUIRE(admitted.wait_for(300ms) == std::future_status::timeout);
+  WithSpare j = full_job_with_spare(1);
+  auto& [store, nodes, spare, admitted] = j;
   CHECK(spare->handler->waiting_as_spare());
   CHECK(ccrun::read_job_state(*store, "test").spares.size() == 1);
   // Node 0 fails and leaves (it excludes itself): the spare is admitted.
@@ -260,14 +275,8 @@ TEST_CASE("dynamic: a node at a full round waits as a hot spare and takes a leav
 
 TEST_CASE("dynamic: a restart that every node rejoins keeps the spare waiting, and a finished "
           "job ends its wait", "[rendezvous][spare]") {
-  auto store = std::make_shared<HashStore>();
-  auto o = options("c10d", 1, 2);
-  o.last_call_timeout = 5s;
-  auto nodes = join_all(store, std::vector<RendezvousOptions>(2, o));
-  watch_all(nodes);
-  auto spare = new_node(store, o);
-  auto admitted = join_async(*spare);
-  REQUIRE(admitted.wait_for(300ms) == std::future_status::timeout);
+  WithSpare j = full_job_with_spare(1);
+  auto& [store, nodes, spare, admitted] = j;
   nodes[1]->handler->request_restart(Failure{}, false);
   for (auto& n : nodes) event_of(*n);
   auto began = std::chrono::steady_clock::now();
@@ -285,14 +294,8 @@ TEST_CASE("dynamic: a restart that every node rejoins keeps the spare waiting, a
 }
 
 TEST_CASE("dynamic: a dead node's place goes to a spare", "[rendezvous][spare]") {
-  auto store = std::make_shared<HashStore>();
-  auto o = options("c10d", 2, 2);
-  o.last_call_timeout = 5s;
-  auto nodes = join_all(store, std::vector<RendezvousOptions>(2, o));
-  watch_all(nodes);
-  auto spare = new_node(store, o);
-  auto admitted = join_async(*spare);
-  REQUIRE(admitted.wait_for(300ms) == std::future_status::timeout);
+  WithSpare j = full_job_with_spare(2);
+  auto& [store, nodes, spare, admitted] = j;
   nodes[0]->handler->shutdown();  // its heartbeats stop
   CHECK(event_of(*nodes[1]).kind == RoundEvent::Kind::kNodeDead);
   nodes[1]->info = nodes[1]->handler->next_rendezvous();
