@@ -48,10 +48,18 @@ std::optional<std::string> Agent::run_health_gate_once() {
   if (!store_.address.empty()) {
     o.ping_store = [connect = store_.connector()] { (void)connect()->ping(); };
   }
-  o.gpus = [this](milliseconds bound) {
-    if (!gpu_checks_) gpu_checks_ = std::make_unique<GpuChecks>(open_nvml(node_env_.nvml_library));
-    return gpu_checks_->run(bound, visible_indexes(node_env_.cuda_visible_devices));
-  };
+  if (node_env_.nvml_library.empty() && !node_env_.nvidia_driver) {
+    // A CPU node: said in the report, with no NVML to open.
+    o.gpus = [](milliseconds) {
+      return std::vector<HealthCheck>{{"gpus", HealthCheck::Verdict::kCannotRun, 0,
+                                       "no NVIDIA driver (/proc/driver/nvidia)"}};
+    };
+  } else {
+    o.gpus = [this](milliseconds bound) {
+      if (!gpu_checks_) gpu_checks_ = std::make_unique<GpuChecks>(open_nvml(node_env_.nvml_library));
+      return gpu_checks_->run(bound, visible_indexes(node_env_.cuda_visible_devices));
+    };
+  }
   HealthReport r;
   run_off_loop([&] { r = run_health_gate(o); });
   run_logs_->event("health", restart_count_, r.to_json().dump());
@@ -68,7 +76,7 @@ std::optional<std::string> Agent::run_health_gate_once() {
   return r.reason();
 }
 
-Exclusion Agent::exclude_self(const std::string& reason) {
+[[gnu::cold]] Exclusion Agent::exclude_self(const std::string& reason) {
   Exclusion e;
   if (!store_.address.empty()) {
     run_bounded([&] {
@@ -93,9 +101,12 @@ Exclusion Agent::exclude_self(const std::string& reason) {
 std::optional<Exclusion> Agent::my_exclusion() {
   // Only this agent excludes its node, so the store is read once, before the
   // first join (an earlier agent's record on this host); later joins know.
-  if (attempts_ == 0 && !store_.address.empty() && local_exclusions_.by_host.empty()) {
+  // A store this agent hosts began with it: it holds no earlier record.
+  bool joined_store = !store_.address.empty() && !store_.server;
+  if (attempts_ == 0 && joined_store && local_exclusions_.by_host.empty()) {
     run_off_loop([&] { local_exclusions_ = read_exclusions(*store_.connector()(), run_id_); });
   }
+  if (local_exclusions_.by_host.empty()) return std::nullopt;  // the usual case, at once
   return local_exclusions_.active(host_name(), wall_clock_ms());
 }
 
@@ -103,7 +114,7 @@ bool Agent::can_sit_out() const {
   return spec_.rdzv.backend != rendezvous::Backend::kStatic && spec_.max_nodes > 1;
 }
 
-int Agent::sit_out(const Exclusion& e) {
+[[gnu::cold]] int Agent::sit_out(const Exclusion& e) {
   state_ = State::kExcluded;
   if (!can_sit_out()) {  // no round forms without this node: the job cannot wait for it
     throw Error("node " + std::to_string(spec_.node_rank) + " (" + e.host + ") is excluded " +

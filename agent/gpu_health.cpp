@@ -1,4 +1,6 @@
-// The health gate's GPU checks through NVML (see gpu_health.h).
+// The health gate's GPU checks through NVML (see gpu_health.h). The
+// functions are [[gnu::cold]]: on a node without the NVIDIA driver they never
+// run, and stay out of the text pages every launch touches (its RSS target).
 #include "gpu_health.h"
 
 #include <dlfcn.h>
@@ -143,7 +145,7 @@ std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
 }  // namespace
 
-OpenedProbe open_nvml(const std::string& library) {
+[[gnu::cold]] OpenedProbe open_nvml(const std::string& library) {
   std::string name = library.empty() ? "libnvidia-ml.so.1" : library;
   void* lib = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
@@ -155,7 +157,7 @@ OpenedProbe open_nvml(const std::string& library) {
   return {std::move(probe), ""};
 }
 
-HealthCheck judge_gpus_visible(const std::vector<GpuState>& gpus, const std::vector<int>& expected,
+[[gnu::cold]] HealthCheck judge_gpus_visible(const std::vector<GpuState>& gpus, const std::vector<int>& expected,
                                int first_count) {
   std::string lost;
   for (const auto& g : gpus) {
@@ -176,7 +178,7 @@ HealthCheck judge_gpus_visible(const std::vector<GpuState>& gpus, const std::vec
   return check("gpus", true, std::to_string(n) + " visible");
 }
 
-HealthCheck judge_gpu_pages(const std::vector<GpuState>& gpus) {
+[[gnu::cold]] HealthCheck judge_gpu_pages(const std::vector<GpuState>& gpus) {
   std::string bad;
   bool known = false;
   for (const auto& g : gpus) {
@@ -193,7 +195,7 @@ HealthCheck judge_gpu_pages(const std::vector<GpuState>& gpus) {
   return check("gpu_pages", true, "none pending");
 }
 
-HealthCheck judge_gpu_ecc(const std::vector<GpuState>& gpus,
+[[gnu::cold]] HealthCheck judge_gpu_ecc(const std::vector<GpuState>& gpus,
                           const std::map<int, uint64_t>& before) {
   std::string rising;
   uint64_t total = 0;
@@ -217,7 +219,7 @@ HealthCheck judge_gpu_ecc(const std::vector<GpuState>& gpus,
   return check("gpu_ecc", true, std::to_string(total) + " uncorrectable (not rising)");
 }
 
-HealthCheck judge_gpu_memory(const std::vector<GpuState>& gpus, milliseconds waited, bool gave_up) {
+[[gnu::cold]] HealthCheck judge_gpu_memory(const std::vector<GpuState>& gpus, milliseconds waited, bool gave_up) {
   std::string held;
   for (const auto& g : gpus) {
     for (const auto& p : g.processes) {
@@ -233,7 +235,7 @@ HealthCheck judge_gpu_memory(const std::vector<GpuState>& gpus, milliseconds wai
   return check("gpu_memory", true, how);
 }
 
-std::vector<int> visible_indexes(const std::string& text) {
+[[gnu::cold]] std::vector<int> visible_indexes(const std::string& text) {
   std::vector<int> out;
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, ',');) {
@@ -244,7 +246,7 @@ std::vector<int> visible_indexes(const std::string& text) {
   return out;
 }
 
-std::vector<HealthCheck> GpuChecks::run(milliseconds bound, const std::vector<int>& visible,
+[[gnu::cold]] std::vector<HealthCheck> GpuChecks::run(milliseconds bound, const std::vector<int>& visible,
                                         milliseconds poll) {
   auto t0 = Clock::now();
   auto since = [&t0] { return std::chrono::duration_cast<milliseconds>(Clock::now() - t0); };

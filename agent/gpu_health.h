@@ -70,6 +70,8 @@ struct OpenedProbe {
 };
 
 // NVML from `library` ("" = libnvidia-ml.so.1), opened and initialized.
+// The agent calls it only where the NVIDIA driver is loaded
+// (NodeEnvironment::nvidia_driver) or a library is named.
 OpenedProbe open_nvml(const std::string& library);
 
 // The pure verdicts (each check's name as in the overview above).

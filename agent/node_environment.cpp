@@ -1,6 +1,8 @@
 // What the agent reads from its own environment (see node_environment.h).
 #include "node_environment.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -26,6 +28,7 @@ NodeEnvironment NodeEnvironment::read() {
   e.nccl_ras_addr = ras && *ras ? ras : default_nccl_ras_address();
   if (const char* v = value("CCRUN_NVML_LIBRARY")) e.nvml_library = v;
   if (const char* v = value("CUDA_VISIBLE_DEVICES")) e.cuda_visible_devices = v;
+  e.nvidia_driver = ::access("/proc/driver/nvidia", F_OK) == 0;
   return e;
 }
 

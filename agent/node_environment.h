@@ -42,6 +42,8 @@ struct NodeEnvironment {
   std::string nvml_library;
   // CUDA_VISIBLE_DEVICES as the agent got it: the GPUs the gate expects.
   std::string cuda_visible_devices;
+  // /proc/driver/nvidia exists: the NVIDIA driver is loaded (a GPU node).
+  bool nvidia_driver = false;
 
   // From this process's environment.
   static NodeEnvironment read();

@@ -1,4 +1,5 @@
 // A host-list job's exclusions on the launching host (see exclusion_file.h).
+// [[gnu::cold]]: run only with a host list, out of every launch's text pages.
 #include "exclusion_file.h"
 
 #include <unistd.h>
@@ -10,7 +11,7 @@ namespace ccrun::launcher {
 
 namespace fs = std::filesystem;
 
-fs::path exclusion_file(const Environment& env, const std::string& run_id) {
+[[gnu::cold]] fs::path exclusion_file(const Environment& env, const std::string& run_id) {
   fs::path dir;
   if (auto d = env.get("CCRUN_STATE_DIR"); d && !d->empty()) {
     dir = *d;
@@ -28,7 +29,7 @@ fs::path exclusion_file(const Environment& env, const std::string& run_id) {
   return dir / "exclusions" / (name + ".json");
 }
 
-ExclusionList read_exclusion_file(const fs::path& file) {
+[[gnu::cold]] ExclusionList read_exclusion_file(const fs::path& file) {
   std::ifstream in(file);
   if (!in) return {};
   std::ostringstream text;
@@ -36,7 +37,7 @@ ExclusionList read_exclusion_file(const fs::path& file) {
   return ExclusionList::from_json(text.str());
 }
 
-std::string record_exclusion(const fs::path& file, const Exclusion& e) {
+[[gnu::cold]] std::string record_exclusion(const fs::path& file, const Exclusion& e) {
   std::error_code ec;
   fs::create_directories(file.parent_path(), ec);
   if (ec) return "cannot make " + file.parent_path().string() + ": " + ec.message();

@@ -1,5 +1,7 @@
 // Nodes kept out of a job for a cool-down, and their records in the job's
-// store (see ccrun/exclusion.h).
+// store (see ccrun/exclusion.h). Every function here is [[gnu::cold]]: they
+// run only when a node is excluded or its exclusions are read, so the linker
+// keeps them out of the text pages every launch touches (its RSS target).
 #include "ccrun/exclusion.h"
 
 #include <nlohmann/json.hpp>
@@ -16,19 +18,19 @@ namespace ccrun {
 using json = nlohmann::json;
 using std::chrono::milliseconds;
 
-milliseconds exclusion_cooldown(milliseconds base, int offences) {
+[[gnu::cold]] milliseconds exclusion_cooldown(milliseconds base, int offences) {
   milliseconds cap = kMaxCooldown;
   milliseconds d = std::min(base, cap);
   for (int i = 1; i < offences && d < cap; ++i) d = std::min(d * 2, cap);
   return d;
 }
 
-json Exclusion::to_json() const {
+[[gnu::cold]] json Exclusion::to_json() const {
   return json{{"host", host}, {"reason", reason}, {"since_ms", since_ms},
               {"until_ms", until_ms}, {"offences", offences}};
 }
 
-Exclusion Exclusion::from_json(const json& j) {
+[[gnu::cold]] Exclusion Exclusion::from_json(const json& j) {
   Exclusion e;
   if (!j.is_object()) return e;
   e.host = j.value("host", std::string());
@@ -39,7 +41,7 @@ Exclusion Exclusion::from_json(const json& j) {
   return e;
 }
 
-const Exclusion& ExclusionList::add(const std::string& host, const std::string& reason,
+[[gnu::cold]] const Exclusion& ExclusionList::add(const std::string& host, const std::string& reason,
                                     int64_t now_ms, milliseconds base) {
   Exclusion& e = by_host[host];
   e.host = host;
@@ -50,13 +52,13 @@ const Exclusion& ExclusionList::add(const std::string& host, const std::string& 
   return e;
 }
 
-std::optional<Exclusion> ExclusionList::active(const std::string& host, int64_t now_ms) const {
+[[gnu::cold]] std::optional<Exclusion> ExclusionList::active(const std::string& host, int64_t now_ms) const {
   auto it = by_host.find(host);
   if (it == by_host.end() || it->second.until_ms <= now_ms) return std::nullopt;
   return it->second;
 }
 
-std::vector<Exclusion> ExclusionList::all_active(int64_t now_ms) const {
+[[gnu::cold]] std::vector<Exclusion> ExclusionList::all_active(int64_t now_ms) const {
   std::vector<Exclusion> out;
   for (const auto& [host, e] : by_host) {
     if (e.until_ms > now_ms) out.push_back(e);
@@ -66,7 +68,7 @@ std::vector<Exclusion> ExclusionList::all_active(int64_t now_ms) const {
   return out;
 }
 
-std::string ExclusionList::to_json() const {
+[[gnu::cold]] std::string ExclusionList::to_json() const {
   json hosts = json::object();
   for (const auto& [host, e] : by_host) hosts[host] = e.to_json();
   json j{{"hosts", hosts}};
@@ -74,7 +76,7 @@ std::string ExclusionList::to_json() const {
   return j.dump();
 }
 
-ExclusionList ExclusionList::from_json(const std::string& text) {
+[[gnu::cold]] ExclusionList ExclusionList::from_json(const std::string& text) {
   ExclusionList list;
   json j = json::parse(text, nullptr, false);
   if (!j.is_object() || !j.contains("hosts") || !j["hosts"].is_object()) return list;
@@ -86,7 +88,7 @@ ExclusionList ExclusionList::from_json(const std::string& text) {
   return list;
 }
 
-Exclusion exclude_node(store::Store& store, const std::string& run_id, const std::string& host,
+[[gnu::cold]] Exclusion exclude_node(store::Store& store, const std::string& run_id, const std::string& host,
                        const std::string& reason, milliseconds base_cooldown) {
   std::string key = JobKeys(run_id).exclusions();
   std::random_device rd;
@@ -103,12 +105,12 @@ Exclusion exclude_node(store::Store& store, const std::string& run_id, const std
   }
 }
 
-ExclusionList read_exclusions(store::Store& store, const std::string& run_id) {
+[[gnu::cold]] ExclusionList read_exclusions(store::Store& store, const std::string& run_id) {
   std::string key = JobKeys(run_id).exclusions();
   return ExclusionList::from_json(store.check({key}) ? store.get(key) : "");
 }
 
-std::string describe(const Exclusion& e, int64_t now_ms) {
+[[gnu::cold]] std::string describe(const Exclusion& e, int64_t now_ms) {
   std::string times = e.offences == 1 ? "first offence" : "offence " + std::to_string(e.offences);
   std::string left = e.until_ms > now_ms
                          ? format_duration(milliseconds(e.until_ms - now_ms)) + " from now"

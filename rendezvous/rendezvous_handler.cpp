@@ -149,13 +149,14 @@ class Handler : public RendezvousHandler {
 
   bool waiting_as_spare() const override { return spare_.load(); }
 
-  int spares_waiting() override {
+  [[gnu::cold]] int spares_waiting() override {
     if (round_ < 0 || !store_->check({keys_.spares(round_)})) return 0;
     SpareList list = SpareList::from_json(store_->get(keys_.spares(round_)));
     return list.closed ? 0 : int(list.tokens.size());
   }
 
-  StandByEnd stand_by(int64_t until_ms, bool hosts_store, milliseconds leave_timeout) override {
+  [[gnu::cold]] StandByEnd stand_by(int64_t until_ms, bool hosts_store,
+                                     milliseconds leave_timeout) override {
     watch_.reset();
     int r = current_round();
     for (;;) {
@@ -169,12 +170,14 @@ class Handler : public RendezvousHandler {
         continue;
       }
       RoundEnd end = RoundEnd::from_json(store_->get(keys_.end(r)));
-      if (end.kind == RoundEndKind::kClosed) return StandByEnd::kClosed;
-      if (end.kind == RoundEndKind::kAllDone) {
-        if (hosts_store) wait_all_left(r, leave_timeout);
-        return StandByEnd::kFinished;
+      bool over = end.kind == RoundEndKind::kClosed || end.kind == RoundEndKind::kAllDone;
+      if (!over) {
+        ++r;
+        continue;
       }
-      ++r;
+      // The nodes of the last round read its end from the store this node serves.
+      if (hosts_store) wait_all_left(r, leave_timeout);
+      return end.kind == RoundEndKind::kAllDone ? StandByEnd::kFinished : StandByEnd::kClosed;
     }
   }
 
@@ -557,7 +560,7 @@ class Handler : public RendezvousHandler {
   // next round's when r's end admits others, until an end admits this node;
   // returns the round to join then. Throws JobFinishedError or
   // RendezvousClosedError when the job ends first.
-  int wait_as_spare(int r) {
+  [[gnu::cold]] int wait_as_spare(int r) {
     spare_ = true;  // until admitted: a stop meanwhile finds it set
     spdlog::info("rendezvous '{}': round {} is full ({} nodes, --nnodes' maximum); this node "
                  "waits as a hot spare and joins when a node leaves or dies",
@@ -598,7 +601,7 @@ class Handler : public RendezvousHandler {
   // Whether round r's end admitted this spare. The end's writer lists the
   // admitted right after the end; should it die in between, after the
   // keep-alive window the spare joins the next round as any late node does.
-  bool admitted(int r) {
+  [[gnu::cold]] bool admitted(int r) {
     try {
       store_->wait({keys_.admitted(r)}, o_.keep_alive_interval * o_.keep_alive_max_attempt);
     } catch (const TimeoutError&) {

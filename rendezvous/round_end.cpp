@@ -1,4 +1,5 @@
-// A round's end and the hot spares it admits (see round_end.h).
+// A round's end and the hot spares it admits (see round_end.h). What only
+// spares run is [[gnu::cold]]: out of the text pages every launch touches.
 #include "round_end.h"
 
 #include <nlohmann/json.hpp>
@@ -16,7 +17,7 @@ bool rejoined_after(RoundEndKind kind) {
 
 // Closes r's spare list (compare-and-set against spares joining it) and
 // returns the tokens it held.
-std::vector<std::string> close_spares(store::Store& s, const JobKeys& keys, int r) {
+[[gnu::cold]] std::vector<std::string> close_spares(store::Store& s, const JobKeys& keys, int r) {
   for (;;) {
     std::string before = s.check({keys.spares(r)}) ? s.get(keys.spares(r)) : "";
     SpareList list = SpareList::from_json(before);
@@ -28,11 +29,11 @@ std::vector<std::string> close_spares(store::Store& s, const JobKeys& keys, int 
 
 }  // namespace
 
-std::string SpareList::to_json() const {
+[[gnu::cold]] std::string SpareList::to_json() const {
   return json{{"closed", closed}, {"tokens", tokens}}.dump();
 }
 
-SpareList SpareList::from_json(const std::string& text) {
+[[gnu::cold]] SpareList SpareList::from_json(const std::string& text) {
   SpareList list;
   json j = json::parse(text, nullptr, false);
   if (!j.is_object()) return list;
@@ -45,7 +46,7 @@ SpareList SpareList::from_json(const std::string& text) {
   return list;
 }
 
-int spares_to_admit(int survivors, int waiting, int max_nodes) {
+[[gnu::cold]] int spares_to_admit(int survivors, int waiting, int max_nodes) {
   return std::clamp(max_nodes - survivors, 0, std::max(waiting, 0));
 }
 
@@ -63,7 +64,7 @@ bool end_round(store::Store& s, const JobKeys& keys, int r, const RoundEnd& end,
   return true;
 }
 
-bool add_spare(store::Store& s, const JobKeys& keys, int r, const std::string& token) {
+[[gnu::cold]] bool add_spare(store::Store& s, const JobKeys& keys, int r, const std::string& token) {
   for (;;) {
     std::string before = s.check({keys.spares(r)}) ? s.get(keys.spares(r)) : "";
     SpareList list = SpareList::from_json(before);

@@ -147,9 +147,9 @@ class RendezvousHandler {
   // Waits with no place in any round (an excluded node sitting out its
   // cool-down) until the wall clock reaches `until_ms` or the job is over,
   // following the job's rounds as they end. On the node that hosts the
-  // store, a finished job's stand-by returns once every node has left its
-  // last round (at most `leave_timeout`), so no node loses the store while
-  // reading the end. No join_timeout applies: the job may run for days.
+  // store, a job's end (finished or closed) returns once every node has left
+  // its last round (at most `leave_timeout`), so no node loses the store
+  // while reading the end. No join_timeout applies: the job may run for days.
   virtual StandByEnd stand_by(int64_t until_ms, bool hosts_store,
                               std::chrono::milliseconds leave_timeout) = 0;
 

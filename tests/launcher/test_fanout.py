@@ -273,7 +273,7 @@ def test_an_excluded_host_is_kept_on_the_launching_host_and_left_out_of_the_next
     assert sorted(l.split("ran on ")[-1] for l in out.splitlines()) == ["127.0.0.1", "127.0.0.2"], out
     assert "ccrun-exclusion|" not in err  # kept, not shown
     assert "127.0.0.3: " in err and "failed its health gate: user: exit 1: GPU 3 is missing" in err
-    kept = json.loads((state / "exclusions" / "fanjob.json").read_text())
+    kept = json.loads((state / "exclusions" / "fanjob.json").read_text())["hosts"]
     assert list(kept) == ["127.0.0.3"] and kept["127.0.0.3"]["offences"] == 1, kept
     # The next launch of the job leaves the host out while its cool-down lasts.
     rc, out, err = finish(launch(tmp_path, hosts, *args, env=env), timeout=90)
