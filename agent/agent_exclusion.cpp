@@ -23,6 +23,9 @@ int Agent::clear_to_join() {
     }
     state_ = State::kForming;
     std::optional<std::string> failed = run_health_gate_once();
+    // A stop signal during the gate interrupted its store call: that is the
+    // job's stop, not the node's health (run() ends it as a signal).
+    if (signalled_) throw InterruptedError("stopped by a signal during the health gate");
     if (!failed) return -1;
     std::string why = "its health gate failed: " + *failed;
     exclude_self(why);

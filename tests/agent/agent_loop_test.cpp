@@ -124,16 +124,18 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
   void set_progress(std::vector<RankView>) override {}
   std::vector<std::optional<NodeStatus>> node_statuses() override { return {}; }
 
-  // Ends the current round with `ev` (once: later ends of the round are dropped).
+  // Returns whether this end was the round's first, watched or not (as the
+  // real one's compare-and-set: a request made after the watch stopped still
+  // ends the round).
   bool end(const RoundEvent& ev) {
     std::function<void(const RoundEvent&)> deliver;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (ended_ || !on_event_) return false;
+      if (ended_) return false;
       ended_ = true;
       deliver = on_event_;
     }
-    deliver(ev);
+    if (deliver) deliver(ev);
     return true;
   }
 
