@@ -49,7 +49,13 @@ std::optional<std::string> Agent::run_health_gate_once() {
   const std::string& temp = node_env_.temp_dir;
   if (run_logs_->root().string().rfind(temp, 0) != 0) o.dirs.push_back(temp);
   if (!store_.address.empty()) {
-    o.ping_store = [connect = store_.connector()] { (void)connect()->ping(); };
+    // One new connection for both: the ping, then the clock on it.
+    auto conn = std::make_shared<std::shared_ptr<store::Store>>();
+    o.ping_store = [conn, connect = store_.connector()] {
+      *conn = connect();
+      (void)(*conn)->ping();
+    };
+    o.read_store_clock = [conn] { return (*conn)->read_clock(); };
   }
   if (node_env_.nvml_library.empty() && !node_env_.nvidia_driver) {
     // A CPU node: said in the report, with no NVML to open.

@@ -3,6 +3,8 @@
 
 #include <sys/statvfs.h>
 
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -65,6 +67,24 @@ HealthCheck store_check(const std::function<void()>& ping) {
   char rtt[64];
   std::snprintf(rtt, sizeof rtt, "round trip %.2f ms", ms);
   return {"store", HealthCheck::Verdict::kOk, 0, rtt};
+}
+
+HealthCheck clock_check(const std::function<std::optional<store::ClockReading>()>& read,
+                        milliseconds max_skew) {
+  try {
+    return judge_clock(read(), max_skew);
+  } catch (const std::exception& e) {
+    // A store that does not answer failed the store check already; one
+    // that does not know TIME (torch's own server) closed the connection.
+    return {"clock", HealthCheck::Verdict::kCannotRun, 0,
+            std::string("the store did not answer TIME (not a ccrun store?): ") + e.what()};
+  }
+}
+
+std::string ms_text(double ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, ms >= 100 ? "%.0f ms" : "%.2f ms", ms);
+  return text;
 }
 
 HealthCheck user_check(const std::string& command, milliseconds bound) {
@@ -130,6 +150,26 @@ HealthCheck judge_memory(const std::string& meminfo, uint64_t min) {
   return {"memory", HealthCheck::Verdict::kCannotRun, 0, "no MemAvailable in /proc/meminfo"};
 }
 
+HealthCheck judge_clock(const std::optional<store::ClockReading>& reading,
+                        milliseconds max_skew) {
+  if (!reading) {
+    return {"clock", HealthCheck::Verdict::kCannotRun, 0,
+            "this store does not tell its host's time (only ccrun's TCP store does)"};
+  }
+  double offset = double(reading->offset.count()) / 1000;  // the store host's minus ours
+  double error = double(reading->rtt.count()) / 2000;
+  double skew = std::abs(offset);
+  std::string found = "this host's clock is " + ms_text(skew) +
+                      (offset >= 0 ? " behind" : " ahead of") + " the store host's (to within " +
+                      ms_text(error) + ")";
+  if (skew - error > double(max_skew.count())) {
+    return {"clock", HealthCheck::Verdict::kFailed, 0,
+            found + ", over " + format_duration(max_skew) +
+                ": sync the clocks (chrony or NTP); nodes read each other's times"};
+  }
+  return {"clock", HealthCheck::Verdict::kOk, 0, found};
+}
+
 HealthCheck judge_user_check(int exit_code, bool timed_out, milliseconds bound,
                              const std::string& output) {
   std::string said = last_lines(output, 3);
@@ -156,7 +196,14 @@ HealthReport run_health_gate(const HealthGateOptions& o) {
     r.checks.push_back(timed([&] { return disk_check(dir, o.min_free_bytes); }));
   }
   r.checks.push_back(timed([&] { return memory_check(o.min_available_memory); }));
-  if (o.ping_store) r.checks.push_back(timed([&] { return store_check(o.ping_store); }));
+  bool store_answers = true;
+  if (o.ping_store) {
+    r.checks.push_back(timed([&] { return store_check(o.ping_store); }));
+    store_answers = r.checks.back().verdict == HealthCheck::Verdict::kOk;
+  }
+  if (o.read_store_clock && store_answers) {
+    r.checks.push_back(timed([&] { return clock_check(o.read_store_clock, o.max_clock_skew); }));
+  }
   if (o.gpus) {
     for (auto& c : o.gpus(o.bound)) r.checks.push_back(std::move(c));
   }

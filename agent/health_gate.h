@@ -9,6 +9,9 @@
 //            a log disk that fills later is reported as it fills)
 //   memory   MemAvailable of /proc/meminfo: at least 512 MiB
 //   store    the job's store answers a ping; its round-trip time is said
+//   clock    this host's wall clock against the store's host's (one TIME
+//            round trip): at most 1 s apart, as nodes read each other's
+//            times (heartbeat ages, exclusions' ends, events' order)
 //   gpus, gpu_pages, gpu_ecc, gpu_memory
 //            through NVML, on a GPU node (gpu_health.h)
 //   user     --health-check CMD (sh -c): exit 0 is healthy; any other exit,
@@ -31,8 +34,11 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "ccrun/store.h"
 
 namespace ccrun::agent {
 
@@ -63,6 +69,10 @@ struct HealthGateOptions {
   // A round trip to the job's store (throws when it does not answer);
   // empty: no store check.
   std::function<void()> ping_store;
+  // The store host's clock against this one's (nullopt: the store cannot
+  // tell; throws when it does not answer); empty: no clock check.
+  std::function<std::optional<store::ClockReading>()> read_store_clock;
+  std::chrono::milliseconds max_clock_skew{1000};
   // The GPU checks (gpu_health.h), given the bound; empty: none.
   std::function<std::vector<HealthCheck>(std::chrono::milliseconds)> gpus;
 };
@@ -74,6 +84,11 @@ HealthReport run_health_gate(const HealthGateOptions& o);
 HealthCheck judge_free_space(const std::string& dir, uint64_t available, uint64_t min);
 // /proc/meminfo's text against `min`: its MemAvailable line.
 HealthCheck judge_memory(const std::string& meminfo, uint64_t min);
+// A clock reading (nullopt: the store cannot tell its time) against
+// `max_skew`: fails only when the skew is over it by more than the reading's
+// uncertainty (half its round trip).
+HealthCheck judge_clock(const std::optional<store::ClockReading>& reading,
+                        std::chrono::milliseconds max_skew);
 // A --health-check's end: exit code (-1 when a signal ended it), whether it
 // was killed at the bound, its output.
 HealthCheck judge_user_check(int exit_code, bool timed_out, std::chrono::milliseconds bound,

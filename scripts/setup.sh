@@ -28,6 +28,7 @@ packages=(
   strace  # scripts/bench-startup.sh counts the file-system calls of a start-up
   python3-matplotlib  # scripts/plot_bench.py: the benchmarks' figures in docs/
   python3-yaml  # tests/launcher/test_kubernetes.py reads the manifests of configs/k8s/
+  faketime  # tests/integration/test_health_gate.py: a store host whose clock runs ahead
   libhwloc-dev  # --numa-binding reads the CPUs, caches, NUMA nodes and GPUs with hwloc
   # The Debian packages (tests/integration/test_package.py): help2man makes the man
   # pages at build time, file and dpkg-dev's dpkg-shlibdeps serve CPack's DEB generator,

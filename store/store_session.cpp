@@ -296,6 +296,11 @@ void StoreSession::handle(wire::Request& req) {
     case Query::kDeletePrefix:
       handle_delete_prefix(req);
       return;
+    case Query::kTime:
+      wire::append_i64(out_, std::chrono::duration_cast<std::chrono::microseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count());
+      return;
   }
 }
 

@@ -678,6 +678,27 @@ std::chrono::microseconds TcpStore::ping() {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
 }
 
+std::optional<ClockReading> TcpStore::read_clock() {
+  if (options_.protocol == Protocol::kTorch113) return std::nullopt;
+  using std::chrono::microseconds;
+  auto now_us = [] {
+    return std::chrono::duration_cast<microseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  std::string req;
+  wire::append_u8(req, uint8_t(wire::Query::kTime));
+  int64_t sent = 0, received = 0;
+  int64_t server = call(true, [&](Connection& c) {
+    sent = now_us();
+    c.send(req);
+    int64_t t = c.recv_value<int64_t>(reply_deadline(c));
+    received = now_us();
+    return t;
+  });
+  return ClockReading{microseconds(server - (sent + received) / 2), microseconds(received - sent)};
+}
+
 std::string TcpStore::local_address() {
   return call(true, [&](Connection& c) { return c.local_address(); });
 }

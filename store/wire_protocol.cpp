@@ -156,6 +156,7 @@ bool parse_args(Reader& r, Request& out, ParseCursor* cursor) {
     case Query::kGetNumKeys:
     case Query::kCancelWait:
     case Query::kList:
+    case Query::kTime:
       return true;
   }
   return false;
@@ -183,7 +184,8 @@ bool from_legacy(uint8_t type, Request& out) {
 bool is_known(uint8_t type) {
   return type <= static_cast<uint8_t>(Query::kList) ||
          type == static_cast<uint8_t>(Query::kAuthenticate) ||
-         type == static_cast<uint8_t>(Query::kDeletePrefix);
+         type == static_cast<uint8_t>(Query::kDeletePrefix) ||
+         type == static_cast<uint8_t>(Query::kTime);
 }
 
 }  // namespace
@@ -275,6 +277,7 @@ std::string query_name(Query q) {
     case Query::kList: return "LIST";
     case Query::kAuthenticate: return "AUTHENTICATE";
     case Query::kDeletePrefix: return "DELETE_PREFIX";
+    case Query::kTime: return "TIME";
   }
   return "query " + std::to_string(static_cast<int>(q));
 }

@@ -55,6 +55,10 @@ enum class Query : uint8_t {
   // nothing deleted) when the guard key does not exist. The guard must
   // begin with the prefix: a job's "done" marker guards the job's keys.
   kDeletePrefix = 0xC1,
+  // no argument -> int64: the server host's wall clock, microseconds since
+  // the Unix epoch (a node's clock skew against the store's host, read by
+  // the health gate).
+  kTime = 0xC2,
 };
 
 // Query types of the torch 1.13 dialect (verified by capture).

@@ -97,9 +97,10 @@ def free_port():
 class Daemon:
     """A running ccrun-rendezvous; stopped with stop() or as a context manager."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, prefix=()):
+        """`prefix`: a command to run it under (e.g. faketime)."""
         self.proc = subprocess.Popen(
-            [binary("store", "ccrun-rendezvous"),
+            [*prefix, binary("store", "ccrun-rendezvous"),
              *([] if "--port" in args else ["--port", "0"]), *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
@@ -126,8 +127,8 @@ class Daemon:
         self.stop()
 
 
-def start_daemon(*args):
-    return Daemon(*args)
+def start_daemon(*args, **kw):
+    return Daemon(*args, **kw)
 
 
 def ccrun_cmd(*args):

@@ -38,6 +38,7 @@ class PrefixStore : public Store {
   void multi_set(const std::vector<std::string>& keys,
                  const std::vector<std::string>& values) override;
   std::chrono::microseconds ping() override { return store_->ping(); }
+  std::optional<ClockReading> read_clock() override { return store_->read_clock(); }
   std::string local_address() override { return store_->local_address(); }
 
   const std::string& prefix() const { return prefix_; }

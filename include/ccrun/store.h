@@ -22,6 +22,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,15 @@ namespace ccrun::store {
 // The timeout of blocking operations when the caller gives none (torch's
 // default for its stores is 300 s too).
 inline constexpr std::chrono::milliseconds kDefaultStoreTimeout{300'000};
+
+// The wall clock of the store's host against this host's, from one round
+// trip (Cristian's algorithm): the server read its clock at some moment
+// within the round trip, taken to be the midpoint, so `offset` is known to
+// within +-rtt/2.
+struct ClockReading {
+  std::chrono::microseconds offset{0};  // the store host's clock minus this host's
+  std::chrono::microseconds rtt{0};
+};
 
 class Store {
  public:
@@ -86,6 +96,11 @@ class Store {
 
   // Round trip to the store; returns the time it took. Local stores return 0.
   virtual std::chrono::microseconds ping() { return {}; }
+
+  // The store host's clock against this one's (see ClockReading); nullopt
+  // when this store cannot tell its host's time (only ccrun's TCP store
+  // server answers it, on the torch 2.x dialect). Throws as ping() does.
+  virtual std::optional<ClockReading> read_clock() { return std::nullopt; }
 
   // The local address this process reaches the store from: the address
   // other nodes can reach this one on (MASTER_ADDR, Gloo's interface).

@@ -85,6 +85,10 @@ class TcpStore : public Store {
   void multi_set(const std::vector<std::string>& keys,
                  const std::vector<std::string>& values) override;
   std::chrono::microseconds ping() override;
+  // TIME, ccrun's extension: nullopt on the 1.13 dialect. A server that
+  // does not know it (torch's own) closes the connection: ProtocolError or
+  // ConnectionError.
+  std::optional<ClockReading> read_clock() override;
 
   // torch 2.x's queues: a FIFO of byte strings per key, apart from the
   // keys' values (2.x dialect: ccrun's stores and torch's libuv servers

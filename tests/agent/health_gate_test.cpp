@@ -32,6 +32,21 @@ TEST_CASE("health: the user's check: exit 0, a failure with its output, a timeou
   CHECK(judge_user_check(-1, false, 5s, "").detail == "killed by a signal");
 }
 
+TEST_CASE("health: clock skew against the store's host fails over the bound, less the error") {
+  using ccrun::store::ClockReading;
+  using us = std::chrono::microseconds;
+  auto near = judge_clock(ClockReading{us(-300), us(100)}, 1000ms);
+  CHECK(near.verdict == V::kOk);
+  CHECK(near.detail == "this host's clock is 0.30 ms ahead of the store host's (to within 0.05 ms)");
+  auto far = judge_clock(ClockReading{us(10'002'000), us(200)}, 1000ms);
+  CHECK(far.verdict == V::kFailed);
+  CHECK(far.detail.rfind("this host's clock is 10002 ms behind the store host's (to within 0.10 ms), "
+                         "over 1s: sync the clocks", 0) == 0);
+  // Over the bound by less than the reading's error: not proven, not failed.
+  CHECK(judge_clock(ClockReading{us(1'100'000), us(400'000)}, 1000ms).verdict == V::kOk);
+  CHECK(judge_clock(std::nullopt, 1000ms).verdict == V::kCannotRun);
+}
+
 TEST_CASE("health: a report is healthy unless a check failed; cannot-run does not count") {
   HealthReport r;
   r.checks.push_back({"disk", V::kOk, 1, "9 MiB free"});

@@ -5,10 +5,11 @@ fails its gate (an elastic job going on without it: tests/integration/test_exclu
 import json
 import os
 import re
+import shutil
 import signal
 import time
 
-from helpers import communicate_all, free_port, run_ccrun, spawn_ccrun
+from helpers import communicate_all, free_port, run_ccrun, spawn_ccrun, start_daemon
 
 
 def test_a_failing_check_keeps_the_node_out_with_its_output_as_the_reason(tmp_path):
@@ -111,3 +112,32 @@ def test_leftover_gpu_memory_is_waited_for_then_fails_at_the_bound(tmp_path):
     assert r.returncode == 1, r.stderr
     assert re.search(r"gpu_memory: GPU 0: pid 4242 holds 1024 MiB, still after 1(\.\d)?s", r.stderr), \
         r.stderr
+
+
+def test_a_clock_far_from_the_store_hosts_fails_the_gate(tmp_path):
+    """The store's host (a ccrun-rendezvous under faketime) runs 10 s ahead: the node's
+    gate measures it over one TIME round trip and keeps the node out, naming the skew."""
+    faketime = shutil.which("faketime")
+    assert faketime, "faketime is missing: scripts/setup.sh installs it"
+    daemon = start_daemon(prefix=["env", "FAKETIME_DONT_FAKE_MONOTONIC=1", faketime, "-f", "+10s"])
+    with daemon:
+        r = run_ccrun("--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{daemon.port}",
+                      "--nnodes", "1", "--nproc-per-node", "1", "--log-dir", str(tmp_path),
+                      "--no-python", "/bin/sh", "-c", "echo RAN")
+    assert r.returncode == 1, r.stderr
+    assert "RAN" not in r.stdout
+    assert re.search(r"failed its health gate: clock: this host's clock is 1\d{4} ms behind "
+                     r"the store host's \(to within [\d.]+ ms\), over 1s: sync the clocks",
+                     r.stderr), r.stderr
+
+
+def test_a_clock_in_step_passes_and_says_its_skew(tmp_path):
+    r = run_ccrun("--standalone", "--nproc-per-node", "1", "--log-dir", str(tmp_path),
+                  "--no-python", "/bin/true")
+    assert r.returncode == 0, r.stderr
+    [events] = tmp_path.glob("*/events.jsonl")
+    [health] = [json.loads(l) for l in events.read_text().splitlines()
+                if json.loads(l)["event"] == "health"]
+    [clock] = [c for c in health["checks"] if c["name"] == "clock"]
+    assert clock["verdict"] == "ok", clock
+    assert re.match(r"this host's clock is [\d.]+ ms (behind|ahead of) the store host's", clock["detail"])

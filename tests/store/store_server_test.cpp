@@ -1005,6 +1005,21 @@ TEST_CASE("TcpStore::delete_prefix", "[server][cleanup]") {
   CHECK(store.get("keep/me") == "safe");
 }
 
+TEST_CASE("TIME: the server's wall clock, within the round trip", "[server][clock]") {
+  Server s;
+  TcpStoreOptions o;
+  o.port = s.port();
+  TcpStore store(o);
+  auto reading = store.read_clock();
+  REQUIRE(reading.has_value());
+  // One host, one clock: the offset is within the reading's own error.
+  CHECK(std::chrono::abs(reading->offset) <= reading->rtt / 2 + std::chrono::microseconds(1));
+  CHECK(reading->rtt < std::chrono::seconds(1));
+  // A torch 1.13 client has no TIME: the reading is "cannot tell".
+  o.protocol = TcpStoreOptions::Protocol::kTorch113;
+  CHECK_FALSE(TcpStore(o).read_clock().has_value());
+}
+
 TEST_CASE("finished jobs' keys expire after --finished-job-ttl; live jobs' never",
           "[server][cleanup]") {
   StoreServerOptions o;
