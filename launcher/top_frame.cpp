@@ -1,6 +1,7 @@
 // What `ccrun top` draws: one read of a job's store as the lines of one
 // frame, pure functions only (see top_frame.h; the terminal is
-// top_command.cpp's).
+// top_command.cpp's). Every function runs only for `ccrun top`: all are
+// [[gnu::cold]], out of the text pages that a launch touches.
 #include "top_frame.h"
 
 #include <algorithm>
@@ -32,7 +33,7 @@ struct Row {
 };
 
 // The hang verdict of the job's current attempt, if the last failure is one.
-const Failure* current_hang(const JobState& job) {
+[[gnu::cold]] const Failure* current_hang(const JobState& job) {
   const auto& f = job.last_failure;
   if (!f || f->cause != FailureCause::kHang) return nullptr;
   int attempt = 0;
@@ -42,16 +43,16 @@ const Failure* current_hang(const JobState& job) {
   return f->attempt >= attempt ? &*f : nullptr;
 }
 
-std::string mib(int64_t kb) { return kb > 0 ? std::to_string(kb / 1024) : "-"; }
+[[gnu::cold]] std::string mib(int64_t kb) { return kb > 0 ? std::to_string(kb / 1024) : "-"; }
 
-std::string secs(int64_t ms) {
+[[gnu::cold]] std::string secs(int64_t ms) {
   char b[32];
   std::snprintf(b, sizeof b, "%.1fs", double(ms) / 1000.0);
   return b;
 }
 
 // What marks a rank beside its numbers, most telling first.
-std::string rank_mark(const RankView& v, bool culprit, bool straggler) {
+[[gnu::cold]] std::string rank_mark(const RankView& v, bool culprit, bool straggler) {
   if (culprit) return "CULPRIT (hang)";
   if (v.state == 'T' || v.state == 't') return "stopped (state " + std::string(1, v.state) + ")";
   if (v.state == 'D') return "uninterruptible sleep (D)";
@@ -61,7 +62,7 @@ std::string rank_mark(const RankView& v, bool culprit, bool straggler) {
   return "";
 }
 
-int64_t median_steps(const std::vector<RankView>& views) {
+[[gnu::cold]] int64_t median_steps(const std::vector<RankView>& views) {
   std::vector<uint64_t> s;
   for (const auto& v : views) s.push_back(v.steps);
   if (s.empty()) return 0;
@@ -70,7 +71,7 @@ int64_t median_steps(const std::vector<RankView>& views) {
 }
 
 // One row per rank.
-std::vector<Row> rank_rows(const TopSnapshot& snap) {
+[[gnu::cold]] std::vector<Row> rank_rows(const TopSnapshot& snap) {
   std::vector<RankView> views = job_rank_views(snap.job);
   std::vector<int> slow = agent::find_stragglers(views);
   const Failure* hang = current_hang(snap.job);
@@ -99,13 +100,13 @@ std::vector<Row> rank_rows(const TopSnapshot& snap) {
 }
 
 // The state that ranks of one class share.
-std::string class_key(const Row& r) {
+[[gnu::cold]] std::string class_key(const Row& r) {
   std::string mark = r.mark.substr(0, r.mark.find(':'));  // "starting: imports 1.2s" -> "starting"
   return mark + "|" + r.op + "|" + (r.culprit ? "c" : "");
 }
 
 // Rows of ranks in the same state merged, in the order of their first rank.
-std::vector<Row> class_rows(const std::vector<Row>& ranks) {
+[[gnu::cold]] std::vector<Row> class_rows(const std::vector<Row>& ranks) {
   std::vector<Row> out;
   std::map<std::string, size_t> index;
   for (const auto& r : ranks) {
@@ -130,7 +131,7 @@ std::vector<Row> class_rows(const std::vector<Row>& ranks) {
   return out;
 }
 
-void sort_rows(std::vector<Row>& rows, TopSort sort) {
+[[gnu::cold]] void sort_rows(std::vector<Row>& rows, TopSort sort) {
   auto key = [sort](const Row& r) -> int64_t {
     switch (sort) {
       case TopSort::kStep: return int64_t(r.step_min);
@@ -145,7 +146,7 @@ void sort_rows(std::vector<Row>& rows, TopSort sort) {
 }
 
 // `s` cut or padded to `w` characters ("+" marks a cut).
-std::string fit(const std::string& s, size_t w) {
+[[gnu::cold]] std::string fit(const std::string& s, size_t w) {
   if (s.size() <= w) return s + std::string(w - s.size(), ' ');
   return w == 0 ? "" : s.substr(0, w - 1) + "+";
 }
@@ -153,7 +154,7 @@ std::string fit(const std::string& s, size_t w) {
 constexpr size_t kNode = 4, kHost = 12, kStep = 9, kRate = 7, kLag = 6, kRss = 7, kColl = 20,
                  kWait = 7;
 
-std::string table_line(size_t rank_w, const std::vector<std::string>& cells) {
+[[gnu::cold]] std::string table_line(size_t rank_w, const std::vector<std::string>& cells) {
   const size_t widths[] = {rank_w, kNode, kHost, kStep, kRate, kLag, kRss, kColl, kWait};
   std::string line;
   for (size_t i = 0; i < cells.size(); ++i) {
@@ -163,7 +164,7 @@ std::string table_line(size_t rank_w, const std::vector<std::string>& cells) {
   return line;
 }
 
-std::string format_row(const Row& r, size_t rank_w) {
+[[gnu::cold]] std::string format_row(const Row& r, size_t rank_w) {
   char rate[32];
   std::snprintf(rate, sizeof rate, "%.1f", r.rate);
   std::string step = std::to_string(r.step_min);
@@ -181,7 +182,7 @@ std::string format_row(const Row& r, size_t rank_w) {
 
 }  // namespace
 
-TopSort next_sort(TopSort s) {
+[[gnu::cold]] TopSort next_sort(TopSort s) {
   switch (s) {
     case TopSort::kRank: return TopSort::kStep;
     case TopSort::kStep: return TopSort::kLag;
@@ -190,7 +191,7 @@ TopSort next_sort(TopSort s) {
   return TopSort::kRank;
 }
 
-std::string_view to_string(TopSort s) {
+[[gnu::cold]] std::string_view to_string(TopSort s) {
   switch (s) {
     case TopSort::kRank: return "rank";
     case TopSort::kStep: return "step";
@@ -199,7 +200,7 @@ std::string_view to_string(TopSort s) {
   return "rank";
 }
 
-void StepRates::update(const JobState& job) {
+[[gnu::cold]] void StepRates::update(const JobState& job) {
   for (const auto& n : job.node_statuses) {
     if (!n) continue;
     for (const auto& v : n->ranks) {
@@ -213,7 +214,7 @@ void StepRates::update(const JobState& job) {
   }
 }
 
-std::map<int, double> StepRates::by_rank(const JobState& job) const {
+[[gnu::cold]] std::map<int, double> StepRates::by_rank(const JobState& job) const {
   std::map<int, double> out;
   for (const auto& v : job_rank_views(job)) {
     auto it = samples_.find(v.rank);
@@ -222,7 +223,7 @@ std::map<int, double> StepRates::by_rank(const JobState& job) const {
   return out;
 }
 
-void Frame::add(std::string line, bool emphasize) {
+[[gnu::cold]] void Frame::add(std::string line, bool emphasize) {
   lines.push_back(std::move(line));
   emphasized.push_back(emphasize);
 }
@@ -230,7 +231,7 @@ void Frame::add(std::string line, bool emphasize) {
 namespace {
 
 // "job 'x' at h:p: running, round 1, attempt 0, 2 node(s), 4 rank(s)".
-std::string headline(const TopSnapshot& snap) {
+[[gnu::cold]] std::string headline(const TopSnapshot& snap) {
   const JobState& job = snap.job;
   std::string s = "ccrun top: job '" + job.run_id + "' at " + snap.endpoint + ": " +
                   std::string(to_string(job.phase));
@@ -247,7 +248,7 @@ std::string headline(const TopSnapshot& snap) {
 }
 
 // The lines between the headline and the table: what needs saying now.
-void add_notices(const TopSnapshot& snap, Frame& f) {
+[[gnu::cold]] void add_notices(const TopSnapshot& snap, Frame& f) {
   const JobState& job = snap.job;
   if (!snap.store_problem.empty()) f.add("the store stopped answering: " + snap.store_problem, true);
   if (!job.reason.empty()) f.add("reason: " + job.reason);
@@ -267,14 +268,14 @@ void add_notices(const TopSnapshot& snap, Frame& f) {
   }
 }
 
-std::string footer(TopSort sort) {
+[[gnu::cold]] std::string footer(TopSort sort) {
   return "sorted by " + std::string(to_string(sort)) + "; s: sort by " +
          std::string(to_string(next_sort(sort))) + ", q: quit";
 }
 
 // The table's rows, each with whether it is the culprit's: one per rank if
 // `room` allows (0: no limit), else one per class.
-std::vector<std::pair<std::string, bool>> table_rows(const TopSnapshot& snap, size_t room, TopSort sort,
+[[gnu::cold]] std::vector<std::pair<std::string, bool>> table_rows(const TopSnapshot& snap, size_t room, TopSort sort,
                                     std::string& title) {
   std::vector<Row> rows = rank_rows(snap);
   if (room > 0 && rows.size() > room) rows = class_rows(rows);
@@ -297,7 +298,7 @@ std::vector<std::pair<std::string, bool>> table_rows(const TopSnapshot& snap, si
 
 }  // namespace
 
-Frame render_frame(const TopSnapshot& snap, int width, int height, TopSort sort) {
+[[gnu::cold]] Frame render_frame(const TopSnapshot& snap, int width, int height, TopSort sort) {
   Frame f;
   f.add(headline(snap), true);
   add_notices(snap, f);
@@ -326,7 +327,7 @@ Frame render_frame(const TopSnapshot& snap, int width, int height, TopSort sort)
   return f;
 }
 
-std::string frame_ansi(const Frame& f, int width) {
+[[gnu::cold]] std::string frame_ansi(const Frame& f, int width) {
   std::string out = "\x1b[H";
   for (size_t i = 0; i < f.lines.size(); ++i) {
     if (i) out += "\r\n";
@@ -343,7 +344,7 @@ std::string frame_ansi(const Frame& f, int width) {
   return out;
 }
 
-std::string frame_plain(const Frame& f) {
+[[gnu::cold]] std::string frame_plain(const Frame& f) {
   std::string out;
   for (const auto& l : f.lines) out += l + "\n";
   return out;
