@@ -15,6 +15,7 @@
 #include "log_level.h"
 #include "preflight.h"
 #include "status_command.h"
+#include "top_command.h"
 
 // SIGINT, SIGTERM, SIGHUP and SIGQUIT are held from load on; the agent and
 // the fan-out read them from their loop, the other paths release them.
@@ -36,6 +37,9 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "status") {
     release_stop_signals();  // no state to save: a signal ends it at once
     return launcher::run_status_command(std::vector<std::string>(argv + 2, argv + argc));
+  }
+  if (argc > 1 && std::string(argv[1]) == "top") {  // reads the stop signals itself
+    return launcher::run_top_command(std::vector<std::string>(argv + 2, argv + argc));
   }
   launcher::Command cmd;
   launcher::LogLevelChoice log_level;

@@ -15,6 +15,7 @@
 #include "resolve.h"
 #include "slurm.h"
 #include "status_command.h"
+#include "top_command.h"
 
 extern char** environ;
 
@@ -48,7 +49,9 @@ class MainHelpFormatter : public HelpFormatter {
     return "Usage: " + name + " [OPTIONS] PROGRAM [ARGS...]\n"
            "  or:  " + name + " --config JOB.yaml [OPTIONS] [PROGRAM [ARGS...]]\n"
            "  or:  " + name + " status --rdzv-endpoint HOST:PORT --rdzv-id ID [--json]\n"
-           "(status: a running job's state; " + name + " status --help)\n";
+           "  or:  " + name + " top --rdzv-endpoint HOST:PORT --rdzv-id ID [--once]\n"
+           "(status: a running job's state; top: the same, live; " + name + " status --help, " +
+           name + " top --help)\n";
   }
 };
 
@@ -195,7 +198,7 @@ Command parse_command_line(const std::vector<std::string>& args, const Environme
                         " is supported (ccrun --print-completion bash)");
     }
     cmd.message = bash_completion_script("ccrun", flag_completions(*app, f),
-                                         {{"status", status_flag_completions()}});
+                                         {{"status", status_flag_completions()}, {"top", top_flag_completions()}});
     return cmd;
   }
   cmd.print_config = f.print_config;

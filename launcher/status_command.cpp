@@ -13,21 +13,16 @@
 #include <map>
 #include <sstream>
 
-#include "ccrun/endpoint.h"
 #include "ccrun/error.h"
-#include "ccrun/job_state.h"
-#include "ccrun/rendezvous_backend.h"
-#include "ccrun/signal_names.h"
-#include "ccrun/store_address.h"
 #include "ccrun/hang_verdict.h"
+#include "ccrun/job_state.h"
 #include "ccrun/startup_timeline.h"
-#include "rdzv_conf.h"
+#include "job_store.h"
 
 namespace ccrun::launcher {
 namespace {
 
 using json = nlohmann::json;
-using std::chrono::milliseconds;
 
 constexpr int kExitHealthy = 0;
 constexpr int kExitFailed = 1;
@@ -37,10 +32,7 @@ constexpr int kExitUnknown = 3;
 // Every rank's progress as its node published it with its heartbeat, with
 // where it is in words and the straggler mark (docs/hangs.md).
 void add_rank_progress(const JobState& st, json& out) {
-  std::vector<RankView> views;
-  for (const auto& n : st.node_statuses) {
-    if (n) views.insert(views.end(), n->ranks.begin(), n->ranks.end());
-  }
+  std::vector<RankView> views = job_rank_views(st);
   if (views.empty()) return;
   std::vector<int> slow = agent::find_stragglers(views);
   out["stragglers"] = slow;
@@ -112,20 +104,6 @@ json status_json(const JobState& st) {
   }
   add_spares_and_exclusions(st, out);
   return out;
-}
-
-std::string describe_failure(const Failure& f) {
-  std::ostringstream o;
-  o << "node " << f.node_rank << " rank " << f.rank << ": ";
-  if (f.signal) {
-    o << signal_name(f.signal);
-  } else if (f.rank < 0) {
-    o << (f.message.empty() ? std::string("node failure") : f.message);
-  } else {
-    o << "exit code " << f.exit_code;
-  }
-  o << " at " << format_utc(f.time_ms) << " (attempt " << f.attempt << ")";
-  return o.str();
 }
 
 void format_ranks(std::ostringstream& o, const json& ranks) {
@@ -206,21 +184,10 @@ std::string format_text(const JobState& job, const json& st, const std::string& 
   return o.str();
 }
 
-// --rdzv-backend's value, or ConfigError naming the flag and the valid ones.
-rendezvous::Backend parse_backend_flag(const std::string& text) {
-  try {
-    return rendezvous::parse_backend(text);
-  } catch (const ConfigError& e) {
-    throw ConfigError("--rdzv-backend \"" + text + "\": " + e.what());
-  }
-}
-
 // What `ccrun status` is asked.
 struct StatusArgs {
-  std::string endpoint, run_id;
+  JobStoreArgs job;  // the job and its store
   bool as_json = false;
-  double timeout_s = 2;
-  std::string backend_text{rendezvous::backend_name(rendezvous::Backend::kC10d)}, conf_text;
 };
 
 // The parser of `ccrun status`, bound to `a` (also read by the completion).
@@ -233,24 +200,8 @@ std::unique_ptr<CLI::App> make_status_app(StatusArgs& a) {
   auto help = std::make_shared<HelpFormatter>();
   help->column_width(32);
   app->formatter(help);
-  app->add_option("--rdzv-endpoint,--rdzv_endpoint", a.endpoint,
-                  "HOST:PORT of the job's store (ccrun-rendezvous or the hosting agent), the "
-                  "etcd members with --rdzv-backend etcd, or a store address (tcp://, etcd://)")
-      ->required()
-      ->type_name("HOST:PORT");
-  app->add_option("--rdzv-id,--rdzv_id", a.run_id, "the job's --rdzv-id")->required()->type_name("ID");
-  app->add_option("--rdzv-backend,--rdzv_backend", a.backend_text,
-                  "the job's --rdzv-backend, " + rendezvous::backend_names() +
-                      " (etcd: the endpoint is the etcd cluster's)")
-      ->type_name("BACKEND");
-  app->add_option("--rdzv-conf,--rdzv_conf", a.conf_text,
-                  "the job's --rdzv-conf (key=value,...; etcd_user, etcd_ca and the other "
-                  "etcd_* options are read)")
-      ->type_name("KEY=VALUE,...");
+  add_job_store_options(*app, a.job);
   app->add_flag("--json", a.as_json, "print JSON instead of a table");
-  app->add_option("--timeout", a.timeout_s, "seconds to wait for the store to answer")
-      ->check(CLI::Validator(CLI::PositiveNumber).description(""))
-      ->type_name("SECONDS");
   return app;
 }
 
@@ -259,22 +210,13 @@ std::unique_ptr<CLI::App> make_status_app(StatusArgs& a) {
 std::vector<FlagCompletion> status_flag_completions() {
   StatusArgs a;
   auto app = make_status_app(a);
-  std::vector<FlagCompletion> out;
-  for (const CLI::Option* o : app->get_options()) {
-    std::vector<std::string> choices;
-    if (o->check_lname("rdzv-backend")) {
-      for (const auto& b : rendezvous::kBackendNames) choices.emplace_back(b.name);
-    }
-    out.push_back(flag_completion(*o, std::move(choices)));
-  }
-  return out;
+  return job_store_flag_completions(*app);
 }
 
 int run_status_command(const std::vector<std::string>& args) {
   StatusArgs a;
   auto app_ptr = make_status_app(a);
   CLI::App& app = *app_ptr;
-  auto& [endpoint, run_id, as_json, timeout_s, backend_text, conf_text] = a;
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());
     app.parse(reversed);
@@ -286,36 +228,16 @@ int run_status_command(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   try {
-    rendezvous::Backend backend = parse_backend_flag(backend_text);
-    RendezvousSpec rdzv;
-    for (const auto& w : apply_rdzv_conf(split_rdzv_conf(Raw{conf_text, "--rdzv-conf", false}), rdzv)) {
-      std::fprintf(stderr, "ccrun status: warning: %s\n", w.c_str());
-    }
-    // A store address (tcp://, etcd://) as given, or the endpoint of the
-    // job's backend, as the agents were given it.
-    std::string address =
-        endpoint.find("://") != std::string::npos ? endpoint
-        : backend == rendezvous::Backend::kEtcd
-            ? store::etcd_address(endpoint)
-            : store::tcp_address(store::parse_endpoint(endpoint, rendezvous::kDefaultRendezvousPort));
-    store::OpenStoreOptions opts;
-    opts.conf = rdzv.conf;
-    opts.timeout = milliseconds(int64_t(timeout_s * 1000));
-    opts.connect_timeout = opts.timeout;
-    auto opened = store::open_store(address, opts);
-    store::Store& store = *opened;
-    JobState job = read_job_state(store, run_id);
+    auto store = open_job_store(a.job, "status");
+    JobState job = read_job_state(*store, a.job.run_id);
     json st = status_json(job);
-    if (as_json) {
+    if (a.as_json) {
       std::printf("%s\n", st.dump(2).c_str());
     } else {
-      std::fputs(format_text(job, st, endpoint).c_str(), stdout);
+      std::fputs(format_text(job, st, a.job.endpoint).c_str(), stdout);
     }
     if (job.phase == JobPhase::kUnknown) {
-      std::fprintf(stderr,
-                   "ccrun status: the store at %s has no job '%s'; check --rdzv-id (and that "
-                   "this is the job's store)\n",
-                   endpoint.c_str(), run_id.c_str());
+      std::fprintf(stderr, "ccrun status: %s\n", no_such_job_message(a.job).c_str());
       return kExitUnknown;
     }
     bool failed = job.phase == JobPhase::kFailed || job.phase == JobPhase::kStopped;

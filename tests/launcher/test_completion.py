@@ -50,6 +50,11 @@ def test_registered_for_ccrun(script):
     (["ccrun", "status", "--rdzv-backend", ""], ["c10d", "etcd", "static"]),
     (["ccrun", "status", "--max-r"], []),
     (["ccrun", "--max-restarts", "1", "status", "--j"], []),  # a program named status
+    # `ccrun top`, the same way.
+    (["ccrun", "top"], ["top"]),
+    (["ccrun", "top", "--on"], ["--once"]),
+    (["ccrun", "top", "--int"], ["--interval"]),
+    (["ccrun", "top", "--rdzv-backend", ""], ["c10d", "etcd", "static"]),
 ])
 def test_completes(script, words, offered):
     assert bash_complete(script, words) == offered
