@@ -17,7 +17,7 @@
 #include "ccrun/hang_verdict.h"
 #include "ccrun/job_state.h"
 #include "ccrun/startup_timeline.h"
-#include "job_store.h"
+#include "job_reader.h"
 
 namespace ccrun::launcher {
 namespace {
@@ -228,7 +228,7 @@ int run_status_command(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   try {
-    auto store = open_job_store(a.job, "status");
+    auto store = open_store_of_job(a.job, "status");
     JobState job = read_job_state(*store, a.job.run_id);
     json st = status_json(job);
     if (a.as_json) {

@@ -25,7 +25,7 @@
 #include "ccrun/error.h"
 #include "ccrun/stop_signals.h"
 #include "help_formatter.h"
-#include "job_store.h"
+#include "job_reader.h"
 #include "top_frame.h"
 
 namespace ccrun::launcher {
@@ -172,7 +172,7 @@ class TopView {
 
 [[gnu::cold]] void TopView::read_store() {
   try {
-    if (!store_) store_ = open_job_store(args_.job, "top");
+    if (!store_) store_ = open_store_of_job(args_.job, "top");
     JobState job = read_job_state(*store_, args_.job.run_id);
     rates_.update(job);
     snap_.job = std::move(job);
@@ -281,7 +281,7 @@ class TopView {
     return kExitUsage;
   }
   SignalFd signals;  // before the store's threads, which inherit the mask
-  auto store = open_job_store(a.job, "top");
+  auto store = open_store_of_job(a.job, "top");
   JobState first = read_job_state(*store, a.job.run_id);
   if (first.phase == JobPhase::kUnknown) {
     std::fprintf(stderr, "ccrun top: %s\n", no_such_job_message(a.job).c_str());
@@ -315,7 +315,7 @@ class TopView {
   if (!live) release_stop_signals();  // no terminal to restore: a signal ends it at once
   try {
     if (live) return run_live(a);
-    auto store = open_job_store(a.job, "top");
+    auto store = open_store_of_job(a.job, "top");
     return print_once(a, *store);
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "ccrun top: %s\n", e.what());

@@ -7,7 +7,7 @@
 // collective it waits in and for how long, its lag against the median step,
 // its RSS, the straggler mark and its start-up phase; a hang verdict and its
 // culprit in reverse video. It reads the job's store exactly as `ccrun
-// status` does (job_store.h), once per refresh, so it works from any machine
+// status` does (job_reader.h), once per refresh, so it works from any machine
 // that reaches the store, and changes nothing.
 //
 // Keys: q (or Ctrl-C) quits, s cycles the sort (rank, step, lag). The

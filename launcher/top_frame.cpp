@@ -11,7 +11,7 @@
 #include "ccrun/hang_verdict.h"
 #include "ccrun/progress.h"
 #include "ccrun/startup_timeline.h"
-#include "job_store.h"
+#include "job_reader.h"
 
 namespace ccrun::launcher {
 namespace {

@@ -16,7 +16,7 @@ from helpers import binary, spawn_ccrun, start_daemon
 FAST = "keep_alive_interval=0.3,keep_alive_max_attempt=3,last_call_timeout=1"
 WORKER = ("tests", "collectives_progress_worker")
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="skipped: tmux is not installed")
+assert shutil.which("tmux"), "tmux is missing: scripts/setup.sh installs it"
 
 
 class Tmux:

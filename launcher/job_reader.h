@@ -1,4 +1,4 @@
-//===- job_store.h - Reaching a running job's store, for status and top -*- C++ -*-===//
+//===- job_reader.h - Reaching a running job's store, for status and top -*- C++ -*-===//
 //
 // `ccrun status` and `ccrun top` read a job the same way: the same flags
 // name its store (--rdzv-endpoint, --rdzv-id, --rdzv-backend, --rdzv-conf,
@@ -8,7 +8,7 @@
 //
 //   JobStoreArgs a;
 //   add_job_store_options(app, a);          // then app.parse(...)
-//   auto store = open_job_store(a, "status");
+//   auto store = open_store_of_job(a, "status");
 //   JobState job = read_job_state(*store, a.run_id);
 //
 //===----------------------------------------------------------------------===//
@@ -46,7 +46,7 @@ std::vector<FlagCompletion> job_store_flag_completions(const CLI::App& app);
 // Opens the store `a` names, printing --rdzv-conf's warnings as
 // "ccrun <command>: warning: ...". Throws ConfigError for a bad flag value
 // (a usage error), ccrun::Error when the store cannot be reached.
-[[nodiscard]] std::shared_ptr<store::Store> open_job_store(const JobStoreArgs& a,
+[[nodiscard]] std::shared_ptr<store::Store> open_store_of_job(const JobStoreArgs& a,
                                                            const char* command);
 
 // Every rank of the job, as its nodes last published them, in node order.

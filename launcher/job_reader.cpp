@@ -1,6 +1,6 @@
 // Reaching a running job's store: the flags, the store and the records that
-// `ccrun status` and `ccrun top` share (see job_store.h).
-#include "job_store.h"
+// `ccrun status` and `ccrun top` share (see job_reader.h).
+#include "job_reader.h"
 
 #include <cstdio>
 #include <sstream>
@@ -57,7 +57,7 @@ std::vector<FlagCompletion> job_store_flag_completions(const CLI::App& app) {
   return out;
 }
 
-std::shared_ptr<store::Store> open_job_store(const JobStoreArgs& a, const char* command) {
+std::shared_ptr<store::Store> open_store_of_job(const JobStoreArgs& a, const char* command) {
   rendezvous::Backend backend = parse_backend_flag(a.backend_text);
   RendezvousSpec rdzv;
   for (const auto& w : apply_rdzv_conf(split_rdzv_conf(Raw{a.conf_text, "--rdzv-conf", false}), rdzv)) {
