@@ -45,6 +45,10 @@ std::optional<std::string> Agent::run_health_gate_once() {
   HealthGateOptions o;
   o.bound = spec_.health_timeout;
   o.user_check = spec_.health_check;
+  if (spec_.health_allreduce) {
+    o.allreduce_ranks = spec_.nproc_per_node;
+    o.allreduce_program = find_allreduce_check();
+  }
   o.dirs = {run_logs_->root().string()};
   const std::string& temp = node_env_.temp_dir;
   if (run_logs_->root().string().rfind(temp, 0) != 0) o.dirs.push_back(temp);

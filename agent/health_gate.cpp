@@ -2,9 +2,12 @@
 #include "health_gate.h"
 
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -92,7 +95,23 @@ HealthCheck user_check(const std::string& command, milliseconds bound) {
   if (r.spawn_error) {
     return {"user", HealthCheck::Verdict::kCannotRun, 0, "/bin/sh cannot run"};
   }
-  return judge_user_check(r.signal ? -1 : r.exit_code, r.timed_out, bound, r.output);
+  return judge_command("user", r.signal ? -1 : r.exit_code, r.timed_out, bound, r.output);
+}
+
+HealthCheck allreduce_check(const std::string& program, int ranks, milliseconds bound) {
+  if (program.empty()) {
+    return {"allreduce", HealthCheck::Verdict::kCannotRun, 0,
+            "ccrun-allreduce-check is not installed beside ccrun (it comes with ccrun's "
+            "collectives; CCRUN_ALLREDUCE_CHECK names another path)"};
+  }
+  char timeout[32];
+  std::snprintf(timeout, sizeof timeout, "%.3f", double(bound.count()) / 1000);
+  CommandResult r =
+      run_command({program, "--ranks", std::to_string(ranks), "--timeout", timeout}, bound, 64 << 10);
+  if (r.spawn_error) {
+    return {"allreduce", HealthCheck::Verdict::kCannotRun, 0, program + " cannot run"};
+  }
+  return judge_command("allreduce", r.signal ? -1 : r.exit_code, r.timed_out, bound, r.output);
 }
 
 }  // namespace
@@ -170,24 +189,40 @@ HealthCheck judge_clock(const std::optional<store::ClockReading>& reading,
   return {"clock", HealthCheck::Verdict::kOk, 0, found};
 }
 
-HealthCheck judge_user_check(int exit_code, bool timed_out, milliseconds bound,
-                             const std::string& output) {
+HealthCheck judge_command(std::string name, int exit_code, bool timed_out, milliseconds bound,
+                          const std::string& output) {
   std::string said = last_lines(output, 3);
   while (!said.empty() && said.back() == '\n') said.pop_back();
   for (char& ch : said) ch = ch == '\n' ? ' ' : ch;
   if (timed_out) {
-    return {"user", HealthCheck::Verdict::kFailed, 0,
+    return {name, HealthCheck::Verdict::kFailed, 0,
             "still running after " + format_duration(bound) + " (--health-timeout); killed"};
   }
   if (exit_code == 126 || exit_code == 127) {  // sh: not executable, not found
-    return {"user", HealthCheck::Verdict::kCannotRun, 0,
+    return {name, HealthCheck::Verdict::kCannotRun, 0,
             "exit " + std::to_string(exit_code) + ": " + said};
   }
   if (exit_code != 0) {
     std::string how = exit_code < 0 ? "killed by a signal" : "exit " + std::to_string(exit_code);
-    return {"user", HealthCheck::Verdict::kFailed, 0, how + (said.empty() ? "" : ": " + said)};
+    return {name, HealthCheck::Verdict::kFailed, 0, how + (said.empty() ? "" : ": " + said)};
   }
-  return {"user", HealthCheck::Verdict::kOk, 0, said.empty() ? "exit 0" : said};
+  return {name, HealthCheck::Verdict::kOk, 0, said.empty() ? "exit 0" : said};
+}
+
+std::string find_allreduce_check() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> candidates;
+  if (const char* path = std::getenv("CCRUN_ALLREDUCE_CHECK"); path && *path) {
+    candidates.emplace_back(path);
+  }
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) candidates.push_back((exe.parent_path() / "ccrun-allreduce-check").string());
+  candidates.emplace_back(CCRUN_BUILD_ALLREDUCE_CHECK);
+  for (const auto& c : candidates) {
+    if (::access(c.c_str(), X_OK) == 0) return c;
+  }
+  return "";
 }
 
 HealthReport run_health_gate(const HealthGateOptions& o) {
@@ -206,6 +241,10 @@ HealthReport run_health_gate(const HealthGateOptions& o) {
   }
   if (o.gpus) {
     for (auto& c : o.gpus(o.bound)) r.checks.push_back(std::move(c));
+  }
+  if (o.allreduce_ranks > 0) {
+    r.checks.push_back(
+        timed([&] { return allreduce_check(o.allreduce_program, o.allreduce_ranks, o.bound); }));
   }
   if (!o.user_check.empty()) {
     r.checks.push_back(timed([&] { return user_check(o.user_check, o.bound); }));

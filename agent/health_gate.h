@@ -14,6 +14,10 @@
 //            times (heartbeat ages, exclusions' ends, events' order)
 //   gpus, gpu_pages, gpu_ecc, gpu_memory
 //            through NVML, on a GPU node (gpu_health.h)
+//   allreduce
+//            with --health-allreduce: ccrun-allreduce-check, a short
+//            all_reduce among the node's ranks over loopback (a process per
+//            rank, ccrun's collectives on Gloo): exit 0 is healthy
 //   user     --health-check CMD (sh -c): exit 0 is healthy; any other exit,
 //            or running past the bound (then it is killed), is not, and its
 //            last output lines are the reason
@@ -63,6 +67,10 @@ struct HealthReport {
 struct HealthGateOptions {
   std::chrono::milliseconds bound{5000};  // each check's
   std::string user_check;                 // --health-check; "" = none
+  // --health-allreduce: the ranks of the loopback all_reduce (0 = none) and
+  // the program that runs it (find_allreduce_check(); "" = not found).
+  int allreduce_ranks = 0;
+  std::string allreduce_program;
   std::vector<std::string> dirs;          // where free space matters
   uint64_t min_free_bytes = 16ull << 20;
   uint64_t min_available_memory = 512ull << 20;
@@ -89,9 +97,14 @@ HealthCheck judge_memory(const std::string& meminfo, uint64_t min);
 // uncertainty (half its round trip).
 HealthCheck judge_clock(const std::optional<store::ClockReading>& reading,
                         std::chrono::milliseconds max_skew);
-// A --health-check's end: exit code (-1 when a signal ended it), whether it
-// was killed at the bound, its output.
-HealthCheck judge_user_check(int exit_code, bool timed_out, std::chrono::milliseconds bound,
-                             const std::string& output);
+// The end of the check `name` that ran a command (the user's, the loopback
+// all_reduce): exit code (-1 when a signal ended it), whether it was killed
+// at the bound, its output.
+HealthCheck judge_command(std::string name, int exit_code, bool timed_out,
+                          std::chrono::milliseconds bound, const std::string& output);
+
+// ccrun-allreduce-check's path: $CCRUN_ALLREDUCE_CHECK, else beside this
+// program (installed: bin/), else the build tree's; "" when none exists.
+std::string find_allreduce_check();
 
 }  // namespace ccrun::agent

@@ -26,6 +26,7 @@ void resolve_restarts(const Sources& src, JobSpec& spec) {
   if (spec.health_timeout.count() <= 0) {
     fail(raw("health_timeout"), "a health check needs a bound above 0 seconds");
   }
+  spec.health_allreduce = to_bool(raw("health_allreduce"));
   spec.exclusion_cooldown = to_seconds(raw("exclusion_cooldown"));
   if (spec.exclusion_cooldown.count() <= 0) {
     fail(raw("exclusion_cooldown"), "an exclusion needs a cool-down above 0 seconds");

@@ -153,6 +153,10 @@ const Setting kSettings[] = {
     {"health_timeout", "--health-timeout,--health_timeout", "SECONDS",
      "Seconds each health check may take; one that runs longer is killed and fails",
      "Restarts", [](S s) { return seconds_text(s.health_timeout); }, Y::kScalar, true},
+    {"health_allreduce", "--health-allreduce,--health_allreduce", "",
+     "Add to the health gate a short all_reduce among this node's --nproc-per-node ranks "
+     "over loopback (ccrun-allreduce-check; tens of ms per round; docs/health.md)",
+     "Restarts", nullptr, Y::kScalar, true, [](S s) { return s.health_allreduce; }},
     {"exclusion_cooldown", "--exclusion-cooldown,--exclusion_cooldown", "SECONDS",
      "Seconds a node that fails its health gate, or whose workers fail first twice in a row, "
      "is kept out of an elastic job; doubled for each repeat offence (docs/health.md)",

@@ -140,6 +140,11 @@ struct JobSpec {
   // check (sh -c; "" = none) and the bound of each check.
   std::string health_check;
   std::chrono::milliseconds health_timeout{5'000};
+  // The gate's loopback all_reduce among the node's nproc_per_node ranks
+  // (ccrun-allreduce-check). Off by default: it costs tens of ms per round
+  // (a process per rank, Gloo's connections), which a launch and a restart
+  // would otherwise not pay (docs/health.md).
+  bool health_allreduce = false;
   // How long a node that failed its gate, or whose workers failed first
   // kExcludeAfterFailures times in a row, stays out of an elastic job, the
   // first time; doubled for each repeat offence (ccrun/exclusion.h). Five

@@ -21,15 +21,15 @@ TEST_CASE("health: free space and memory under their minimum fail, naming both f
 }
 
 TEST_CASE("health: the user's check: exit 0, a failure with its output, a timeout, no command") {
-  CHECK(judge_user_check(0, false, 5s, "").verdict == V::kOk);
-  auto bad = judge_user_check(1, false, 5s, "a\nb\nGPU 3 is missing\n");
+  CHECK(judge_command("user", 0, false, 5s, "").verdict == V::kOk);
+  auto bad = judge_command("user", 1, false, 5s, "a\nb\nGPU 3 is missing\n");
   CHECK(bad.verdict == V::kFailed);
   CHECK(bad.detail == "exit 1: a b GPU 3 is missing");
-  auto slow = judge_user_check(-1, true, 2s, "");
+  auto slow = judge_command("user", -1, true, 2s, "");
   CHECK(slow.verdict == V::kFailed);
   CHECK(slow.detail == "still running after 2s (--health-timeout); killed");
-  CHECK(judge_user_check(127, false, 5s, "sh: x: not found\n").verdict == V::kCannotRun);
-  CHECK(judge_user_check(-1, false, 5s, "").detail == "killed by a signal");
+  CHECK(judge_command("user", 127, false, 5s, "sh: x: not found\n").verdict == V::kCannotRun);
+  CHECK(judge_command("user", -1, false, 5s, "").detail == "killed by a signal");
 }
 
 TEST_CASE("health: clock skew against the store's host fails over the bound, less the error") {

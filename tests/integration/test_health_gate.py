@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import time
 
 from helpers import communicate_all, free_port, run_ccrun, spawn_ccrun, start_daemon
@@ -141,3 +142,39 @@ def test_a_clock_in_step_passes_and_says_its_skew(tmp_path):
     [clock] = [c for c in health["checks"] if c["name"] == "clock"]
     assert clock["verdict"] == "ok", clock
     assert re.match(r"this host's clock is [\d.]+ ms (behind|ahead of) the store host's", clock["detail"])
+
+
+def test_the_loopback_all_reduce_runs_among_the_nodes_ranks(tmp_path):
+    r = run_ccrun("--standalone", "--nproc-per-node", "3", "--health-allreduce",
+                  "--log-dir", str(tmp_path), "--no-python", "/bin/true")
+    assert r.returncode == 0, r.stderr
+    [events] = tmp_path.glob("*/events.jsonl")
+    [health] = [json.loads(l) for l in events.read_text().splitlines()
+                if json.loads(l)["event"] == "health"]
+    [check] = [c for c in health["checks"] if c["name"] == "allreduce"]
+    assert check["verdict"] == "ok", check
+    assert re.match(r"all_reduce of 65536 float32 over 3 local ranks \(gloo, loopback\): "
+                    r"correct in [\d.]+ ms", check["detail"]), check
+
+
+def test_a_loopback_all_reduce_past_the_bound_is_killed_with_its_ranks(tmp_path):
+    r = run_ccrun("--standalone", "--nproc-per-node", "2", "--health-allreduce",
+                  "--health-timeout", "0.001", "--no-python", "/bin/sh", "-c", "echo RAN")
+    assert r.returncode == 1, r.stderr
+    assert "RAN" not in r.stdout
+    assert "failed its health gate: allreduce: still running after 1ms (--health-timeout); killed" \
+        in r.stderr, r.stderr
+    left = subprocess.run(["pgrep", "-f", "ccrun-allreduce-check"], capture_output=True, text=True)
+    assert left.stdout == "", left.stdout
+
+
+def test_the_all_reduce_check_by_hand():
+    from helpers import binary
+    check = binary("collectives", "ccrun-allreduce-check")
+    r = subprocess.run([check, "--ranks", "4", "--elements", "1000"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "all_reduce of 1000 float32 over 4 local ranks (gloo, loopback): correct in" in r.stdout
+    bad = subprocess.run([check, "--ranks", "0"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2
+    assert "--ranks" in bad.stderr and "see ccrun-allreduce-check --help" in bad.stderr
