@@ -108,6 +108,11 @@ std::optional<std::string> Agent::run_health_gate_once() {
   if (spec_.started_by_fanout) {  // for the launching host (kExclusionMarker)
     std::fprintf(stderr, "%s%s\n", kExclusionMarker, e.to_json().dump().c_str());
   }
+  if (!spec_.exclusion_file.empty()) {  // under Slurm: for the job's next run
+    if (std::string error = record_exclusion(spec_.exclusion_file, e); !error.empty()) {
+      spdlog::warn("ccrun: the exclusion is kept in the job's store only: {}", error);
+    }
+  }
   return e;
 }
 
@@ -118,6 +123,13 @@ std::optional<Exclusion> Agent::my_exclusion() {
   bool joined_store = !store_.address.empty() && !store_.server;
   if (attempts_ == 0 && joined_store && local_exclusions_.by_host.empty()) {
     run_off_loop([&] { local_exclusions_ = read_exclusions(*store_.connector()(), run_id_); });
+  }
+  if (!spec_.exclusion_file.empty() && !exclusion_file_read_) {  // under Slurm
+    exclusion_file_read_ = true;
+    for (auto& [host, e] : read_exclusion_file(spec_.exclusion_file).by_host) {
+      Exclusion& known = local_exclusions_.by_host[host];
+      if (e.until_ms > known.until_ms) known = e;
+    }
   }
   if (local_exclusions_.by_host.empty()) return std::nullopt;  // the usual case, at once
   return local_exclusions_.active(host_name(), wall_clock_ms());
@@ -130,10 +142,14 @@ bool Agent::can_sit_out() const {
 [[gnu::cold]] int Agent::sit_out(const Exclusion& e) {
   state_ = State::kExcluded;
   if (!can_sit_out()) {  // no round forms without this node: the job cannot wait for it
-    throw Error("node " + std::to_string(spec_.node_rank) + " (" + e.host + ") is excluded " +
-                describe(e, wall_clock_ms()) +
-                "; this job cannot run without it: wait for the cool-down, launch on other "
-                "hosts, or use another --rdzv-id");
+    std::string reason = "node " + std::to_string(spec_.node_rank) + " (" + e.host +
+                         ") is excluded " + describe(e, wall_clock_ms());
+    run_bounded([this, reason] { rdzv_->set_closed({reason, 0}); }, milliseconds(3'000));
+    std::string elsewhere = spec_.exclusion_file.empty()
+                                ? "launch on other hosts"
+                                : "launch on other nodes (sbatch --exclude=" + e.host + ")";
+    throw Error(reason + "; this job cannot run without it: wait for the cool-down, " +
+                elsewhere + ", or use another --rdzv-id");
   }
   spdlog::warn("ccrun: node {} sits out its exclusion until {} with no workers ({}); then it "
                "runs its health gate and joins again", e.host, format_utc(e.until_ms), e.reason);

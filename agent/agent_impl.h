@@ -383,6 +383,7 @@ class Agent {
   int failure_streak_ = 0;
   std::atomic<bool> leaving_{false};
   ExclusionList local_exclusions_;
+  bool exclusion_file_read_ = false;  // spec_.exclusion_file, once before the first join
   std::unique_ptr<GpuChecks> gpu_checks_;  // NVML, opened at the first gate (gpu_health.h)
   int attempts_ = 0;  // rendezvous rounds that started workers (or would have)
   std::string end_reason_;

@@ -29,30 +29,4 @@ namespace fs = std::filesystem;
   return dir / "exclusions" / (name + ".json");
 }
 
-[[gnu::cold]] ExclusionList read_exclusion_file(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) return {};
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ExclusionList::from_json(text.str());
-}
-
-[[gnu::cold]] std::string record_exclusion(const fs::path& file, const Exclusion& e) {
-  std::error_code ec;
-  fs::create_directories(file.parent_path(), ec);
-  if (ec) return "cannot make " + file.parent_path().string() + ": " + ec.message();
-  ExclusionList list = read_exclusion_file(file);
-  list.by_host[e.host] = e;
-  fs::path temp = file;
-  temp += ".tmp" + std::to_string(getpid());
-  {
-    std::ofstream out(temp);
-    out << list.to_json() << "\n";
-    if (!out) return "cannot write " + temp.string();
-  }
-  fs::rename(temp, file, ec);
-  if (ec) return "cannot write " + file.string() + ": " + ec.message();
-  return "";
-}
-
 }  // namespace ccrun::launcher

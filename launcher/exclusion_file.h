@@ -10,7 +10,11 @@
 //     exclusions/<rdzv_id>.json      ExclusionList JSON, by host-list name
 //
 // and a launch leaves out the hosts whose cool-down has not ended, saying
-// so (resolve_hosts.cpp). Deleting the file forgets them.
+// so (resolve_hosts.cpp). Deleting the file forgets them. Under Slurm there
+// is no launching ccrun (srun starts each node's agent): each agent keeps
+// its own node's exclusions in the same file (JobSpec::exclusion_file; the
+// state folder is usually in a home folder every node shares) and sits its
+// cool-down out when the job is requeued or launched again.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -26,12 +30,5 @@ namespace ccrun::launcher {
 // The file of job `run_id`'s exclusions; empty when no folder can be named
 // (no HOME either).
 std::filesystem::path exclusion_file(const Environment& env, const std::string& run_id);
-
-// Its list; empty when the file is missing or unreadable.
-ExclusionList read_exclusion_file(const std::filesystem::path& file);
-
-// Adds `e` (keyed by e.host) to the file, replacing that host's record, in
-// one rename; makes the folder. Returns an error message, "" on success.
-std::string record_exclusion(const std::filesystem::path& file, const Exclusion& e);
 
 }  // namespace ccrun::launcher

@@ -13,6 +13,7 @@
 #include "flag_prefixes.h"
 #include "help_formatter.h"
 #include "resolve.h"
+#include "exclusion_file.h"
 #include "slurm.h"
 #include "status_command.h"
 #include "top_command.h"
@@ -223,6 +224,7 @@ Command parse_command_line(const std::vector<std::string>& args, const Environme
   spec.started_by_fanout = f.exit_on_stdin_eof;  // only the fan-out gives the flag
   resolve_rendezvous(src, spec);
   if (!f.print_config && !f.exit_on_stdin_eof) skip_excluded_hosts(src, spec);
+  if (src.under_slurm()) spec.exclusion_file = exclusion_file(env, spec.rdzv.id).string();
   resolve_restarts(src, spec);
   resolve_logs(src, spec);
   resolve_placement(src, spec);

@@ -35,6 +35,8 @@ class Sources {
   // Whether `key` was set by a flag, a PET_ variable or the job file.
   bool given(const std::string& key) const;
   const Environment& env() const { return env_; }
+  // Whether this process is a task of a Slurm job step (slurm.h).
+  bool under_slurm() const { return !slurm_.empty(); }
   const YamlJob& yaml() const { return yaml_; }
 
  private:

@@ -20,6 +20,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <filesystem>
+
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -93,5 +95,16 @@ Exclusion exclude_node(store::Store& store, const std::string& run_id, const std
 
 // "until 14:02:11 (53s from now), excluded 2 times: <reason>"
 [[nodiscard]] std::string describe(const Exclusion& e, int64_t now_ms);
+
+// A file of exclusions (ExclusionList JSON), kept where the next launch of
+// the same job looks: a host-list launch's launching host, or a Slurm job's
+// shared state folder (launcher/exclusion_file.h names it).
+//
+// The file's list; empty when the file is missing or unreadable.
+[[nodiscard]] ExclusionList read_exclusion_file(const std::filesystem::path& file);
+// Adds `e` (keyed by e.host) to the file, replacing that host's record, in
+// one rename; makes the folder. Returns an error message, "" on success.
+// Two writers at once may lose one's record (the last rename wins).
+std::string record_exclusion(const std::filesystem::path& file, const Exclusion& e);
 
 }  // namespace ccrun

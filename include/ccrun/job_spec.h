@@ -193,6 +193,13 @@ struct JobSpec {
   // marks its lines for the launching ccrun to show one node's
   // (launcher/fanout.h).
   bool started_by_fanout = false;
+  // Under Slurm, where the agent also keeps its node's exclusions and looks
+  // for them before its first join (ccrun/exclusion.h's file; a shared
+  // state folder, as a home folder on a cluster is): a requeued or
+  // relaunched job of the same id keeps a bad node out though its store
+  // ended with the last run. Empty: the store only (a host-list launch's
+  // launching ccrun keeps its own file).
+  std::string exclusion_file;
 
   // The job's hosts, in node-rank order (the first is node 0 and, unless
   // --master-addr is given, the master); empty = no host list: this node

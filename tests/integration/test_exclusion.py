@@ -170,3 +170,41 @@ def test_a_node_whose_gpu_has_pages_pending_retirement_is_excluded(tmp_path):
     assert rc == 0, err
     assert "failed its health gate: gpu_pages: GPU 0: page retirement pending" in err, err
     assert "is excluded from the job until" in err and "the job finished while node nodeG" in err
+
+
+def slurm_task(state_dir, job_id, nodes=1, node_id=0):
+    """What srun sets for one task per node, and the shared state folder."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PET_"))}
+    env.update({"SLURM_JOB_ID": job_id, "SLURM_STEP_ID": "0", "SLURM_JOB_NUM_NODES": str(nodes),
+                "SLURM_NNODES": str(nodes), "SLURM_NODEID": str(node_id), "SLURM_LOCALID": "0",
+                "SLURM_PROCID": str(node_id), "SLURM_JOB_NODELIST": "127.0.0.1",
+                "CCRUN_STATE_DIR": str(state_dir)})
+    return env
+
+
+def test_a_slurm_job_run_again_keeps_its_excluded_node_out(tmp_path):
+    """Under Slurm no launching ccrun keeps the exclusions: the node's agent writes its own
+    to the job's file in the state folder, and the job's next run (a requeue, the same id)
+    finds it there though its store is new, and stops at once saying how to run elsewhere."""
+    job = f"slurm-{os.getpid()}"
+    env = slurm_task(tmp_path, job)
+    port = str(free_port())
+    r = subprocess.run(ccrun_cmd("--master-port", port, "--health-check",
+                                 "echo NIC eth1 is down; exit 1", "--no-python", "/bin/sh",
+                                 "-c", "echo RAN"),
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 1 and "RAN" not in r.stdout, r.stderr
+    record = json.loads((tmp_path / "exclusions" / f"{job}.json").read_text())
+    [(host, e)] = record["hosts"].items()
+    assert host == os.uname().nodename and "NIC eth1 is down" in e["reason"], record
+
+    began = time.monotonic()
+    r = subprocess.run(ccrun_cmd("--master-port", str(free_port()), "--no-python", "/bin/sh",
+                                 "-c", "echo RAN"),
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 1 and "RAN" not in r.stdout, r.stderr
+    assert re.search(rf"node 0 \({re.escape(host)}\) is excluded until .*NIC eth1 is down; this "
+                     rf"job cannot run without it: .*sbatch --exclude={re.escape(host)}", r.stderr), \
+        r.stderr
+    assert "health gate" not in r.stderr.split("is excluded until")[0]  # not run again
+    assert time.monotonic() - began < 10

@@ -165,7 +165,7 @@ TEST_CASE("a terminal too small gets one line saying so", "[top]") {
   }
 }
 
-TEST_CASE("a plain frame has no escape codes; the ANSI one redraws in place", "[top]") {
+TEST_CASE("a plain frame has no escape codes, the ANSI one redraws in place", "[top]") {
   TopSnapshot s = snap_of(job_of(1, 2, 1));
   s.interactive = true;
   s.store_problem = "connection refused";
