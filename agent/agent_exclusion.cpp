@@ -9,6 +9,7 @@
 #include "agent_impl.h"
 #include "ccrun/error.h"
 #include "ccrun/host_name.h"
+#include "cuda_visible_devices.h"
 #include "gpu_health.h"
 #include "health_gate.h"
 
@@ -70,7 +71,9 @@ std::optional<std::string> Agent::run_health_gate_once() {
   } else {
     o.gpus = [this](milliseconds bound) {
       if (!gpu_checks_) gpu_checks_ = std::make_unique<GpuChecks>(open_nvml(node_env_.nvml_library));
-      return gpu_checks_->run(bound, visible_indexes(node_env_.cuda_visible_devices));
+      // GPUs named by UUID: no index known, the count check alone applies.
+      return gpu_checks_->run(bound, cuda_device_indexes(node_env_.cuda_visible_devices)
+                                         .value_or(std::vector<int>{}));
     };
   }
   HealthReport r;

@@ -235,17 +235,6 @@ std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
   return check("gpu_memory", true, how);
 }
 
-[[gnu::cold]] std::vector<int> visible_indexes(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (item.empty()) continue;
-    if (item.find_first_not_of("0123456789") != std::string::npos) return {};  // UUIDs
-    out.push_back(std::stoi(item));
-  }
-  return out;
-}
-
 [[gnu::cold]] std::vector<HealthCheck> GpuChecks::run(milliseconds bound, const std::vector<int>& visible,
                                         milliseconds poll) {
   auto t0 = Clock::now();

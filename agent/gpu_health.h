@@ -104,8 +104,4 @@ class GpuChecks {
   std::map<int, uint64_t> ecc_;     // each GPU's count at the previous gate
 };
 
-// CUDA_VISIBLE_DEVICES' indexes ("0,2" -> {0, 2}); empty when unset or when
-// it names GPUs by UUID (then the count check alone applies).
-std::vector<int> visible_indexes(const std::string& cuda_visible_devices);
-
 }  // namespace ccrun::agent

@@ -2,6 +2,7 @@
 // --numa-binding, read with hwloc (see numa_topology.h), so that only jobs
 // with --numa-binding load hwloc and libudev (base/module_loader.h).
 #include "ccrun/numa_topology.h"
+#include "cuda_visible_devices.h"
 
 #include <hwloc.h>
 #include <sched.h>
@@ -112,18 +113,15 @@ std::vector<int> read_gpus(hwloc_topology_t topo) {
 
 // `all` as CUDA_VISIBLE_DEVICES `visible` leaves it.
 std::vector<int> visible_gpus(const std::vector<int>& all, const std::string& visible) {
+  std::optional<std::vector<int>> indexes = cuda_device_indexes(visible);
+  if (!indexes) {
+    throw Error("--numa-binding: CUDA_VISIBLE_DEVICES=\"" + visible +
+                "\" names a GPU other than by index; ccrun finds GPUs by PCI address, so name "
+                "them by index (CUDA_VISIBLE_DEVICES=0,1)");
+  }
   std::vector<int> out;
-  std::stringstream ss(visible);
-  for (std::string item; std::getline(ss, item, ',');) {
-    item.erase(std::remove(item.begin(), item.end(), ' '), item.end());
-    char* end = nullptr;
-    long i = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0') {
-      throw Error("--numa-binding: CUDA_VISIBLE_DEVICES entry \"" + item +
-                  "\" is not a GPU index; ccrun finds GPUs by PCI address, so name them by "
-                  "index (CUDA_VISIBLE_DEVICES=0,1)");
-    }
-    if (i < 0 || i >= long(all.size())) break;  // CUDA ignores the rest of the list
+  for (int i : *indexes) {
+    if (i >= int(all.size())) break;  // CUDA ignores the rest of the list
     out.push_back(all[size_t(i)]);
   }
   return out;

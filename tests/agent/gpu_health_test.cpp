@@ -2,6 +2,7 @@
 // a fake probe (what the driver says, gate after gate).
 #include <catch2/catch.hpp>
 
+#include "cuda_visible_devices.h"
 #include "gpu_health.h"
 
 using namespace ccrun::agent;
@@ -120,7 +121,8 @@ TEST_CASE("gpu checks: no NVML here says so and does not count", "[health][gpu]"
 }
 
 TEST_CASE("gpu checks: CUDA_VISIBLE_DEVICES' indexes", "[health][gpu]") {
-  CHECK(visible_indexes("0,2") == std::vector<int>{0, 2});
-  CHECK(visible_indexes("").empty());
-  CHECK(visible_indexes("GPU-8f2c,GPU-11aa").empty());  // by UUID: the count alone
+  CHECK(cuda_device_indexes("0, 2") == std::vector<int>{0, 2});
+  CHECK(cuda_device_indexes("")->empty());
+  CHECK(cuda_device_indexes("1,-1,3") == std::vector<int>{1});  // CUDA stops at an invalid index
+  CHECK_FALSE(cuda_device_indexes("GPU-8f2c,GPU-11aa"));  // by UUID: the count alone
 }
