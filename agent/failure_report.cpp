@@ -40,15 +40,6 @@ void sort_by_time(std::vector<Failure>& fs) {
                    [](const Failure& a, const Failure& b) { return a.time_ms < b.time_ms; });
 }
 
-std::string format_time(int64_t ms) {
-  time_t secs = ms / 1000;
-  tm t{};
-  gmtime_r(&secs, &t);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &t);
-  return std::string(buf) + "." + std::to_string(1000 + ms % 1000).substr(1) + " UTC";
-}
-
 std::string describe_exit(const Failure& f) {
   switch (f.cause) {
     case FailureCause::kHang:
@@ -74,7 +65,8 @@ void append_failure(std::ostringstream& o, const Failure& f) {
     o << "  pid       : " << f.pid << "\n";
   }
   o << "  cause     : " << describe_exit(f) << "\n";
-  o << "  time      : " << format_time(f.time_ms) << " (attempt " << f.attempt << ")\n";
+  o << "  time      : " << format_utc(f.time_ms, /*millis=*/true) << " (attempt " << f.attempt
+    << ")\n";
   std::string detail = !f.message.empty() ? f.message : f.stderr_tail;
   if (!detail.empty()) {
     o << "  " << (!f.message.empty() ? "error" : "last stderr lines") << ":\n";
@@ -99,8 +91,8 @@ std::string format_report(const std::string& run_id, std::vector<Failure> failur
       o << "Other failures:\n";
       for (size_t i = 1; i < failures.size(); ++i) {
         o << "  [" << i << "] node " << failures[i].node_rank << " rank " << failures[i].rank
-          << ": " << describe_exit(failures[i]) << " at " << format_time(failures[i].time_ms)
-          << "\n";
+          << ": " << describe_exit(failures[i]) << " at "
+          << format_utc(failures[i].time_ms, /*millis=*/true) << "\n";
       }
     }
   }

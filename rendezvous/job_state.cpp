@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <ctime>
 
 #include <array>
@@ -14,13 +15,14 @@
 
 namespace ccrun {
 
-std::string format_utc(int64_t ms) {
+std::string format_utc(int64_t ms, bool millis) {
   time_t secs = time_t(ms / 1000);
   tm utc{};
   gmtime_r(&secs, &utc);
   char buf[64];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &utc);
-  return buf;
+  size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &utc);
+  if (millis) std::snprintf(buf + n, sizeof buf - n, ".%03d", int(ms % 1000));
+  return std::string(buf) + " UTC";
 }
 namespace {
 

@@ -50,7 +50,8 @@ inline int64_t wall_clock_ms() {
 }
 
 // A wall_clock_ms() time for people: "2026-11-26 14:02:11 UTC".
-std::string format_utc(int64_t ms);
+// With `millis`: "2026-11-26 14:02:11.042 UTC".
+std::string format_utc(int64_t ms, bool millis = false);
 
 // What ccrun found behind a worker's (or node's) failure, beyond its exit
 // status.
