@@ -317,7 +317,10 @@ void Agent::start_job() {
   }
   run_logs_ = std::make_unique<RunLogs>(home, run_id_, agent_token_);
   serve_file_timer();
-  if (run_logs_->kept()) spdlog::info("ccrun: logs in {}", run_logs_->root().string());
+  if (run_logs_->kept()) {
+    spdlog::info("ccrun: logs in {}", run_logs_->root().string());
+    steps_ = std::make_unique<StepSeries>(run_logs_->root() / "steps.jsonl");
+  }
   if (store_plan_.announce) {  // its id and port are random: say them, ready to paste
     spdlog::info("ccrun: job '{}'; to see it: ccrun status --rdzv-endpoint {} --rdzv-id {}", run_id_,
                  store_endpoint(), run_id_);
@@ -414,6 +417,7 @@ void Agent::cleanup() {
   attempt_.reset();  // its workers first
   warm_.reset();
   file_timer_.reset();
+  steps_.reset();
   rdzv_.reset();
   worker_store_.reset();
   if (store_.server) store_.server->stop();

@@ -45,7 +45,12 @@ std::unique_ptr<HangMonitor> Agent::make_monitor() {
   o.evidence_prefix = evidence_prefix();
   o.nccl_ras_addr = node_env_.nccl_ras_addr;
   HangMonitor::Hooks h;
-  h.publish = [this](std::vector<RankView> ranks) { rdzv_->set_progress(std::move(ranks)); };
+  h.publish = [this](std::vector<RankView> ranks) {
+    if (steps_) {  // the sample of the hang monitor's timer: no timer of its own
+      steps_->sample(wall_clock_ms(), restart_count_, info_.node_rank, info_.rank_offset, ranks);
+    }
+    rdzv_->set_progress(std::move(ranks));
+  };
   h.read_statuses = [rdzv = rdzv_.get()] { return rdzv->node_statuses(); };
   h.off_loop = [this](std::function<void()> call) {
     attempt_->tasks.run(std::move(call), [](const std::string& what) {

@@ -80,6 +80,7 @@
 #include "signal_stream.h"
 #include "ccrun/python_command.h"
 #include "startup_watch.h"
+#include "step_series.h"
 #include "warm_template.h"
 #include "store_tasks.h"
 #include "worker_group.h"
@@ -359,6 +360,7 @@ class Agent {
   std::unique_ptr<rendezvous::RendezvousHandler> rdzv_;
   std::string run_id_ = "none", local_addr_, gloo_ifname_;
   std::unique_ptr<RunLogs> run_logs_;  // the run's log directory (--log-dir)
+  std::unique_ptr<StepSeries> steps_;  // with --log-dir: each rank's steps over time (steps.jsonl)
   std::vector<Placement> placements_;  // by local rank (--numa-binding); empty = none
   bool agent_error_ = false;  // the agent itself failed (not its workers)
 

@@ -7,6 +7,7 @@
 //     failure_report.json      every failure of every attempt
 //     events.jsonl             one JSON line per join, start, failure,
 //                              restart and stop, with time and attempt
+//     steps.jsonl              each rank's steps, sampled (step_series.h)
 //
 // (named by local rank, as torchrun names them, so every node has
 // attempt_<n>/0/), so a second run with the same --rdzv-id never appends to the first run's

@@ -14,6 +14,7 @@
 #include "job_builder.h"
 #include "log_level.h"
 #include "preflight.h"
+#include "report_command.h"
 #include "status_command.h"
 #include "top_command.h"
 
@@ -37,6 +38,10 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "status") {
     release_stop_signals();  // no state to save: a signal ends it at once
     return launcher::run_status_command(std::vector<std::string>(argv + 2, argv + argc));
+  }
+  if (argc > 1 && std::string(argv[1]) == "report") {
+    release_stop_signals();  // writes one file: a signal ends it at once
+    return launcher::run_report_command(std::vector<std::string>(argv + 2, argv + argc));
   }
   if (argc > 1 && std::string(argv[1]) == "top") {  // reads the stop signals itself
     return launcher::run_top_command(std::vector<std::string>(argv + 2, argv + argc));

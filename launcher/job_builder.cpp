@@ -12,6 +12,7 @@
 #include "completion.h"
 #include "flag_prefixes.h"
 #include "help_formatter.h"
+#include "report_command.h"
 #include "resolve.h"
 #include "exclusion_file.h"
 #include "slurm.h"
@@ -51,8 +52,9 @@ class MainHelpFormatter : public HelpFormatter {
            "  or:  " + name + " --config JOB.yaml [OPTIONS] [PROGRAM [ARGS...]]\n"
            "  or:  " + name + " status --rdzv-endpoint HOST:PORT --rdzv-id ID [--json]\n"
            "  or:  " + name + " top --rdzv-endpoint HOST:PORT --rdzv-id ID [--once]\n"
-           "(status: a running job's state; top: the same, live; " + name + " status --help, " +
-           name + " top --help)\n";
+           "  or:  " + name + " report RUN_DIR... [--output FILE]\n"
+           "(status: a running job's state; top: the same, live; report: a --log-dir run as a\n"
+           "page; " + name + " status --help, " + name + " top --help, " + name + " report --help)\n";
   }
 };
 
@@ -199,7 +201,9 @@ Command parse_command_line(const std::vector<std::string>& args, const Environme
                         " is supported (ccrun --print-completion bash)");
     }
     cmd.message = bash_completion_script("ccrun", flag_completions(*app, f),
-                                         {{"status", status_flag_completions()}, {"top", top_flag_completions()}});
+                                         {{"status", status_flag_completions()},
+                                          {"top", top_flag_completions()},
+                                          {"report", report_flag_completions()}});
     return cmd;
   }
   cmd.print_config = f.print_config;

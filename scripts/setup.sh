@@ -30,6 +30,7 @@ packages=(
   python3-yaml  # tests/launcher/test_kubernetes.py reads the manifests of configs/k8s/
   faketime  # tests/integration/test_health_gate.py: a store host whose clock runs ahead
   tmux  # tests/integration/test_top.py drives `ccrun top` in a real terminal
+  chromium  # tests/integration/test_report.py renders `ccrun report`'s page headless and reads its DOM
   libhwloc-dev  # --numa-binding reads the CPUs, caches, NUMA nodes and GPUs with hwloc
   # The Debian packages (tests/integration/test_package.py): help2man makes the man
   # pages at build time, file and dpkg-dev's dpkg-shlibdeps serve CPack's DEB generator,

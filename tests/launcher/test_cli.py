@@ -21,6 +21,7 @@ def test_help_and_version():
     assert "Usage: ccrun [OPTIONS] PROGRAM [ARGS...]\n" in r.stdout
     assert "  or:  ccrun status --rdzv-endpoint HOST:PORT --rdzv-id ID" in r.stdout
     assert "  or:  ccrun top --rdzv-endpoint HOST:PORT --rdzv-id ID" in r.stdout
+    assert "  or:  ccrun report RUN_DIR... [--output FILE]" in r.stdout
     r = run_ccrun("--version")
     assert r.returncode == 0 and r.stdout.startswith("ccrun ")
 

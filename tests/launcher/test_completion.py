@@ -55,6 +55,9 @@ def test_registered_for_ccrun(script):
     (["ccrun", "top", "--on"], ["--once"]),
     (["ccrun", "top", "--int"], ["--interval"]),
     (["ccrun", "top", "--rdzv-backend", ""], ["c10d", "etcd", "static"]),
+    # `ccrun report` and its own flags.
+    (["ccrun", "rep"], ["report"]),
+    (["ccrun", "report", "--o"], ["--output"]),
 ])
 def test_completes(script, words, offered):
     assert bash_complete(script, words) == offered
