@@ -34,9 +34,11 @@ inline RendezvousOptions options(const std::string& backend, int min, int max) {
 }
 
 struct Node {
+  // Before the handler: members go in reverse order, so the handler (and its
+  // watch's thread, which sets this promise) goes first.
+  std::promise<RoundEvent> event;
   std::unique_ptr<RendezvousHandler> handler;
   RendezvousInfo info;
-  std::promise<RoundEvent> event;
 };
 
 // Starts n handlers on one store, joins them all concurrently.
