@@ -8,6 +8,7 @@
 
 #include <filesystem>
 
+#include "ccrun/console_frame.h"
 #include "ccrun/error.h"
 #include "ccrun/host_name.h"
 #include "ccrun/signal_names.h"
@@ -126,8 +127,13 @@ void Agent::open_collapsers() {
   size_t shown = spec_.logs.local_ranks_filter.empty() ? size_t(spec_.nproc_per_node)
                                                        : spec_.logs.local_ranks_filter.size();
   for (int fd : {1, 2}) {
-    attempt_->collapse[fd - 1] = std::make_shared<ConsoleCollapser>(
-        io_, CollapseOptions{fd, shown, spec_.logs.line_prefix_template, spec_.role});
+    // Started by a host list's fan-out: the launching ccrun collapses every
+    // node's lines together (ccrun/console_frame.h).
+    attempt_->collapse[fd - 1] =
+        spec_.started_by_fanout
+            ? make_framing_sink(fd)
+            : std::make_shared<ConsoleCollapser>(
+                  io_, CollapseOptions{fd, shown, spec_.logs.line_prefix_template, spec_.role});
   }
 }
 

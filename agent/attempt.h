@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "ccrun/rendezvous.h"
-#include "console_collapse.h"
+#include "ccrun/console_collapse.h"
 #include "hang_monitor.h"
 #include "log_mux.h"
 #include "startup_watch.h"
@@ -61,7 +61,7 @@ struct Attempt {
   // (the workers before the output they write into).
   std::unique_ptr<LogMux> output;                  // the workers' output, to console and files
   std::shared_ptr<FilteredLog> filtered[2];        // --duplicate-*-filters: stdout, stderr
-  std::shared_ptr<ConsoleCollapser> collapse[2];   // --collapse-output: stdout, stderr
+  std::shared_ptr<LineSink> collapse[2];           // --collapse-output: stdout, stderr
   StoreTasks tasks;                                // store calls made while workers run
   std::unique_ptr<HangMonitor> monitor;            // the ranks' progress (--hang-timeout)
   std::unique_ptr<Workers> workers;                // the processes

@@ -1,5 +1,5 @@
 // One line for what many ranks print (see console_collapse.h).
-#include "console_collapse.h"
+#include "ccrun/console_collapse.h"
 
 #include <unistd.h>
 

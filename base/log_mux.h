@@ -28,11 +28,13 @@ namespace ccrun {
 
 // Where a stream's console lines go instead of the console: one call per
 // line, or per Python traceback whole (the agent's --collapse-output,
-// agent/console_collapse.h).
+// ccrun/console_collapse.h).
 class LineSink {
  public:
   virtual ~LineSink() = default;
   virtual void submit(int rank, int local_rank, const std::string& text) = 0;
+  // Passes on now whatever it still holds.
+  virtual void flush_all() {}
 };
 
 // torch 2.x's --duplicate-stdout-filters/--duplicate-stderr-filters: one

@@ -7,6 +7,10 @@ names (docs/hangs.md). --fault says how:
     barrier  it calls barrier() where the others call all_reduce()
     skip     it skips that step's all_reduce, and so reaches the final barrier
              while the others are still in their last all_reduce
+    gpu      (with --device cuda) a GPU kernel that never ends runs on its
+             stream before that step's all_reduce: the collective is issued
+             and never completes on the GPU, and the rank waits for it in
+             torch.cuda.synchronize() (a hung kernel, or NCCL waiting on a peer)
 
     ccrun --standalone --nproc-per-node 4 --hang-timeout 10 examples/hang_demo.py \
           --sleep-rank 2        # stalls before step 100 for 600 s
@@ -31,14 +35,20 @@ def main():
     p.add_argument("--sleep-rank", type=int, default=-1)
     p.add_argument("--sleep-before", type=int, default=100)
     p.add_argument("--sleep-s", type=float, default=600)
-    p.add_argument("--fault", choices=["sleep", "stop", "barrier", "skip"], default="sleep")
+    p.add_argument("--fault", choices=["sleep", "stop", "barrier", "skip", "gpu"], default="sleep")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="cuda: NCCL, one GPU a rank (LOCAL_RANK)")
     p.add_argument("--ddp", action="store_true",
                    help="train a DistributedDataParallel model (its all-reduces run in torch's "
                         "C++ reducer) instead of calling all_reduce")
     a = p.parse_args()
-    dist.init_process_group("gloo")
-    t = torch.ones(256)
-    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 1)) if a.ddp else None
+    if a.fault == "gpu" and a.device != "cuda":
+        p.error("--fault gpu needs --device cuda")
+    if a.device == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl" if a.device == "cuda" else "gloo")
+    t = torch.ones(256, device=a.device)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 1).to(a.device)) if a.ddp else None
     for step in range(1, a.steps + 1):
         if dist.get_rank() == a.sleep_rank and step == a.sleep_before:
             if a.fault == "sleep":
@@ -50,10 +60,14 @@ def main():
                 continue
             elif a.fault == "skip":
                 continue
+            elif a.fault == "gpu":
+                torch.cuda._sleep(1 << 62)  # spins for years on this rank's stream
         if model:
-            model(torch.randn(8, 16)).sum().backward()
+            model(torch.randn(8, 16, device=a.device)).sum().backward()
         else:
             dist.all_reduce(t)
+        if a.device == "cuda":
+            torch.cuda.synchronize()
         if dist.get_rank() == 0 and step % 100 == 0:
             print(f"step {step}", flush=True)
     dist.barrier()

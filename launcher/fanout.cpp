@@ -13,12 +13,15 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "ccrun/error.h"
 #include "ccrun/signal_names.h"
 #include "ccrun/agent.h"
+#include "ccrun/console_collapse.h"
+#include "ccrun/console_frame.h"
 #include "ccrun/exclusion.h"
 #include "exclusion_file.h"
 #include "log_mux.h"
@@ -61,6 +64,24 @@ std::string find_program(const std::string& name, const Environment& env) {
   return "";
 }
 
+// The ranks whose lines reach this console, for --collapse-output: each
+// host's workers, or as many of them as --local-ranks-filter shows. A host
+// that counts its own workers (slots 0) counts as many as could be: the
+// collapse then waits out its window instead of printing a line early.
+size_t shown_ranks(const JobSpec& spec) {
+  size_t total = 0;
+  for (const auto& h : spec.hosts) {
+    if (h.slots == 0) return std::numeric_limits<size_t>::max();
+    size_t workers = h.devices.size();
+    if (!spec.logs.local_ranks_filter.empty()) {
+      workers = size_t(std::count_if(spec.logs.local_ranks_filter.begin(), spec.logs.local_ranks_filter.end(),
+                                     [&](int lr) { return lr >= 0 && size_t(lr) < h.devices.size(); }));
+    }
+    total += workers;
+  }
+  return total;
+}
+
 // One host's ssh and what it printed.
 struct Node {
   size_t index = 0;
@@ -88,6 +109,7 @@ class Fanout {
     for (const auto& h : spec_.hosts) hosts += " " + h.name;
     std::fprintf(stderr, "ccrun: starting %zu node(s) over `%s`:%s\n", spec_.hosts.size(),
                  join(spec_.fanout.ssh_command, " ").c_str(), hosts.c_str());
+    open_collapsers();
     for (size_t i = 0; i < spec_.hosts.size(); ++i) start(i);
     io_.run();
     if (signalled_) return 128 + signalled_;
@@ -191,11 +213,14 @@ class Fanout {
     std::string prefix = node->host + ": ";
     StreamOptions out_options;
     out_options.prefix = prefix;
+    out_options.console_filter = [this](std::string& line) { return !collapse(1, line); };
     mux_.add(out[0], out_options, [this, n] { pipe_closed(*n); });
     StreamOptions err_options;
     err_options.prefix = prefix;
     err_options.console_fd = 2;
-    err_options.console_filter = [this, n](std::string& line) { return report_line(*n, line); };
+    err_options.console_filter = [this, n](std::string& line) {
+      return !collapse(2, line) && report_line(*n, line);
+    };
     n->err_stream = mux_.add(err[0], err_options, [this, n] { pipe_closed(*n); });
     n->watch->async_wait([this, n](ExitStatus s) { on_exit(*n, s); });
     nodes_.push_back(std::move(node));
@@ -212,9 +237,39 @@ class Fanout {
     }
     std::string_view marker = agent::kReportMarker;
     if (line.compare(0, marker.size(), marker) != 0) return true;
-    if (!report_node_) report_node_ = &n;
+    if (!report_node_) {
+      report_node_ = &n;
+      flush_collapsed();  // the workers' last lines before the report
+    }
     line.erase(0, marker.size());
     return report_node_ == &n;
+  }
+
+  // --collapse-output: the agents frame their workers' lines instead of
+  // collapsing them (ccrun/console_frame.h), so that identical lines of
+  // every node's ranks are printed once here.
+  void open_collapsers() {
+    if (!spec_.logs.collapse_output) return;
+    for (int fd : {1, 2}) {
+      collapse_[fd - 1] = std::make_unique<agent::ConsoleCollapser>(
+          io_, agent::CollapseOptions{fd, shown_ranks(spec_), spec_.logs.line_prefix_template, spec_.role});
+    }
+  }
+
+  // Whether `line` of a node's stream `fd` was a framed worker line, now
+  // the collapse's.
+  bool collapse(int fd, const std::string& line) {
+    if (!collapse_[fd - 1]) return false;
+    auto unit = agent::parse_console_frame(line);
+    if (!unit) return false;
+    collapse_[fd - 1]->submit(unit->rank, unit->local_rank, unit->text);
+    return true;
+  }
+
+  void flush_collapsed() {
+    for (auto& c : collapse_) {
+      if (c) c->flush_all();
+    }
   }
 
   // Under the host's name in the host list (what the next launch reads),
@@ -312,6 +367,7 @@ class Fanout {
   asio::io_context io_;
   SignalStream signals_;  // held from load on (ccrun/stop_signals.h)
   LogMux mux_;
+  std::unique_ptr<agent::ConsoleCollapser> collapse_[2];  // --collapse-output: stdout, stderr
   std::unique_ptr<Spawner> spawner_;  // every ssh of the job
   const Node* report_node_ = nullptr;  // whose failure report is shown
   asio::steady_timer peer_timer_;

@@ -10,7 +10,9 @@
 //
 // Node ranks follow host order; the master is the first host unless
 // --master-addr is given. Every line of every node reaches this console
-// prefixed "host: "; SIGINT/SIGTERM are forwarded to every ssh; ssh exiting
+// prefixed "host: " (with --collapse-output, the workers' lines instead go
+// through one collapse across all nodes, which prefixes their ranks: a line
+// that ranks of several nodes print is printed once); SIGINT/SIGTERM are forwarded to every ssh; ssh exiting
 // 255 (host unreachable, refused, ...) stops the job at once, naming the
 // host and ssh's message, unless the job is elastic and at least min nodes
 // remain. The exit status is the first non-zero status of a node (255 for

@@ -11,6 +11,15 @@
 #      `ccrun --standalone --nproc-per-node <GPUs>`;
 #   4. examples/ddp_logreg.py --device cuda (torch DDP over NCCL) launched by
 #      ccrun, when a torch with CUDA is importable;
+#   5. the health gate's GPU checks through the driver's NVML (docs/health.md):
+#      a passing gate on every GPU, a CUDA_VISIBLE_DEVICES naming one GPU more
+#      than the machine has (the gate fails: missing), and GPU memory held by
+#      another process (the gate waits, then fails naming its pid; one that
+#      frees it within the bound passes), the last with torch only;
+#   6. a hang on the GPU (torch only): examples/hang_demo.py --device cuda
+#      --fault gpu, whose rank 0 runs a kernel that never ends before an
+#      all_reduce; the verdict comes within --hang-timeout + 2 s, and the
+#      incident folder holds torch's NCCL flight-recorder dump of that rank;
 # prints a summary table and exits 1 if any step failed. Without a GPU
 # (nvidia-smi lists none, or CUDA_VISIBLE_DEVICES hides them all) it prints
 # "gpu-check: skipped: no GPU ..." and exits 0.
@@ -133,6 +142,7 @@ export LD_LIBRARY_PATH=${nccl_lib:+$nccl_lib:}$cuda_lib${LD_LIBRARY_PATH:+:$LD_L
 if [[ -n ${CCRUN_GPU_BUNDLE:-} ]]; then
   bundle=$(cd "$CCRUN_GPU_BUNDLE" && pwd)
   export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$bundle/lib
+  export PATH=$bundle/bin:$PATH  # eu-stack, when the bundle carries it
   ccrun=$bundle/bin/ccrun tests=$bundle/bin/ccrun_collectives_tests
   bench=$bundle/bin/nccl_overhead_bench example=$bundle/bin/train_linreg_cuda
   record "binaries" PASS 0 "prebuilt: $bundle"
@@ -260,6 +270,112 @@ elif ((have_bins)); then
   else
     record "torch DDP over NCCL (ccrun, $nproc_gpu ranks)" FAIL $((SECONDS - t0)) "see $logs/ddp.log"
     tail -20 "$logs/ddp.log"
+  fi
+fi
+
+# ---- 5. the health gate's GPU checks, through NVML ----------------------
+# health_checks LOG_DIR: the first health event's checks, "name=verdict (ms ms): detail" a line.
+health_checks() {
+  python3 - "$1" <<'PY'
+import glob, json, sys
+for f in glob.glob(sys.argv[1] + "/*/events.jsonl"):
+    for line in open(f):
+        e = json.loads(line)
+        if e.get("event") == "health":
+            for c in e["checks"]:
+                print(f'{c["name"]}={c["verdict"]} ({c.get("ms", 0)} ms): {c.get("detail", "")}')
+            sys.exit(0)
+PY
+}
+if ((have_bins)); then
+  t0=$SECONDS
+  run "$logs/health_pass.log" "$ccrun" --standalone --nproc-per-node "$nproc_gpu" \
+    --log-dir "$logs/health_pass" --no-python /bin/true
+  rc=$?
+  checks=$(health_checks "$logs/health_pass")
+  echo "$checks" >"$logs/health_pass.checks"
+  gpu_ok=$(grep -c '^gpu[a-z_]*=ok' <<<"$checks")
+  if ((rc == 0 && gpu_ok == 4)); then
+    record "health gate: GPU checks pass" PASS $((SECONDS - t0)) "$(grep '^gpu' <<<"$checks" | sed 's/: .*//' | tr '\n' ' ')"
+  else
+    record "health gate: GPU checks pass" FAIL $((SECONDS - t0)) "exit $rc; $(tr '\n' ';' <<<"$checks")"
+  fi
+  t0=$SECONDS
+  CUDA_VISIBLE_DEVICES=$(seq -s, 0 "$gpus") run "$logs/health_missing.log" "$ccrun" --standalone \
+    --nproc-per-node 1 --no-python /bin/true
+  rc=$?
+  line=$(grep -m1 -o 'failed its health gate: .*' "$logs/health_missing.log")
+  if ((rc == 1)) && grep -q "gpus: " <<<"$line"; then
+    record "health gate: a GPU missing" PASS $((SECONDS - t0)) "$line"
+  else
+    record "health gate: a GPU missing" FAIL $((SECONDS - t0)) "exit $rc; see $logs/health_missing.log"
+  fi
+  if [[ -n $torch_py ]]; then
+    t0=$SECONDS
+    # Holds 1 GiB of GPU 0 for $1 seconds, saying "held" once it does.
+    hold() {
+      exec "$torch_py" -c 'import sys, time, torch
+x = torch.empty(1 << 28, device="cuda:0"); torch.cuda.synchronize(); print("held", flush=True)
+time.sleep(float(sys.argv[1]))' "$1"
+    }
+    coproc HOLDER { hold 120; }
+    holder=$HOLDER_PID  # bash unsets HOLDER_PID once the holder ends
+    read -r -t 60 held <&"${HOLDER[0]}"
+    run "$logs/health_memory.log" env CUDA_VISIBLE_DEVICES=0 "$ccrun" --standalone --nproc-per-node 1 \
+      --health-timeout 2 --no-python /bin/true
+    rc=$?
+    kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+    line=$(grep -m1 -o 'failed its health gate: .*' "$logs/health_memory.log")
+    if [[ $held == held ]] && ((rc == 1)) && grep -q "gpu_memory: GPU 0: pid [0-9]* holds" <<<"$line"; then
+      record "health gate: GPU memory held" PASS $((SECONDS - t0)) "$line"
+    else
+      record "health gate: GPU memory held" FAIL $((SECONDS - t0)) "holder: ${held:-none}; exit $rc; see $logs/health_memory.log"
+    fi
+    t0=$SECONDS
+    coproc HOLDER { hold 1.5; }
+    holder=$HOLDER_PID
+    read -r -t 60 held <&"${HOLDER[0]}"
+    run "$logs/health_freed.log" env CUDA_VISIBLE_DEVICES=0 "$ccrun" --standalone --nproc-per-node 1 \
+      --health-timeout 10 --log-dir "$logs/health_freed" --no-python /bin/true
+    rc=$?
+    wait "$holder" 2>/dev/null
+    memory=$(health_checks "$logs/health_freed" | grep '^gpu_memory=')
+    if ((rc == 0)) && grep -q '=ok .*freed after' <<<"$memory"; then
+      record "health gate: GPU memory freed in time" PASS $((SECONDS - t0)) "$memory"
+    else
+      record "health gate: GPU memory freed in time" FAIL $((SECONDS - t0)) "exit $rc; $memory; see $logs/health_freed.log"
+    fi
+  fi
+fi
+
+# ---- 6. a hang on the GPU: the verdict and the flight recorder -----------
+if [[ -n $torch_py ]] && ((have_bins)); then
+  t0=$SECONDS
+  run "$logs/gpu_hang.log" env PYTHON_EXEC="$torch_py" "$ccrun" --standalone --nproc-per-node "$nproc_gpu" \
+    --hang-timeout 5 --max-restarts 0 --log-dir "$logs/gpu_hang" \
+    "$here/examples/hang_demo.py" --device cuda --fault gpu --sleep-rank 0 --sleep-before 20
+  rc=$?
+  verdict=$(grep -m1 -o 'the job is hung .*' "$logs/gpu_hang.log")
+  dumps=$(find "$logs/gpu_hang" -path '*nccl_flight_recorder*' -type f | wc -l)
+  fr=$("$torch_py" - "$logs/gpu_hang" <<'PY' 2>&1
+import glob, pickle, sys
+for f in sorted(glob.glob(sys.argv[1] + "/**/nccl_flight_recorder/*", recursive=True)):
+    d = pickle.load(open(f, "rb"))
+    entries = d.get("entries", [])
+    states = {}
+    for e in entries:
+        states[e.get("state")] = states.get(e.get("state"), 0) + 1
+    last = entries[-1] if entries else {}
+    print(f"{f.rsplit('/', 1)[-1]}: {len(entries)} entries {states}; last "
+          f"{last.get('profiling_name')} #{last.get('collective_seq_id')} {last.get('state')}")
+PY
+)
+  echo "$fr" >"$logs/gpu_hang.flight_recorder"
+  if ((rc != 0)) && [[ -n $verdict ]] && ((dumps > 0)) && grep -q "scheduled\|started" <<<"$fr"; then
+    record "hang on the GPU: verdict + flight recorder" PASS $((SECONDS - t0)) "$verdict; $(head -1 <<<"$fr")"
+  else
+    record "hang on the GPU: verdict + flight recorder" FAIL $((SECONDS - t0)) "exit $rc; verdict: ${verdict:-none}; dumps $dumps: $(head -1 <<<"$fr"); see $logs/gpu_hang.log"
+    tail -40 "$logs/gpu_hang.log"
   fi
 fi
 

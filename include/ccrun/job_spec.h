@@ -82,7 +82,7 @@ struct LogSpec {
   // that parses its workers' output gets their lines unchanged).
   std::string line_prefix_template = "[${rank}]:";
   // --collapse-output: a line several ranks print identically within 0.5 s
-  // is printed once, with their ranks (agent/console_collapse.h).
+  // is printed once, with their ranks (ccrun/console_collapse.h).
   bool collapse_output = false;
   // --duplicate-stdout-filters / --duplicate-stderr-filters (torch 2.x): the
   // tee'd lines (-t) holding any of these strings are also written, with

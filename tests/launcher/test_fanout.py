@@ -8,6 +8,7 @@ import select
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -85,6 +86,47 @@ def test_three_hosts_run_with_forwarded_env_and_prefixed_lines(tmp_path):
                         "nccl=INFO my=it's "
                         f"unset= pwd={tmp_path}")
     assert "starting 3 node(s)" in err
+
+
+def test_collapse_output_prints_a_line_of_every_nodes_ranks_once(tmp_path):
+    """Identical lines of ranks on three hosts meet on this console: printed once with every
+    rank; a line of one rank keeps its own; a traceback stays whole; the order of each rank's
+    lines is kept; the failure report comes after the workers' last lines."""
+    # Every rank prints once all have started (the collapse's window is 0.5 s; five Pythons
+    # starting on a loaded machine may be further apart), and rank 1 fails once all printed.
+    script = ("import os, sys, time, traceback\n"
+              "rank = int(os.environ['RANK'])\n"
+              "def barrier(name):\n"
+              f"    open(os.path.join({str(tmp_path)!r}, f'{{name}}.{{rank}}'), 'w').close()\n"
+              f"    while len([f for f in os.listdir({str(tmp_path)!r}) if f.startswith(name)]) < 5:\n"
+              "        time.sleep(0.01)\n"
+              "barrier('started')\n"
+              "print('UserWarning: the same on every node', flush=True)\n"
+              "print('odd one' if rank == 3 else 'same again', flush=True)\n"
+              "try:\n    raise ValueError('broken \\\\ with a backslash')\n"
+              "except ValueError:\n    traceback.print_exc()\n"
+              "for i in range(50):\n    print(f'line {i} of {rank}')\n"
+              "sys.stdout.flush()\n"
+              "barrier('printed')\n"
+              "sys.exit(1 if rank == 1 else 0)\n")
+    p = launch(tmp_path, "127.0.0.1 slots=2\n127.0.0.2 slots=2\n127.0.0.3 slots=1\n",
+               "--collapse-output", "--no-python", sys.executable, "-c", script)
+    rc, out, err = finish(p)
+    assert rc == 1, err
+    assert "ccrun-line|" not in out + err
+    lines = out.splitlines()
+    assert lines[0] == "[0-4]:UserWarning: the same on every node", out
+    assert lines.count("[0-2,4]:same again") == 1 and lines.count("[3]:odd one") == 1, out
+    for i in range(50):
+        assert f"[0-4]:line {i} of" not in out  # different text per rank: each its own
+    for rank in range(5):
+        mine = [l for l in lines if l.startswith(f"[{rank}]:line ")]
+        assert mine == [f"[{rank}]:line {i} of {rank}" for i in range(50)], out
+    tb = [l for l in err.splitlines() if l.startswith("[0-4]:")]
+    assert tb[0] == "[0-4]:Traceback (most recent call last):", err
+    assert tb[-1] == "[0-4]:ValueError: broken \\ with a backslash", err
+    assert err.count("Root cause (first failure):") == 1, err
+    assert err.index("ValueError: broken") < err.index("Root cause (first failure):")
 
 
 def test_ssh_is_called_like_ssh(tmp_path):

@@ -1,4 +1,4 @@
-//===- console_collapse.h - One line for what many ranks print ---*- C++ -*-===//
+//===- ccrun/console_collapse.h - One line for what many ranks print -*- C++ -*-===//
 //
 // --collapse-output: a line that several ranks print identically within a
 // short window reaches the console once, with their ranks compressed into
@@ -15,6 +15,10 @@
 // one). The head of the queue is printed once every rank joined it or its
 // window ran out (an Asio timer), and so are the entries behind it that are
 // due: printing in queue order keeps each rank's order.
+//
+// Each agent collapses its own node's ranks; on a host list the launching
+// ccrun collapses every node's (their agents send it each unit framed,
+// ccrun/console_frame.h), so its header is public.
 //
 //   ConsoleCollapser out(io, {1, 8, "[${rank}]:", "default"});
 //   out.submit(3, 3, "UserWarning: ...");   // ... from 8 ranks: one line
@@ -58,7 +62,7 @@ class ConsoleCollapser final : public LineSink {
   void submit(int rank, int local_rank, const std::string& text) override;
 
   // Prints every pending entry now, in order.
-  void flush_all();
+  void flush_all() override;
 
   // Lines written to the console so far (each entry counts once).
   [[nodiscard]] uint64_t written() const { return written_; }
