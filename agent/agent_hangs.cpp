@@ -97,14 +97,15 @@ void Agent::stop_with_stacks(const std::vector<RankView>& local, std::function<v
   state_ = State::kStopping;
   a.monitor->stop();
   int gen = a.generation;
-  a.monitor->collect_stacks(local, [this, gen, then, outcome](nlohmann::json stacks,
-                                                              std::string ras) {
+  a.monitor->collect_stacks(local, [this, gen, then, outcome](const HangEvidence& e) {
     if (gen != generation_ || attempt_->outcome) return;
     nlohmann::json& hang = attempt_->hang;
     if (hang.is_null()) hang = nlohmann::json::object();
-    hang["stacks"] = stacks;
-    if (!ras.empty()) hang["nccl_ras"] = ras;
-    run_logs_->event("hang_stacks", restart_count_, nlohmann::json{{"stacks", stacks}}.dump());
+    hang["stacks"] = e.stacks;
+    if (!e.ras.empty()) hang["nccl_ras"] = e.ras;
+    if (!e.nccl_findings.empty()) hang["nccl_findings"] = e.nccl_findings;
+    run_logs_->event("hang_stacks", restart_count_,
+                     nlohmann::json{{"stacks", e.stacks}, {"nccl_findings", e.nccl_findings}}.dump());
     then();
     attempt_->workers->stop(spec_.stop_grace, [this, outcome] { finish(outcome); });
   });

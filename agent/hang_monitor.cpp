@@ -8,6 +8,7 @@
 #include <future>
 
 #include "ccrun/error.h"
+#include "flight_recorder.h"
 #include "hang_evidence.h"
 #include "incident.h"
 #include "nccl_ras.h"
@@ -149,8 +150,22 @@ void print_stacks(const json& stacks) {
 
 }  // namespace
 
-void HangMonitor::collect_stacks(const std::vector<RankView>& local,
-                                 std::function<void(json, std::string)> done) {
+// What the flight recorders' dumps say, and why one could not be read.
+static std::vector<std::string> read_flight_recorders(const std::vector<std::pair<int, std::string>>& dumps) {
+  std::vector<FlightRecord> records;
+  for (const auto& [rank, path] : dumps) {
+    std::string error;
+    if (auto r = read_flight_record(rank, path, error)) {
+      records.push_back(std::move(*r));
+    } else {
+      spdlog::warn("ccrun: rank {}'s NCCL flight recorder dump cannot be read: {}", rank, error);
+    }
+  }
+  auto now = std::chrono::system_clock::now().time_since_epoch();
+  return flight_recorder_findings(records, std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+}
+
+void HangMonitor::collect_stacks(const std::vector<RankView>& local, std::function<void(HangEvidence)> done) {
   spdlog::error("ccrun: collecting the stacks of this node's ranks, then stopping them");
   std::vector<StackTarget> targets;
   for (const auto& r : local) {
@@ -163,24 +178,31 @@ void HangMonitor::collect_stacks(const std::vector<RankView>& local,
     auto ras = std::async(std::launch::async, [ras_addr] {
       return nccl_ras_status(ras_addr, std::chrono::seconds(8));
     });
-    auto stacks = agent::collect_stacks(targets);
+    // torch writes a dump from its own thread, while the stacks are taken
+    // (on torch 2.x with its C++ stacks: seconds).
     std::vector<int> ranks;
     for (const auto& t : targets) ranks.push_back(t.rank);
-    for (const auto& [rank, path] : dump_flight_recorders(prefix, ranks)) {
+    auto dumps = std::async(std::launch::async, [prefix, ranks] { return dump_flight_recorders(prefix, ranks); });
+    auto stacks = agent::collect_stacks(targets);
+    HangEvidence evidence;
+    auto dumped = dumps.get();
+    for (const auto& [rank, path] : dumped) {
       for (auto& s : stacks) {
         if (s.rank == rank) s.nccl_trace = path;
       }
     }
-    json js = json::array();
+    evidence.nccl_findings = read_flight_recorders(dumped);
     for (const auto& s : stacks) {
-      js.push_back({{"rank", s.rank}, {"pid", s.pid}, {"python", s.python},
-                    {"native", s.native}, {"nccl_trace", s.nccl_trace}});
+      evidence.stacks.push_back({{"rank", s.rank}, {"pid", s.pid}, {"python", s.python},
+                                 {"native", s.native}, {"nccl_trace", s.nccl_trace}});
     }
-    asio::post(*io, [alive, js, done, ras = ras.get()] {
+    evidence.ras = ras.get();
+    asio::post(*io, [alive, done, evidence = std::move(evidence)] {
       if (!*alive) return;
-      print_stacks(js);
-      if (!ras.empty()) spdlog::error("ccrun: NCCL's RAS answered (kept in the incident's folder)");
-      done(js, ras);
+      print_stacks(evidence.stacks);
+      for (const auto& f : evidence.nccl_findings) spdlog::error("ccrun: NCCL flight recorder: {}", f);
+      if (!evidence.ras.empty()) spdlog::error("ccrun: NCCL's RAS answered (kept in the incident's folder)");
+      done(evidence);
     });
   });
 }

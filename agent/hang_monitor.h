@@ -12,7 +12,7 @@
 //   monitor.add_worker_env(env, local_rank);   // for each worker, before spawning
 //   monitor.start(group.pids());
 //   ...
-//   monitor.collect_stacks(local_views, [](nlohmann::json stacks, std::string ras) { ... });
+//   monitor.collect_stacks(local_views, [](HangEvidence evidence) { ... });
 //
 // Blocking work (reading the other nodes' views, tracing stacks) runs
 // through hooks.off_loop; results come back on the io_context, and never
@@ -50,6 +50,13 @@ struct HangMonitorOptions {
   std::string token;         // the agent's: names the records
   std::string evidence_prefix;  // torch's NCCL flight recorder FIFOs and dumps: <prefix>nccl_...
   std::string nccl_ras_addr;    // whom to ask for NCCL's RAS status (node_environment.h)
+};
+
+// What collect_stacks gathers about this node's ranks.
+struct HangEvidence {
+  nlohmann::json stacks = nlohmann::json::array();  // per rank: rank, pid, python, native, nccl_trace
+  std::string ras;                                   // NCCL's RAS status; "" when none answered
+  std::vector<std::string> nccl_findings;           // what the flight recorders say (flight_recorder.h)
 };
 
 class HangMonitor {
@@ -98,11 +105,8 @@ class HangMonitor {
   std::vector<RankView> sample() { return watch_.sample(); }
 
   // Traces `local`'s stacks and dumps their NCCL flight recorders off the
-  // loop, logs them, then calls `done` on the loop with the stacks as JSON
-  // (per rank: python, native, nccl_trace).
-  // `done` gets the stacks and NCCL's RAS status ("" when none answered).
-  void collect_stacks(const std::vector<RankView>& local,
-                      std::function<void(nlohmann::json, std::string)> done);
+  // loop (the three at once), logs them, then calls `done` on the loop.
+  void collect_stacks(const std::vector<RankView>& local, std::function<void(HangEvidence)> done);
 
   // Why worker `local_rank` (pid `pid`), killed by SIGKILL, died, if the
   // kernel's OOM killer did it; "" when nothing says so.

@@ -17,9 +17,10 @@
 #      another process (the gate waits, then fails naming its pid; one that
 #      frees it within the bound passes), the last with torch only;
 #   6. a hang on the GPU (torch only): examples/hang_demo.py --device cuda
-#      --fault gpu, whose rank 0 runs a kernel that never ends before an
-#      all_reduce; the verdict comes within --hang-timeout + 2 s, and the
-#      incident folder holds torch's NCCL flight-recorder dump of that rank;
+#      --fault gpu, whose rank 0 runs a kernel that never ends before its
+#      all_reduce #20; the verdict comes within --hang-timeout + 2 s, the
+#      incident folder holds torch's NCCL flight-recorder dump of that rank,
+#      and ccrun says from it that all_reduce #20 never completed on the GPU;
 # prints a summary table and exits 1 if any step failed. Without a GPU
 # (nvidia-smi lists none, or CUDA_VISIBLE_DEVICES hides them all) it prints
 # "gpu-check: skipped: no GPU ..." and exits 0.
@@ -371,8 +372,9 @@ for f in sorted(glob.glob(sys.argv[1] + "/**/nccl_flight_recorder/*", recursive=
 PY
 )
   echo "$fr" >"$logs/gpu_hang.flight_recorder"
-  if ((rc != 0)) && [[ -n $verdict ]] && ((dumps > 0)) && grep -q "scheduled\|started" <<<"$fr"; then
-    record "hang on the GPU: verdict + flight recorder" PASS $((SECONDS - t0)) "$verdict; $(head -1 <<<"$fr")"
+  finding=$(grep -m1 -o 'NCCL flight recorder: rank 0: all_reduce #20 of group 0.*not completed on the GPU.*' "$logs/gpu_hang.log")
+  if ((rc != 0)) && [[ -n $verdict && -n $finding ]] && ((dumps > 0)) && grep -q "scheduled\|started" <<<"$fr"; then
+    record "hang on the GPU: verdict + flight recorder" PASS $((SECONDS - t0)) "$verdict; $finding; $(head -1 <<<"$fr")"
   else
     record "hang on the GPU: verdict + flight recorder" FAIL $((SECONDS - t0)) "exit $rc; verdict: ${verdict:-none}; dumps $dumps: $(head -1 <<<"$fr"); see $logs/gpu_hang.log"
     tail -40 "$logs/gpu_hang.log"

@@ -260,9 +260,18 @@ def test_a_hang_dumps_torchs_nccl_flight_recorders(tmp_path):
     traces = {s["rank"]: s["nccl_trace"] for s in rep["hang"]["stacks"]}
     for rank in (0, 1):
         assert traces[rank].endswith(f"nccl_trace_rank_{rank}"), traces
-        with open(traces[rank]) as f:
-            assert f"flight recorder of rank {rank}" in f.read()
+        assert os.path.getsize(traces[rank]) > 0
         assert f"rank {rank}'s NCCL flight recorder dumped to {traces[rank]}" in r.stderr
+    # What the dumps say, on the console and in the report.
+    findings = [
+        "rank 1 has not issued all_reduce #21 of group 0 (default_pg), which rank 0 issued (last issued: #20)",
+        "rank 0: all_reduce #21 of group 0 (default_pg), 256 Float, issued ",
+    ]
+    for f in findings:
+        assert "ccrun: NCCL flight recorder: " + f in r.stderr, r.stderr[-4000:]
+    assert rep["hang"]["nccl_findings"][0] == findings[0]
+    assert rep["hang"]["nccl_findings"][1].endswith(
+        "not completed on the GPU: its kernel runs: it waits for a peer's part, or the network")
 
 
 def test_a_ddp_job_names_the_rank_that_never_began_its_step():

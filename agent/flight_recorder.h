@@ -1,0 +1,68 @@
+//===- flight_recorder.h - What torch's NCCL flight recorder says of a hang -*- C++ -*-===//
+//
+// The start-up hook sees a torch collective from Python, and an NCCL call
+// returns once it is queued on the GPU: a rank whose GPU never runs it (a
+// kernel before it that does not end, NCCL waiting for a peer) looks to the
+// hook like a rank outside any collective, blocked in whatever waits for the
+// GPU next. On a hang the agent has each of its ranks' flight-recorder dumps
+// (hang_evidence.h): per process group, the last collective enqueued,
+// started (only with TORCH_NCCL_ENABLE_TIMING=1) and completed on the GPU,
+// and the recent collectives with their state. This reads a dump (torch's
+// pickle, pickle_reader.h) and says, for the node's ranks:
+//   - which ranks issued fewer collectives of a group than the others
+//     ("rank 2 has not issued all_reduce #21 of group 0 (default_pg), which
+//     ranks 0,1,3 issued; its last is #20");
+//   - which collective each rank's GPU has not finished, and how far it got:
+//     queued behind other work (scheduled, not started), or its kernel
+//     running (started: waiting for a peer's part, or the network);
+//   - or that every collective issued has completed on the GPU, so the hang
+//     is outside NCCL.
+// Each finding's ranks are one compressed list, whatever their number.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ccrun::agent {
+
+// One collective of a group, as the flight recorder last saw it.
+struct FlightEntry {
+  int64_t seq = -1;         // collective_seq_id
+  std::string op;           // "all_reduce" (profiling_name without "nccl:")
+  std::string state;        // "scheduled", "started" or "completed"
+  int64_t created_ns = 0;   // wall clock, when it was issued
+  std::string shape;        // "256 Float"; "" when unknown
+};
+
+// A process group in one rank's dump.
+struct FlightGroup {
+  std::string id;    // pg id, "0" for the default group
+  std::string desc;  // "default_pg", or the group's description
+  int64_t enqueued = -1, started = -1, completed = -1;  // -1: none (started: not timed)
+  std::vector<FlightEntry> entries;  // its collectives in the dump, oldest first
+};
+
+struct FlightRecord {
+  int rank = -1;
+  std::vector<FlightGroup> groups;
+};
+
+// A dump's value (read_pickle of it) as rank `rank`'s record. Tolerant of
+// fields a torch version lacks; point-to-point calls are left out.
+FlightRecord flight_record_from_dump(int rank, const nlohmann::json& dump);
+
+// Reads and parses the dump file at `path`; nullopt, with `error` set, when
+// it cannot be read or is not a flight-recorder pickle.
+std::optional<FlightRecord> read_flight_record(int rank, const std::string& path, std::string& error);
+
+// What the records say, one line per finding (none without records);
+// `now_ns` (wall clock) dates the pending collectives.
+std::vector<std::string> flight_recorder_findings(const std::vector<FlightRecord>& records, int64_t now_ns);
+
+}  // namespace ccrun::agent
