@@ -1,7 +1,7 @@
 """`ccrun top` against real jobs on a ccrun-rendezvous, drawn in a real
 terminal (tmux): every rank's row, the keys, the terminal restored after q
 and Ctrl-C, --once, a job the store does not know, a store that stops
-answering, and a hang whose culprit is highlighted. Every wait is for a
+answering, a hang whose culprit is highlighted, and a job of two nodes. Every wait is for a
 state on the screen, with a deadline."""
 import os
 import shutil
@@ -79,8 +79,8 @@ def rows(screen):
     return out
 
 
-def agent(daemon, run_id, *worker_args, nproc=2, extra=()):
-    return spawn_ccrun("--nnodes", "1", "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d",
+def agent(daemon, run_id, *worker_args, nproc=2, nnodes=1, extra=()):
+    return spawn_ccrun("--nnodes", str(nnodes), "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d",
                        "--rdzv-endpoint", f"127.0.0.1:{daemon.port}", "--rdzv-id", run_id,
                        "--rdzv-conf", FAST, "--stop-grace", "1", *extra, "--no-python",
                        binary(*WORKER), *worker_args)
@@ -214,3 +214,31 @@ def test_a_hang_shows_its_verdict_and_culprit_and_ctrl_c_restores_the_terminal(t
             assert "TOP_EXIT=0" in screen
         finally:
             stop(job)
+
+
+def test_a_two_node_job_shows_every_rank_with_its_node_then_the_culprit(tmux_sessions):
+    """Two agents, nodes 0 and 1 of one job (on loopback), of 2 ranks each: every rank's row
+    with its node, then rank 3, on node 1, as the hang's culprit."""
+    with start_daemon("--host", "127.0.0.1") as d:
+        args = ("--steps", "1000", "--step-ms", "20", "--sleep-rank", "3", "--sleep-before", "60",
+                "--sleep-s", "300")
+        extra = ("--hang-timeout", "3", "--max-restarts", "0")
+        nodes = [agent(d, "top5", *args, nnodes=2, extra=extra) for _ in range(2)]
+        try:
+            wait_running(d, "top5")
+            t = tmux_sessions(top_line(d, "top5"))
+            screen = t.wait_for(lambda s: {"0", "1", "2", "3"} <= set(rows(s)) and
+                                all(int(rows(s)[r][3]) > 0 for r in ("0", "1", "2", "3")),
+                                "the four ranks' rows with steps")
+            node_of = {r: rows(screen)[r][1] for r in ("0", "1", "2", "3")}
+            assert node_of == {"0": "0", "1": "0", "2": "1", "3": "1"}, screen
+            screen = t.wait_for(lambda s: "HUNG:" in s and "CULPRIT" in rows(s).get("3", []),
+                                "the hang verdict with rank 3 as its culprit")
+            assert "HUNG: rank 3 has not issued all_reduce #60" in screen, screen
+            for r in ("0", "1", "2"):
+                assert "CULPRIT" not in " ".join(rows(screen)[r])
+            t.keys("q")
+            t.wait_for(restored, "the terminal restored")
+        finally:
+            for n in nodes:
+                stop(n)
