@@ -34,6 +34,13 @@ std::string step_line(int64_t time_ms, int attempt, int node_rank, int first_ran
     const RankView& r = ranks[i];
     line += r.reporting ? std::to_string(r.steps) : "-1";
   }
+  line += "],\"busy_ms\":[";
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const RankView& r = ranks[i];
+    char ms[32] = "-1";
+    if (r.reporting && r.busy_ms_per_step >= 0) std::snprintf(ms, sizeof ms, "%.1f", r.busy_ms_per_step);
+    line += (i ? "," : "") + std::string(ms);
+  }
   line += "]}\n";
   return line;
 }

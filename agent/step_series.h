@@ -6,10 +6,14 @@
 // monitor's sample, hang_monitor.h); with --log-dir it appends one line per
 // sample to <run>/steps.jsonl, no thread or timer of its own:
 //
-//   {"time_ms":1764150000123,"attempt":1,"node":0,"first_rank":0,"steps":[120,118,-1]}
+//   {"time_ms":1764150000123,"attempt":1,"node":0,"first_rank":0,"steps":[120,118,-1],
+//    "busy_ms":[20.1,61.3,-1]}
 //
-// (`steps` by local rank; -1 for a rank that reports no progress). One
-// write(2) of ~100 bytes per sample. The file stays small over long runs:
+// (by local rank: `steps` marked, -1 for a rank that reports no progress;
+// `busy_ms` its own time per step outside collectives over the last window,
+// as `ccrun status` shows it, -1 when unknown: in a synchronous job every
+// rank makes the same steps per second, and the straggler is the rank whose
+// own time per step is longest). One write(2) of ~150 bytes per sample. The file stays small over long runs:
 // the period starts at 1 s and doubles after every 1,000 lines, up to a line
 // every 64 s (a day: ~6,400 lines; a week: ~14,500 a node), and the first
 // sample of each attempt is always kept, so a restart is never missed.

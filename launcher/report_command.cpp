@@ -90,6 +90,9 @@ template <typename Take>
   s.attempt = j.value("attempt", 0), s.node = j.value("node", 0);
   s.first_rank = j.value("first_rank", 0);
   for (const auto& v : j["steps"]) s.steps.push_back(v.is_number() ? v.get<int64_t>() : -1);
+  if (j.contains("busy_ms") && j["busy_ms"].is_array()) {
+    for (const auto& v : j["busy_ms"]) s.busy_ms.push_back(v.is_number() ? v.get<double>() : -1);
+  }
   out.push_back(std::move(s));
   return true;
 }

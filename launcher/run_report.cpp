@@ -158,11 +158,23 @@ using Series = std::map<int, std::vector<std::pair<int64_t, double>>>;  // by ra
   return line;
 }
 
-}  // namespace
+// Each rank's own time per step at each sample; -1 where unknown.
+[[gnu::cold]] Series busy_series(std::vector<StepSample> samples) {
+  std::stable_sort(samples.begin(), samples.end(),
+                   [](const StepSample& a, const StepSample& b) { return a.time_ms < b.time_ms; });
+  Series out;
+  for (const auto& s : samples) {
+    for (size_t i = 0; i < s.busy_ms.size(); ++i) out[s.first_rank + int(i)].emplace_back(s.time_ms, s.busy_ms[i]);
+  }
+  // A rank never known is no line.
+  for (auto it = out.begin(); it != out.end();) {
+    bool known = std::any_of(it->second.begin(), it->second.end(), [](const auto& p) { return p.second >= 0; });
+    it = known ? std::next(it) : out.erase(it);
+  }
+  return out;
+}
 
-[[gnu::cold]] std::vector<RateLine> rate_lines(const std::vector<StepSample>& samples,
-                                              size_t max_lines) {
-  Series series = rank_series(samples);
+[[gnu::cold]] std::vector<RateLine> lines_of(Series series, size_t max_lines) {
   std::vector<RateLine> out;
   if (series.size() <= max_lines) {
     for (auto& [rank, points] : series) out.push_back({"rank " + std::to_string(rank), {rank}, points});
@@ -189,6 +201,16 @@ using Series = std::map<int, std::vector<std::pair<int64_t, double>>>;  // by ra
   if (!rest.empty()) out.push_back(median_line(series, rest));
   for (int rank : alone) out.push_back({"rank " + std::to_string(rank), {rank}, series.at(rank)});
   return out;
+}
+
+}  // namespace
+
+[[gnu::cold]] std::vector<RateLine> rate_lines(const std::vector<StepSample>& samples, size_t max_lines) {
+  return lines_of(rank_series(samples), max_lines);
+}
+
+[[gnu::cold]] std::vector<RateLine> busy_lines(const std::vector<StepSample>& samples, size_t max_lines) {
+  return lines_of(busy_series(samples), max_lines);
 }
 
 [[gnu::cold]] std::string root_cause_text(const RunData& run) {

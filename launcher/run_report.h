@@ -33,6 +33,7 @@ struct StepSample {
   int64_t time_ms = 0;
   int attempt = 0, node = 0, first_rank = 0;
   std::vector<int64_t> steps;  // by local rank; -1: not reporting
+  std::vector<double> busy_ms;  // by local rank: own ms per step; -1 unknown; empty in older files
 };
 
 // One incident_<attempt>/ folder (agent/incident.h).
@@ -81,6 +82,11 @@ struct RateLine {
   std::vector<std::pair<int64_t, double>> points;
 };
 std::vector<RateLine> rate_lines(const std::vector<StepSample>& samples, size_t max_lines = 12);
+
+// The same for each rank's own time per step outside collectives (ms): the
+// line a straggler stands out in when every rank's steps per second are the
+// same (a synchronous job).
+std::vector<RateLine> busy_lines(const std::vector<StepSample>& samples, size_t max_lines = 12);
 
 // The root cause in one paragraph: the failure report's, else the last
 // failure event's; "" for a run that did not fail.

@@ -172,8 +172,10 @@ namespace {
          "<span><i style=\"background:#ff7f0e\"></i>hang verdict</span></p>";
 }
 
-// Steps per second: a polyline per rank (or class), broken at restarts.
-[[gnu::cold]] std::string rates_svg(const std::vector<RateLine>& lines, const TimeAxis& ax) {
+// A value over time (steps per second, ms per step): a polyline per rank
+// (or class), broken at restarts; `id` names the chart, `unit` its ticks.
+[[gnu::cold]] std::string lines_svg(const std::vector<RateLine>& lines, const TimeAxis& ax,
+                                    const std::string& id, const char* unit) {
   const double height = 280, top = 10, bottom = height - 30;
   double most = 0;
   for (const auto& l : lines) {
@@ -181,13 +183,13 @@ namespace {
   }
   if (most <= 0) most = 1;
   auto y = [&](double r) { return bottom - (bottom - top) * r / (most * 1.1); };
-  std::string s = "<svg id=\"rates-chart\" viewBox=\"0 0 " + num(kWidth) + " " + num(height) +
+  std::string s = "<svg id=\"" + id + "-chart\" viewBox=\"0 0 " + num(kWidth) + " " + num(height) +
                   "\" width=\"" + num(kWidth) + "\" height=\"" + num(height) + "\">";
   for (int i = 0; i <= 4; ++i) {
     double r = most * 1.1 * i / 4;
     s += "<line class=\"grid\" x1=\"" + num(kLeft) + "\" x2=\"" + num(kWidth - kRight) + "\" y1=\"" +
          num(y(r)) + "\" y2=\"" + num(y(r)) + "\"/><text class=\"tick\" x=\"4\" y=\"" +
-         num(y(r) + 4) + "\">" + num(r, r < 10 ? 1 : 0) + "/s</text>";
+         num(y(r) + 4) + "\">" + num(r, r < 10 ? 1 : 0) + unit + "</text>";
   }
   for (size_t i = 0; i < lines.size(); ++i) {
     s += "<g class=\"series\" data-series=\"" + std::to_string(i) + "\" stroke=\"" +
@@ -207,10 +209,11 @@ namespace {
   return s + time_ticks(ax, height - 8) + "</svg>";
 }
 
-[[gnu::cold]] std::string rates_legend(const std::vector<RateLine>& lines) {
-  std::string s = "<p class=\"legend\" id=\"rates-legend\">";
+[[gnu::cold]] std::string lines_legend(const std::vector<RateLine>& lines, const std::string& id) {
+  std::string s = "<p class=\"legend\" id=\"" + id + "-legend\">";
   for (size_t i = 0; i < lines.size(); ++i) {
-    s += "<span class=\"toggle\" data-series=\"" + std::to_string(i) + "\"><i style=\"background:" +
+    s += "<span class=\"toggle\" data-chart=\"" + id + "\" data-series=\"" + std::to_string(i) +
+         "\"><i style=\"background:" +
          kPalette[i % std::size(kPalette)] + "\"></i>" + html_escape(lines[i].label) + "</span>";
   }
   return s + "</p>";
@@ -292,9 +295,9 @@ constexpr const char* kStyle =
 
 // A click on a legend entry shows or hides its line.
 constexpr const char* kScript =
-    "document.querySelectorAll('#rates-legend .toggle').forEach(function(e){"
+    "document.querySelectorAll('.legend .toggle').forEach(function(e){"
     "e.addEventListener('click',function(){var on=e.classList.toggle('off');"
-    "var g=document.querySelector('#rates-chart .series[data-series=\"'+e.dataset.series+'\"]');"
+    "var g=document.querySelector('#'+e.dataset.chart+'-chart .series[data-series=\"'+e.dataset.series+'\"]');"
     "if(g)g.classList.toggle('off',on);});});";
 
 }  // namespace
@@ -302,6 +305,7 @@ constexpr const char* kScript =
 [[gnu::cold]] std::string build_report_html(const RunData& run) {
   std::vector<AttemptView> attempts = attempts_of(run);
   std::vector<RateLine> lines = rate_lines(run.steps);
+  std::vector<RateLine> busy = busy_lines(run.steps);
   TimeAxis ax = time_axis(attempts, lines);
   std::string s = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>ccrun report: " +
                   html_escape(run.title) + "</title><style>" + kStyle + "</style></head><body>";
@@ -313,9 +317,16 @@ constexpr const char* kScript =
     s += "<p>No step samples (steps.jsonl): the ranks reported no progress, or the run predates "
          "it.</p>";
   } else {
-    s += rates_svg(lines, ax) + rates_legend(lines);
+    s += lines_svg(lines, ax, "rates", "/s") + lines_legend(lines, "rates");
   }
-  s += "</section>" + stacks_section(run) + warnings_section(run);
+  s += "</section>";
+  if (!busy.empty()) {
+    s += "<section id=\"busy\"><h2>Own time per step</h2><p>Each rank's time per step outside "
+         "collectives (ms): in a synchronous job every rank makes the same steps per second, and "
+         "a straggler is the rank whose own time is longest.</p>" +
+         lines_svg(busy, ax, "busy", " ms") + lines_legend(busy, "busy") + "</section>";
+  }
+  s += stacks_section(run) + warnings_section(run);
   return s + "<script>" + kScript + "</script></body></html>\n";
 }
 

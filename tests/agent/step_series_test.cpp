@@ -29,10 +29,10 @@ TEST_CASE("the period doubles every 1,000 lines, up to 64 s") {
   CHECK(kept < 7'000);
 }
 
-TEST_CASE("a line holds each local rank's steps, -1 for one that reports none") {
+TEST_CASE("a line holds each local rank's steps and own time per step, -1 for one that reports none") {
   RankView a, b;
-  a.reporting = true, a.steps = 120;
-  b.reporting = false;
+  a.reporting = true, a.steps = 120, a.busy_ms_per_step = 20.14;
+  b.reporting = false, b.busy_ms_per_step = 3;
   std::string line = step_line(1'764'150'000'123, 1, 2, 16, {a, b});
   REQUIRE(line.back() == '\n');
   auto j = nlohmann::json::parse(line);
@@ -41,4 +41,5 @@ TEST_CASE("a line holds each local rank's steps, -1 for one that reports none") 
   CHECK(j["node"] == 2);
   CHECK(j["first_rank"] == 16);
   CHECK(j["steps"] == nlohmann::json::array({120, -1}));
+  CHECK(j["busy_ms"] == nlohmann::json::array({20.1, -1}));
 }

@@ -28,12 +28,13 @@ def chromium():
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     """Attempt 0: rank 1 sleeps before step 20, a hang (incident_0 with
-    stacks); attempt 1: both ranks make 60 steps, then rank 1 exits 3."""
+    stacks); attempt 1: both ranks make 140 steps (7 s: the own time per step is known
+    after 5 s), then rank 1 exits 3."""
     logs = tmp_path_factory.mktemp("logs")
     w = binary(*WORKER)
     script = (f'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then exec {w} --steps 40 --step-ms 50 '
               '--sleep-rank 1 --sleep-before 20 --sleep-s 300; fi\n'
-              f'{w} --steps 60 --step-ms 50 || exit 1\n'
+              f'{w} --steps 140 --step-ms 50 || exit 1\n'
               f'if [ "$RANK" = 1 ]; then echo "{CAUSE}" >&2; exit 3; fi\n')
     r = run_ccrun("--standalone", "--nproc-per-node", "2", "--hang-timeout", "2",
                   "--max-restarts", "1", "--stop-grace", "2", "--log-dir", str(logs),
@@ -106,6 +107,9 @@ def test_the_page_shows_both_attempts_every_rank_the_cause_and_the_stacks(run_di
     cause = parsed.of("root-cause")
     assert CAUSE in cause and "exit code 3" in cause and "attempt 1" in cause, cause
     assert "rank 0" in parsed.of("rates") and "rank 1" in parsed.of("rates")
+    # Each rank's own time per step, which tells a synchronous job's ranks apart.
+    assert all(len(s["busy_ms"]) == 2 for s in steps), steps
+    assert "rank 0" in parsed.of("busy") and "rank 1" in parsed.of("busy")
     assert "<polyline" in dom
     stacks = parsed.of("stacks")
     assert "attempt 0: hang: rank 1" in stacks, stacks

@@ -36,7 +36,7 @@ RunData two_attempts() {
   for (int i = 0; i < 8; ++i) {
     int attempt = i < 4 ? 0 : 1;
     int64_t k = i < 4 ? i : i - 4;
-    run.steps.push_back({kT0 + 500 + i * 1'000, attempt, 0, 0, {10 * k, 5 * k}});
+    run.steps.push_back({kT0 + 500 + i * 1'000, attempt, 0, 0, {10 * k, 5 * k}, {}});
   }
   f["attempt"] = 1;
   run.failure_report = {{"root_cause", f}, {"reason", "no restarts left (--max-restarts 1)"}};
@@ -103,7 +103,7 @@ TEST_CASE("many ranks: a median line, and the straggler alone") {
   for (int64_t k = 0; k < 5; ++k) {
     std::vector<int64_t> steps;
     for (int r = 0; r < 40; ++r) steps.push_back(r == 17 ? 3 * k : 10 * k);
-    samples.push_back({kT0 + k * 1'000, 0, 0, 0, steps});
+    samples.push_back({kT0 + k * 1'000, 0, 0, 0, steps, {}});
   }
   auto lines = rate_lines(samples, 12);
   REQUIRE(lines.size() == 2);
@@ -111,6 +111,30 @@ TEST_CASE("many ranks: a median line, and the straggler alone") {
   CHECK(lines[0].points[1].second == Approx(10));
   CHECK(lines[1].label == "rank 17");
   CHECK(lines[1].points[1].second == Approx(3));
+}
+
+TEST_CASE("own time per step: the straggler of a synchronous job stands out") {
+  std::vector<StepSample> samples;
+  for (int64_t k = 0; k < 4; ++k) {
+    // Every rank makes the same steps; rank 1 works 3x as long per step, and waits least.
+    samples.push_back({kT0 + k * 1'000, 0, 0, 0, {10 * k, 10 * k, 10 * k}, {20, 61.5, k == 0 ? -1 : 20.5}});
+  }
+  auto rates = rate_lines(samples);
+  REQUIRE(rates.size() == 3);
+  CHECK(rates[0].points[1].second == rates[1].points[1].second);
+  auto busy = busy_lines(samples);
+  REQUIRE(busy.size() == 3);
+  CHECK(busy[1].label == "rank 1");
+  CHECK(busy[1].points[2].second == Approx(61.5));
+  CHECK(busy[2].points[0].second < 0);  // unknown: a break
+  RunData run;
+  run.steps = samples;
+  std::string html = build_report_html(run);
+  CHECK(html.find("id=\"busy-chart\"") != std::string::npos);
+  // Samples of an older agent, with no own times: no chart.
+  for (auto& s : run.steps) s.busy_ms.clear();
+  CHECK(busy_lines(run.steps).empty());
+  CHECK(build_report_html(run).find("busy-chart") == std::string::npos);
 }
 
 TEST_CASE("a run that did not fail has no root cause") {
