@@ -88,7 +88,9 @@ std::vector<RankView> job_rank_views(const JobState& job) {
 std::string describe_failure(const Failure& f) {
   std::ostringstream o;
   o << "node " << f.node_rank << " rank " << f.rank << ": ";
-  if (f.signal) {
+  if (f.cause == FailureCause::kHang) {  // stopped by ccrun: its exit says nothing
+    o << "hung";
+  } else if (f.signal) {
     o << signal_name(f.signal);
   } else if (f.rank < 0) {
     o << (f.message.empty() ? std::string("node failure") : f.message);

@@ -52,7 +52,8 @@ std::vector<FlagCompletion> job_store_flag_completions(const CLI::App& app);
 // Every rank of the job, as its nodes last published them, in node order.
 std::vector<RankView> job_rank_views(const JobState& job);
 
-// A failure in one line: "node 0 rank 2: exit code 1 at 2026-... UTC (attempt 0)".
+// A failure in one line: "node 0 rank 2: exit code 1 at 2026-... UTC (attempt 0)";
+// a rank stopped as a hang's culprit says "hung" (its exit is ccrun's stop).
 std::string describe_failure(const Failure& f);
 
 // The line for a store that does not know the job, with its fix.

@@ -137,6 +137,16 @@ TEST_CASE("own time per step: the straggler of a synchronous job stands out") {
   CHECK(build_report_html(run).find("busy-chart") == std::string::npos);
 }
 
+TEST_CASE("a rank stopped for a hang says so, not its exit code") {
+  RunData run;
+  json f{{"node_rank", 0}, {"rank", 1}, {"local_rank", 1}, {"exit_code", -15}, {"time_ms", kT0 + 4'000},
+         {"attempt", 0}, {"cause", "hang"}, {"message", "hang: rank 1 has not issued all_reduce #20"}};
+  run.events = {event("start", 0, 100, {{"first_rank", 0}, {"workers", 2}}), event("failure", 0, 4'000, f)};
+  std::string html = build_report_html(run);
+  CHECK(html.find("node 0 rank 1: hung at ") != std::string::npos);
+  CHECK(html.find("exit code") == std::string::npos);
+}
+
 TEST_CASE("a run that did not fail has no root cause") {
   RunData run;
   run.events = {event("start", 0, 0, {{"first_rank", 0}, {"workers", 1}}),
