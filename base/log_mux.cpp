@@ -98,6 +98,7 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
     if (!partial.empty()) emit(partial, shown);
     partial.clear();
     shown = 0;
+    flush();
     if (!block.empty()) options.collapse->submit(options.rank, options.local_rank, block);
     block.clear();
     if (on_closed) on_closed();
@@ -125,6 +126,24 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
       shown = shown > piece.size() ? shown - piece.size() : 0;
     }
     show_redraws();
+    flush();
+  }
+
+  // The whole lines of one read go out in one write to the console and one
+  // to the file: lines stay whole and in order, and a worker printing
+  // thousands of lines a second costs a system call per read, not per line.
+  void flush() {
+    if (!console_out.empty()) (void)write_all(options.console_fd, console_out);  // a closed console must not stop the job
+    console_out.clear();
+    if (!file_out.empty() && file_fd >= 0) {
+      if (int err = write_all(file_fd, file_out); err != 0) {
+        std::fprintf(stderr, "ccrun: cannot write %s: %s; its later lines are not saved\n",
+                     options.file.c_str(), std::strerror(err));
+        ::close(file_fd);
+        file_fd = -1;
+      }
+    }
+    file_out.clear();
   }
 
   // A line still being drawn ('\r' without '\n' yet: a progress bar) is
@@ -149,8 +168,7 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
       out.append(text.substr(start, end - start));
       start = end;
     }
-    // A closed console must not stop the job: its errors are ignored.
-    (void)write_all(options.console_fd, out);
+    console_out += out;
   }
 
   // --collapse-output: a line to the collapser; a Python traceback, from its
@@ -186,14 +204,7 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
     }
     std::string out = options.prefix + line + "\n";
     if (options.duplicate && options.duplicate->matches(line)) options.duplicate->write(out);
-    if (file_fd >= 0) {
-      if (int err = write_all(file_fd, line + "\n"); err != 0) {
-        std::fprintf(stderr, "ccrun: cannot write %s: %s; its later lines are not saved\n",
-                     options.file.c_str(), std::strerror(err));
-        ::close(file_fd);
-        file_fd = -1;
-      }
-    }
+    if (file_fd >= 0) file_out += line + "\n";
     tail.add(line);
   }
 
@@ -208,6 +219,7 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
   static constexpr size_t kMaxBlockLines = 200;
   TailLines tail;
   int file_fd = -1;
+  std::string console_out, file_out;  // this read's lines, until flush()
 };
 
 int LogMux::add(int fd, StreamOptions options, std::function<void()> on_closed) {

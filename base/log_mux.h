@@ -1,10 +1,10 @@
 //===- log_mux.h - Workers' output to the console and to files --*- C++ -*-===//
 //
 // `LogMux` reads each worker's stdout and stderr pipes on the agent's
-// io_context, cuts the bytes into whole lines and writes every line with
-// one write() call, prefixed "[rank]:", to the agent's own stdout/stderr
-// (unless redirected or filtered out) and to the rank's log files. Lines of
-// different ranks never mix inside a line; a last line without '\n' is
+// io_context, cuts the bytes into whole lines and writes them, each
+// prefixed "[rank]:", to the agent's own stdout/stderr (unless redirected or
+// filtered out) and to the rank's log files: the whole lines of one read in
+// one write() call to each. Lines of different ranks never mix inside a line; a last line without '\n' is
 // written when its pipe closes. A line redrawn with '\r' (a progress bar)
 // reaches the console as it is drawn, each redraw prefixed; its file and
 // the failure report's tail get it at its '\n'. A line longer than kMaxLineBytes is written
