@@ -48,7 +48,8 @@ std::optional<std::string> Agent::run_health_gate_once() {
   o.user_check = spec_.health_check;
   if (spec_.health_allreduce) {
     o.allreduce_ranks = spec_.nproc_per_node;
-    o.allreduce_program = find_allreduce_check();
+    static const std::string program = find_allreduce_check();  // once: the agent's files do not move
+    o.allreduce_program = program;
   }
   o.dirs = {run_logs_->root().string()};
   const std::string& temp = node_env_.temp_dir;

@@ -90,12 +90,16 @@ std::string ms_text(double ms) {
   return text;
 }
 
+// A check that runs `argv`: a program that cannot start cannot run; else
+// its exit, its time and its last lines are judged (judge_command).
+HealthCheck command_check(const char* name, const std::vector<std::string>& argv, milliseconds bound) {
+  CommandResult r = run_command(argv, bound, 64 << 10);
+  if (r.spawn_error) return {name, HealthCheck::Verdict::kCannotRun, 0, argv.at(0) + " cannot run"};
+  return judge_command(name, r.signal ? -1 : r.exit_code, r.timed_out, bound, r.output);
+}
+
 HealthCheck user_check(const std::string& command, milliseconds bound) {
-  CommandResult r = run_command({"/bin/sh", "-c", command}, bound, 64 << 10);
-  if (r.spawn_error) {
-    return {"user", HealthCheck::Verdict::kCannotRun, 0, "/bin/sh cannot run"};
-  }
-  return judge_command("user", r.signal ? -1 : r.exit_code, r.timed_out, bound, r.output);
+  return command_check("user", {"/bin/sh", "-c", command}, bound);
 }
 
 HealthCheck allreduce_check(const std::string& program, int ranks, milliseconds bound) {
@@ -106,12 +110,7 @@ HealthCheck allreduce_check(const std::string& program, int ranks, milliseconds 
   }
   char timeout[32];
   std::snprintf(timeout, sizeof timeout, "%.3f", double(bound.count()) / 1000);
-  CommandResult r =
-      run_command({program, "--ranks", std::to_string(ranks), "--timeout", timeout}, bound, 64 << 10);
-  if (r.spawn_error) {
-    return {"allreduce", HealthCheck::Verdict::kCannotRun, 0, program + " cannot run"};
-  }
-  return judge_command("allreduce", r.signal ? -1 : r.exit_code, r.timed_out, bound, r.output);
+  return command_check("allreduce", {program, "--ranks", std::to_string(ranks), "--timeout", timeout}, bound);
 }
 
 }  // namespace
