@@ -41,10 +41,11 @@ struct ReportArgs {
   auto app = std::make_unique<CLI::App>(
       "Writes one self-contained HTML page about a run that had --log-dir: every attempt on a\n"
       "timeline (each rank's start-up phases, failures, restarts, the hang verdict), each rank's\n"
-      "steps per second over time, the root cause, and the merged stacks of a hang. RUN_DIR is\n"
-      "the run's own directory, <log dir>/<run_id>_<hex> (logged at start: \"ccrun: logs in\n"
-      "...\"); give one per node to merge the nodes of one run. Exits 0 when written, 1 when\n"
-      "the directory cannot be read or the page written",
+      "steps per second and own time per step over time (a straggler stands out), the root\n"
+      "cause, and the merged stacks of a hang. RUN_DIR is the run's own directory,\n"
+      "<log dir>/<run_id>_<hex> (logged at start: \"ccrun: logs in ...\"); give one per node\n"
+      "to merge the nodes of one run. Exits 0 when written, 1 when the directory cannot be\n"
+      "read or the page written",
       "ccrun report");
   auto help = std::make_shared<HelpFormatter>();
   help->column_width(32);
