@@ -57,10 +57,12 @@ void add_flight_recorder_env(const std::string& prefix, EnvBuilder& env);
 
 // Asks the flight recorders of `ranks` whose pipes exist under `prefix` to
 // dump, and waits (at most `wait`) for the dumps: rank -> dump file, for
-// each that came.
+// each that came. The bound is the native stacks' (10 s): torch 2.x writes
+// its C++ stacks into the dump, symbolized, which took 4.5 to over 5 s on
+// an H100 with torch 2.11.
 std::vector<std::pair<int, std::string>> dump_flight_recorders(
     const std::string& prefix, const std::vector<int>& ranks,
-    std::chrono::milliseconds wait = std::chrono::milliseconds(5000));
+    std::chrono::milliseconds wait = std::chrono::milliseconds(10000));
 
 // The memory cgroup OOM-kill counter of `pid`'s cgroup (v2 or v1), or -1
 // when unreadable. Read it while the worker runs (its cgroup is gone from
