@@ -176,25 +176,26 @@ std::vector<std::string> flight_recorder_findings(const std::vector<FlightRecord
     }
     // The collective each rank's GPU has not finished, ranks alike together.
     struct Pending {
+      std::string call, state;  // "all_reduce #20 of group 0 (...), 256 Float"; what its state means
       std::vector<int> ranks;
       int64_t first_ns = 0;  // the earliest rank's issue
     };
-    std::map<std::string, Pending> pending;  // by what it says, less its age
+    std::map<std::pair<std::string, std::string>, Pending> pending;  // by what it says, less its age
     for (const auto& [rank, g] : m) {
       const FlightEntry* e = oldest_pending(*g);
       if (!e) continue;
       bool timed = g->started >= 0 || e->state == "started";
-      std::string key = fmt::format("{} #{} of {}{}|{}", e->op, e->seq, group_name(*g),
-                                    e->shape.empty() ? "" : ", " + e->shape, what_state_means(e->state, timed));
-      Pending& p = pending[key];
+      std::string call = fmt::format("{} #{} of {}{}", e->op, e->seq, group_name(*g),
+                                     e->shape.empty() ? "" : ", " + e->shape);
+      std::string state = what_state_means(e->state, timed);
+      Pending& p = pending[{call, state}];
+      p.call = call, p.state = state;
       p.ranks.push_back(rank);
       if (e->created_ns > 0 && (p.first_ns == 0 || e->created_ns < p.first_ns)) p.first_ns = e->created_ns;
     }
     for (const auto& [key, p] : pending) {
-      size_t bar = key.find('|');
       std::string age = p.first_ns > 0 ? fmt::format(", issued {:.1f}s ago", double(now_ns - p.first_ns) / 1e9) : "";
-      lines.push_back(fmt::format("{}: {}{}, not completed on the GPU: {}", ranks_text(p.ranks), key.substr(0, bar),
-                                  age, key.substr(bar + 1)));
+      lines.push_back(fmt::format("{}: {}{}, not completed on the GPU: {}", ranks_text(p.ranks), p.call, age, p.state));
     }
   }
   if (lines.empty() && !records.empty()) {
