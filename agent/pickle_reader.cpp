@@ -37,22 +37,27 @@ Ref container(Value::Kind kind) {
 }
 
 constexpr int kMaxDepth = 100;
+// Values shared through the memo are copied where each is referenced: a
+// small pickle can reference a list twice at every level. The JSON is
+// bounded, not the pickle.
+constexpr size_t kMaxValues = 4'000'000;  // 2,000 collectives with 40-frame stacks: ~700,000
 
-json to_json(const Value& v, int depth) {
+json to_json(const Value& v, int depth, size_t& left) {
   if (depth > kMaxDepth) throw PickleError("nested deeper than 100 (or a cycle)");
+  if (left-- == 0) throw PickleError("more than 4,000,000 values once shared ones are copied");
   switch (v.kind) {
     case Value::Kind::kScalar: return v.scalar;
     case Value::Kind::kList: {
       json out = json::array();
-      for (const auto& i : v.items) out.push_back(to_json(*i, depth + 1));
+      for (const auto& i : v.items) out.push_back(to_json(*i, depth + 1, left));
       return out;
     }
     case Value::Kind::kDict: break;
   }
   json out = json::object();
   for (const auto& [k, val] : v.entries) {
-    json key = to_json(*k, depth + 1);
-    out[key.is_string() ? key.get<std::string>() : key.dump()] = to_json(*val, depth + 1);
+    json key = to_json(*k, depth + 1, left);
+    out[key.is_string() ? key.get<std::string>() : key.dump()] = to_json(*val, depth + 1, left);
   }
   return out;
 }
@@ -66,7 +71,8 @@ class Reader {
       uint8_t op = take_u8();
       if (op == '.') {  // STOP
         if (stack_.size() != 1) throw PickleError("STOP with " + std::to_string(stack_.size()) + " values");
-        return to_json(*stack_.back(), 0);
+        size_t left = kMaxValues;
+        return to_json(*stack_.back(), 0, left);
       }
       step(op);
     }
@@ -78,6 +84,7 @@ class Reader {
       case 0x80: take(1); return;  // PROTO
       case 0x95: take(8); return;  // FRAME: its length only
       case '(': marks_.push_back(stack_.size()); return;
+      case '0': top(), stack_.pop_back(); return;  // POP
       case 'N': push(scalar(nullptr)); return;
       case 0x88: push(scalar(true)); return;
       case 0x89: push(scalar(false)); return;
@@ -150,7 +157,7 @@ class Reader {
   void push(Ref v) { stack_.push_back(std::move(v)); }
 
   Ref top() {
-    if (stack_.empty()) throw PickleError("memo PUT on an empty stack at byte " + std::to_string(pos_));
+    if (stack_.empty()) throw PickleError("an empty stack at byte " + std::to_string(pos_));
     return stack_.back();
   }
 

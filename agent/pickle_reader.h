@@ -8,9 +8,10 @@
 //
 // What it reads: the binary opcodes (protocol 2 and later) for those types
 // (tuples become arrays, dict keys that are not strings their JSON text),
-// the memo (BINPUT, BINGET, MEMOIZE) and FRAME. Anything else — a class, a global, a persistent
-// id, bytes — is an error naming the opcode: such a pickle holds objects,
-// not data, and a tool that needs Python should read it.
+// the memo (BINPUT, BINGET, MEMOIZE), POP and FRAME. Anything else — a
+// class, a global, a persistent id, bytes — is an error naming the opcode:
+// such a pickle holds objects, not data, and a tool that needs Python
+// should read it.
 //
 //   nlohmann::json dump = read_pickle(bytes);   // throws PickleError
 //
@@ -29,8 +30,9 @@ struct PickleError : std::runtime_error {
 };
 
 // The value `bytes` pickles. Throws PickleError for a truncated or
-// malformed pickle, an opcode outside the subset above, or nesting deeper
-// than 100 (a cycle through the memo included).
+// malformed pickle, an opcode outside the subset above, nesting deeper than
+// 100 (a cycle through the memo included), or more than 4 million values
+// once the values the memo shares are copied where each is referenced.
 nlohmann::json read_pickle(std::string_view bytes);
 
 }  // namespace ccrun::agent

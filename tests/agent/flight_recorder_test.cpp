@@ -65,6 +65,12 @@ TEST_CASE("a pickle that is not plain data, or not whole, is an error naming why
   CHECK_THROWS_WITH(read_pickle(std::string("\x80\x02K\x01" "e.", 6)), Catch::Contains("MARK"));
   // A list that holds itself.
   CHECK_THROWS_WITH(read_pickle(std::string("\x80\x02]q\x00h\x00" "a.", 9)), Catch::Contains("deeper"));
+  // 40 levels of a list holding the one below twice: 2^40 values once copied.
+  std::string doubling("\x80\x02]q\x00" "0", 6);
+  for (int i = 0; i < 40; ++i) {
+    doubling += std::string("(h") + char(i) + "h" + char(i) + "lq" + char(i + 1) + "0";
+  }
+  CHECK_THROWS_WITH(read_pickle(doubling + "h" + char(40) + "."), Catch::Contains("4,000,000 values"));
 }
 
 TEST_CASE("torch 2.11's dump of a rank whose GPU never ran its all_reduce", "[flight-recorder]") {
