@@ -158,8 +158,17 @@ bool Agent::can_sit_out() const {
   spdlog::warn("ccrun: node {} sits out its exclusion until {} with no workers ({}); then it "
                "runs its health gate and joins again", e.host, format_utc(e.until_ms), e.reason);
   rendezvous::RendezvousHandler::StandByEnd end{};
-  run_off_loop([&] { end = rdzv_->stand_by(e.until_ms, store_.server != nullptr,
-                                           milliseconds(60'000)); });
+  try {
+    run_off_loop([&] { end = rdzv_->stand_by(e.until_ms, store_.server != nullptr,
+                                             milliseconds(60'000)); });
+  } catch (const ConnectionError& lost) {
+    // The job ended and its store's host left without waiting for a node
+    // that has no part in it, or that host failed, which the nodes of the
+    // round report. Nothing of the job is left here either way.
+    spdlog::warn("ccrun: the job's store went away while node {} sat out its exclusion ({}): the "
+                 "job ended, or its store's host failed (the other nodes say which)", e.host, lost.what());
+    return 0;
+  }
   using End = rendezvous::RendezvousHandler::StandByEnd;
   switch (end) {
     case End::kTimeUp:

@@ -72,6 +72,7 @@ int run_rank(int rank, const CheckFlags& f, const std::string& store_path) {
 std::vector<pid_t> start_ranks(const CheckFlags& f, const std::string& store_path) {
   std::vector<pid_t> pids;
   std::fflush(nullptr);
+  pid_t check = ::getpid();
   for (int r = 0; r < f.ranks; ++r) {
     pid_t pid = ::fork();
     if (pid < 0) {
@@ -80,6 +81,7 @@ std::vector<pid_t> start_ranks(const CheckFlags& f, const std::string& store_pat
     }
     if (pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the check killed at its bound takes its ranks
+      if (::getppid() != check) ::_exit(1);  // it died before the line above
       int status = run_rank(r, f, store_path);
       std::fflush(nullptr);
       ::_exit(status);

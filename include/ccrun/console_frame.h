@@ -14,7 +14,8 @@
 // kMaxFramedText goes up in several frames, since LogMux cuts lines longer
 // than its limit into pieces no parser could join.
 //
-//   for (auto& f : frame_console_unit({3, 1, "UserWarning: ..."})) write(f + "\n");
+//   std::string up;                     // an agent: what goes to the launcher
+//   for (auto& f : frame_console_unit({3, 1, "UserWarning: ..."})) up += f + "\n";
 //   if (auto u = parse_console_frame(line)) collapser.submit(u->rank, u->local_rank, u->text);
 //
 //===----------------------------------------------------------------------===//

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "ccrun/collectives.h"
+#include "ccrun/console_collapse.h"
+#include "ccrun/console_frame.h"
 #include "ccrun/endpoint.h"
 #include "ccrun/error.h"
 #include "ccrun/etcd_store.h"
@@ -253,6 +255,25 @@ void name_table_h() {
 }  // namespace ccrun::docs_examples
 
 namespace ccrun::agent::docs_examples {
+
+void console_collapse_h() {
+  boost::asio::io_context io;
+  // example: ccrun/console_collapse.h
+  ConsoleCollapser out(io, {1, 8, "[${rank}]:", "default"});
+  out.submit(3, 3, "UserWarning: ...");   // ... from 8 ranks: one line
+  // end
+}
+
+void console_frame_h() {
+  boost::asio::io_context io;
+  ConsoleCollapser collapser(io, {1, 8, "[${rank}]:", "default"});
+  std::string line = "ccrun-line| 3 1 UserWarning: ...";
+  // example: ccrun/console_frame.h
+  std::string up;                     // an agent: what goes to the launcher
+  for (auto& f : frame_console_unit({3, 1, "UserWarning: ..."})) up += f + "\n";
+  if (auto u = parse_console_frame(line)) collapser.submit(u->rank, u->local_rank, u->text);
+  // end
+}
 
 void numa_plan_h() {
   // example: ccrun/numa_plan.h

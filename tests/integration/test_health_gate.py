@@ -164,7 +164,9 @@ def test_a_loopback_all_reduce_past_the_bound_is_killed_with_its_ranks(tmp_path)
     assert "RAN" not in r.stdout
     assert "failed its health gate: allreduce: still running after 1ms (--health-timeout); killed" \
         in r.stderr, r.stderr
-    left = subprocess.run(["pgrep", "-f", "ccrun-allreduce-check"], capture_output=True, text=True)
+    # This check's processes (its ranks are forks: the same command line), none left.
+    left = subprocess.run(["pgrep", "-f", "ccrun-allreduce-check --ranks 2 --timeout 0.001"],
+                          capture_output=True, text=True)
     assert left.stdout == "", left.stdout
 
 
