@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 
 #include "ccrun/rank_progress.h"
 #include "worker_env.h"
@@ -106,12 +105,7 @@ void ConsoleCollapser::print(const Entry& e) {
     if (nl == std::string::npos) break;
     start = nl + 1;
   }
-  for (size_t done = 0; done < out.size();) {  // a closed console must not stop the job
-    ssize_t n = ::write(o_.console_fd, out.data() + done, out.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += size_t(n);
-  }
+  (void)write_all(o_.console_fd, out);  // a closed console must not stop the job
   ++written_;
 }
 

@@ -1,9 +1,7 @@
 // Worker lines framed for the launching ccrun's console (see ccrun/console_frame.h).
 #include "ccrun/console_frame.h"
 
-#include <unistd.h>
 
-#include <cerrno>
 #include <charconv>
 
 namespace ccrun::agent {
@@ -57,12 +55,7 @@ class FramingSink final : public LineSink {
   void submit(int rank, int local_rank, const std::string& text) override {
     std::string out;
     for (auto& frame : frame_console_unit({rank, local_rank, text})) out += frame + '\n';
-    for (size_t done = 0; done < out.size();) {  // a closed pipe must not stop the job
-      ssize_t n = ::write(fd_, out.data() + done, out.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      done += size_t(n);
-    }
+    (void)write_all(fd_, out);  // a closed pipe must not stop the job
   }
 
  private:

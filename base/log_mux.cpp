@@ -19,8 +19,9 @@ namespace {
 
 constexpr const char* kSplitMarker = " [ccrun: line longer than 1 MiB, continued]";
 
-// 0, or the errno of the write that failed.
-int write_all(int fd, const std::string& s) {
+}  // namespace
+
+int write_all(int fd, std::string_view s) {
   size_t done = 0;
   while (done < s.size()) {
     ssize_t n = ::write(fd, s.data() + done, s.size() - done);
@@ -30,7 +31,6 @@ int write_all(int fd, const std::string& s) {
   }
   return 0;
 }
-}  // namespace
 
 FilteredLog::FilteredLog(std::string p, std::vector<std::string> n)
     : path(std::move(p)), needles(std::move(n)) {

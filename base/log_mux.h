@@ -21,10 +21,16 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 
 namespace ccrun {
+
+// Writes all of `s` to `fd`, again after EINTR and short writes. Returns 0,
+// or the errno of the write that failed (ENOSPC for one that wrote nothing).
+// A console's caller ignores it: a closed console must not stop the job.
+int write_all(int fd, std::string_view s);
 
 // Where a stream's console lines go instead of the console: one call per
 // line, or per Python traceback whole (the agent's --collapse-output,

@@ -26,6 +26,7 @@
 #include "ccrun/stop_signals.h"
 #include "help_formatter.h"
 #include "job_reader.h"
+#include "log_mux.h"
 #include "top_frame.h"
 
 namespace ccrun::launcher {
@@ -64,18 +65,6 @@ struct TopArgs {
       ->check(CLI::Validator(CLI::PositiveNumber).description(""))
       ->type_name("SECONDS");
   return app;
-}
-
-// Writes all of `s` to `fd`; false when the terminal is gone.
-[[gnu::cold]] bool write_all(int fd, const std::string& s) {
-  size_t done = 0;
-  while (done < s.size()) {
-    ssize_t n = ::write(fd, s.data() + done, s.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += size_t(n);
-  }
-  return true;
 }
 
 // The terminal's size (columns, lines); {0, 0} when it is not a terminal.
