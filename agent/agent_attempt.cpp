@@ -41,7 +41,12 @@ std::string line_prefix(const LogSpec& logs, const std::string& role, int rank, 
 
 Agent::Outcome Agent::run_attempt() {
   attempt_.reset();  // the attempt before, whole (its workers are all reaped)
-  attempt_ = std::make_unique<Attempt>(io_, ++generation_, std::make_unique<LogMux>(io_));
+  // Started by a host list's fan-out, one console shows every node's lines:
+  // read at each wake-up, a node's lines reach it before another node's
+  // failure report (LogMux::Reading).
+  auto reading = spec_.started_by_fanout ? LogMux::Reading::kEveryWake
+                                         : LogMux::Reading::kTickWhenBusy;
+  attempt_ = std::make_unique<Attempt>(io_, ++generation_, std::make_unique<LogMux>(io_, reading));
   Attempt& a = *attempt_;
   a.stopping = signalled_ != 0;
   state_ = State::kRunning;
@@ -124,14 +129,13 @@ WorkerSpec Agent::worker_spec(int lr) {
 
 void Agent::open_collapsers() {
   if (!spec_.logs.collapse_output) return;
-  size_t shown = spec_.logs.local_ranks_filter.empty() ? size_t(spec_.nproc_per_node)
-                                                       : spec_.logs.local_ranks_filter.size();
+  size_t shown = shown_local_ranks(size_t(spec_.nproc_per_node), spec_.logs.local_ranks_filter);
   for (int fd : {1, 2}) {
     // Started by a host list's fan-out: the launching ccrun collapses every
     // node's lines together (ccrun/console_frame.h).
     attempt_->collapse[fd - 1] =
         spec_.started_by_fanout
-            ? make_framing_sink(fd)
+            ? make_framing_sink(io_, fd)
             : std::make_shared<ConsoleCollapser>(
                   io_, CollapseOptions{fd, shown, spec_.logs.line_prefix_template, spec_.role});
   }

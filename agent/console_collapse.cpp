@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
 
 #include "ccrun/rank_progress.h"
 #include "worker_env.h"
@@ -12,65 +13,117 @@ namespace ccrun::agent {
 
 using Clock = std::chrono::steady_clock;
 
+size_t shown_local_ranks(size_t workers, const std::set<int>& filter) {
+  if (filter.empty()) return workers;
+  return size_t(std::count_if(filter.begin(), filter.end(),
+                              [&](int lr) { return lr >= 0 && size_t(lr) < workers; }));
+}
+
 ConsoleCollapser::ConsoleCollapser(boost::asio::io_context& io, CollapseOptions options)
-    : io_(io), o_(std::move(options)), timer_(io) {}
+    : o_(std::move(options)), timer_(io), prefix_values_{{"role_name", o_.role}},
+      out_(io, o_.console_fd) {}
 
 ConsoleCollapser::~ConsoleCollapser() {
   *alive_ = false;
   flush_all();
 }
 
-void ConsoleCollapser::submit(int rank, int local_rank, const std::string& text) {
-  auto seen = last_seq_.find(rank);
-  uint64_t after = seen == last_seq_.end() ? 0 : seen->second;
-  auto& same = open_[text];
-  for (auto& e : same) {
-    // Its own earlier lines must come out first: only an entry after them.
+void ConsoleCollapser::submit(int rank, int local_rank, std::string_view text) {
+  uint64_t& last = last_seq_[rank];  // 0: none yet
+  auto chain = open_.find(text);
+  if (chain != open_.end()) {
+    if (Entry* e = join(chain->second, rank, last)) {
+      e->ranks.push_back(rank);
+      e->local_ranks.push_back(local_rank);
+      last = e->seq;
+      if (e->ranks.size() >= o_.expected) flush_due();
+      return;
+    }
+  }
+  auto e = new_entry(text);
+  e->ranks.push_back(rank);
+  e->local_ranks.push_back(local_rank);
+  last = e->seq;
+  if (chain == open_.end()) {
+    open_.emplace(e->text, Chain{e.get(), e.get()});
+  } else {
+    chain->second.newest->next_same = e.get();
+    chain->second.newest = e.get();
+  }
+  queue_.push_back(std::move(e));
+  if (queue_.size() == 1) arm();  // a new head
+  if (o_.expected <= 1) flush_due();
+}
+
+// The earliest entry of the chain that `rank` may join: after its own
+// pending entries (its earlier lines must come out first) and without it.
+ConsoleCollapser::Entry* ConsoleCollapser::join(const Chain& chain, int rank, uint64_t after) const {
+  for (Entry* e = chain.oldest; e; e = e->next_same) {
     if (e->seq <= after || std::find(e->ranks.begin(), e->ranks.end(), rank) != e->ranks.end()) {
       continue;
     }
-    e->ranks.push_back(rank);
-    e->local_ranks.push_back(local_rank);
-    last_seq_[rank] = e->seq;
-    if (e->ranks.size() >= o_.expected) flush_due();
-    return;
+    return e;
   }
-  auto e = std::make_shared<Entry>();
+  return nullptr;
+}
+
+std::unique_ptr<ConsoleCollapser::Entry> ConsoleCollapser::new_entry(std::string_view text) {
+  std::unique_ptr<Entry> e;
+  if (spare_.empty()) {
+    e = std::make_unique<Entry>();
+    size_t room = std::min<size_t>(o_.expected, 64);  // the ranks that will join, up to a bound
+    e->ranks.reserve(room);
+    e->local_ranks.reserve(room);
+  } else {
+    e = std::move(spare_.back());
+    spare_.pop_back();
+  }
   e->seq = next_seq_++;
-  e->text = text;
-  e->ranks = {rank};
-  e->local_ranks = {local_rank};
+  e->text.assign(text);
   e->first = Clock::now();
-  same.push_back(e);
-  queue_.push_back(e);
-  last_seq_[rank] = e->seq;
-  if (queue_.size() == 1) arm();  // a new head
-  if (o_.expected <= 1) flush_due();
+  return e;
+}
+
+void ConsoleCollapser::retire(std::unique_ptr<Entry> e) {
+  if (spare_.size() >= 256) return;  // a burst's worth kept; the rest freed
+  e->ranks.clear();
+  e->local_ranks.clear();
+  e->next_same = nullptr;
+  spare_.push_back(std::move(e));
 }
 
 void ConsoleCollapser::flush_due() {
   auto now = Clock::now();
   bool popped = false;
   while (!queue_.empty()) {
-    auto& head = queue_.front();
-    if (head->ranks.size() < o_.expected && now - head->first < o_.window) break;
-    print(*head);
-    head->printed = true;
-    auto& same = open_[head->text];
-    same.erase(std::remove(same.begin(), same.end(), head), same.end());
-    if (same.empty()) open_.erase(head->text);
+    Entry& head = *queue_.front();
+    if (head.ranks.size() < o_.expected && now - head.first < o_.window) break;
+    print(head);
+    // The head is the oldest entry of all, so the oldest of its text.
+    auto chain = open_.find(std::string_view(head.text));
+    if (head.next_same) {
+      auto node = open_.extract(chain);  // re-keyed on the next one's text: no allocation
+      node.key() = head.next_same->text;
+      node.mapped().oldest = head.next_same;
+      open_.insert(std::move(node));
+    } else {
+      open_.erase(chain);
+    }
+    retire(std::move(queue_.front()));
     queue_.pop_front();
     popped = true;
   }
   if (popped) arm();
 }
 
+// Every pending entry, in order, after what print() already holds.
 void ConsoleCollapser::flush_all() {
+  open_.clear();
   while (!queue_.empty()) {
     print(*queue_.front());
     queue_.pop_front();
   }
-  open_.clear();
+  out_.flush();
 }
 
 void ConsoleCollapser::arm() {
@@ -89,15 +142,14 @@ void ConsoleCollapser::print(const Entry& e) {
   std::string prefix;
   if (!o_.prefix_template.empty()) {
     bool one = e.ranks.size() == 1;
-    prefix = substitute_macros(
-        o_.prefix_template,
-        {{"role_name", o_.role},
-         {"rank", one ? std::to_string(e.ranks[0]) : compress_ranks(e.ranks)},
-         {"local_rank", one ? std::to_string(e.local_ranks[0]) : compress_ranks(e.local_ranks)}});
+    prefix_values_["rank"] = one ? std::to_string(e.ranks[0]) : compress_ranks(e.ranks);
+    prefix_values_["local_rank"] =
+        one ? std::to_string(e.local_ranks[0]) : compress_ranks(e.local_ranks);
+    prefix = substitute_macros(o_.prefix_template, prefix_values_);
   }
   std::string out;
   size_t start = 0;
-  for (;;) {  // each line of a traceback with the same prefix, in one write
+  for (;;) {  // each line of a traceback with the same prefix
     size_t nl = e.text.find('\n', start);
     out += prefix;
     out.append(e.text, start, nl == std::string::npos ? std::string::npos : nl - start);
@@ -105,7 +157,7 @@ void ConsoleCollapser::print(const Entry& e) {
     if (nl == std::string::npos) break;
     start = nl + 1;
   }
-  (void)write_all(o_.console_fd, out);  // a closed console must not stop the job
+  out_.append(out);  // written once the read that made it due is done
   ++written_;
 }
 

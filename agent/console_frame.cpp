@@ -8,6 +8,10 @@ namespace ccrun::agent {
 namespace {
 
 void append_escaped(std::string& out, std::string_view text) {
+  if (text.find_first_of("\\\n\r") == std::string_view::npos) {
+    out += text;  // most lines: nothing to escape
+    return;
+  }
   for (char c : text) {
     switch (c) {
       case '\\': out += "\\\\"; break;
@@ -48,33 +52,48 @@ std::optional<int> take_int(std::string_view& text) {
   return value;
 }
 
+// The frames of one unit, each ending in '\n'.
+void append_frames(std::string& out, int rank, int local_rank, std::string_view text) {
+  do {
+    std::string_view part = text.substr(0, kMaxFramedText);
+    text.remove_prefix(part.size());
+    out += kConsoleUnitMarker;
+    out += std::to_string(rank);
+    out += ' ';
+    out += std::to_string(local_rank);
+    out += ' ';
+    append_escaped(out, part);
+    out += '\n';
+  } while (!text.empty());
+}
+
 class FramingSink final : public LineSink {
  public:
-  explicit FramingSink(int fd) : fd_(fd) {}
+  FramingSink(boost::asio::io_context& io, int fd) : out_(io, fd) {}
 
-  void submit(int rank, int local_rank, const std::string& text) override {
-    std::string out;
-    for (auto& frame : frame_console_unit({rank, local_rank, text})) out += frame + '\n';
-    (void)write_all(fd_, out);  // a closed pipe must not stop the job
+  void submit(int rank, int local_rank, std::string_view text) override {
+    frames_.clear();
+    append_frames(frames_, rank, local_rank, text);
+    out_.append(frames_);
   }
+  void flush_all() override { out_.flush(); }
 
  private:
-  int fd_;
+  std::string frames_;  // reused: no allocation a line
+  BatchedWriter out_;   // a closed pipe must not stop the job: its errors are ignored
 };
 
 }  // namespace
 
 std::vector<std::string> frame_console_unit(const ConsoleUnit& unit) {
+  std::string all;
+  append_frames(all, unit.rank, unit.local_rank, unit.text);
   std::vector<std::string> frames;
-  std::string_view text = unit.text;
-  do {
-    std::string_view part = text.substr(0, kMaxFramedText);
-    text.remove_prefix(part.size());
-    std::string f(kConsoleUnitMarker);
-    f += std::to_string(unit.rank) + ' ' + std::to_string(unit.local_rank) + ' ';
-    append_escaped(f, part);
-    frames.push_back(std::move(f));
-  } while (!text.empty());
+  for (size_t start = 0; start < all.size();) {  // escaped: a '\n' only ends a frame
+    size_t nl = all.find('\n', start);
+    frames.emplace_back(all, start, nl - start);
+    start = nl + 1;
+  }
   return frames;
 }
 
@@ -90,6 +109,8 @@ std::optional<ConsoleUnit> parse_console_frame(std::string_view line) {
   return ConsoleUnit{*rank, *local_rank, std::move(*text)};
 }
 
-std::shared_ptr<LineSink> make_framing_sink(int fd) { return std::make_shared<FramingSink>(fd); }
+std::shared_ptr<LineSink> make_framing_sink(boost::asio::io_context& io, int fd) {
+  return std::make_shared<FramingSink>(io, fd);
+}
 
 }  // namespace ccrun::agent

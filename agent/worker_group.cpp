@@ -207,6 +207,7 @@ void WorkerGroup::on_reaped(const std::shared_ptr<Worker>& w, ExitStatus s) {
                  escaped > 0 ? fmt::format(", {} of them outside its process group", escaped) : "");
   }
   OrphanKiller::instance().untrack(w->pid);
+  logs_.wake_all();  // its pipes' end is seen at once, not at the output tick
   if (w->open_pipes > 0) rescan_holders(w, std::chrono::milliseconds(100));
   maybe_finish(w);
 }
@@ -263,6 +264,7 @@ void WorkerGroup::stop(std::chrono::milliseconds grace, std::function<void()> do
   bool under_way = stopped_ != nullptr;
   stopped_ = std::move(done);
   if (under_way) return;
+  logs_.wake_all();  // what the workers printed before the stop is read now, not a tick later
   signal_all(sig);
   kill_timer_ = std::make_unique<asio::steady_timer>(io_, grace);
   kill_timer_->async_wait([this, grace, sig](boost::system::error_code ec) {

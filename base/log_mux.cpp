@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string_view>
+#include <utility>
 
 namespace ccrun {
 namespace asio = boost::asio;
@@ -32,6 +33,33 @@ int write_all(int fd, std::string_view s) {
   return 0;
 }
 
+struct BatchedWriter::Pending {
+  int fd;
+  std::string text;
+  bool posted = false;
+  void write() {
+    if (!text.empty()) (void)write_all(fd, text);  // a console: its failure must not stop the job
+    text.clear();
+  }
+};
+
+BatchedWriter::BatchedWriter(asio::io_context& io, int fd)
+    : io_(io), pending_(std::make_shared<Pending>(Pending{fd, {}})) {}
+
+BatchedWriter::~BatchedWriter() { pending_->write(); }
+
+void BatchedWriter::append(std::string_view text) {
+  pending_->text += text;
+  if (pending_->posted) return;
+  pending_->posted = true;
+  asio::post(io_, [p = pending_] {
+    p->posted = false;
+    p->write();
+  });
+}
+
+void BatchedWriter::flush() { pending_->write(); }
+
 FilteredLog::FilteredLog(std::string p, std::vector<std::string> n)
     : path(std::move(p)), needles(std::move(n)) {
   fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -42,7 +70,7 @@ FilteredLog::~FilteredLog() {
   if (fd >= 0) ::close(fd);
 }
 
-bool FilteredLog::matches(const std::string& line) const {
+bool FilteredLog::matches(std::string_view line) const {
   for (const auto& n : needles) {
     if (line.find(n) != std::string::npos) return true;
   }
@@ -59,13 +87,29 @@ void FilteredLog::write(const std::string& text) {
   }
 }
 
+// The streams read on the shared tick (see log_mux.h). Held by the mux and
+// by the tick's pending wait, so that a wait completing after the mux is
+// gone touches nothing of it.
+struct LogMux::Ticker : std::enable_shared_from_this<Ticker> {
+  explicit Ticker(asio::io_context& io) : timer(io) {}
+
+  void add(std::shared_ptr<Stream> s);
+  void tick();
+  void release_all();
+  void arm();
+
+  asio::steady_timer timer;
+  std::vector<std::shared_ptr<Stream>> streams;
+  bool armed = false;
+};
+
 struct LogMux::Stream : std::enable_shared_from_this<Stream> {
   Stream(asio::io_context& io, int fd, StreamOptions o, std::function<void()> done,
-         std::shared_ptr<std::vector<char>> shared_buffer)
-      : pipe(io, fd), options(std::move(o)), on_closed(std::move(done)),
-        buf(std::move(shared_buffer)) {
+         std::shared_ptr<std::vector<char>> shared_buffer, std::shared_ptr<Ticker> t)
+      : pipe(io, fd), fd(fd), options(std::move(o)), on_closed(std::move(done)),
+        buf(std::move(shared_buffer)), ticker(std::move(t)) {
     boost::system::error_code ec;
-    pipe.non_blocking(true, ec);  // read() below drains it without blocking
+    pipe.non_blocking(true, ec);  // pull() below reads without blocking
     if (!options.file.empty()) {
       file_fd = ::open(options.file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
       if (file_fd < 0) {
@@ -75,23 +119,47 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
   }
   ~Stream() {
     if (file_fd >= 0) ::close(file_fd);
+    if (!pipe.is_open() && fd >= 0) ::close(fd);  // released for the tick
   }
 
-  // Waits until the pipe is readable, reads what is there into the shared
-  // buffer (one read a wake-up, so a chatty worker cannot starve the
-  // others), and waits again; EOF or an error ends the stream.
-  void read() {
+  enum class Pulled { kSome, kFull, kNone, kEnd };
+
+  // One read of what the pipe holds into the shared buffer (one a wake-up
+  // or a tick, so a chatty worker cannot starve the others), its lines
+  // passed on; the console's and the file's still to write (flush()).
+  Pulled pull() {
+    ssize_t n;
+    do {
+      n = ::read(fd, buf->data(), buf->size());
+    } while (n < 0 && errno == EINTR);
+    if (n > 0) consume(buf->data(), size_t(n));
+    if (n > 0) return size_t(n) == buf->size() ? Pulled::kFull : Pulled::kSome;
+    return n < 0 && errno == EAGAIN ? Pulled::kNone : Pulled::kEnd;
+  }
+
+  // Waits until the pipe is readable (EOF and errors too), then reads it.
+  void wait() {
+    if (!pipe.is_open()) pipe.assign(fd);  // back from the tick
     pipe.async_wait(asio::posix::descriptor_base::wait_read,
                     [self = shared_from_this()](boost::system::error_code ec) {
                       if (ec) return self->closed();  // close_all(): cancelled
-                      ssize_t n;
-                      do {
-                        n = ::read(self->pipe.native_handle(), self->buf->data(), self->buf->size());
-                      } while (n < 0 && errno == EINTR);
-                      if (n > 0) self->consume(self->buf->data(), size_t(n));
-                      if (n == 0 || (n < 0 && errno != EAGAIN)) return self->closed();
-                      self->read();
+                      self->readable();
                     });
+  }
+
+  // A wake-up: a stream that writes again within kBusyGap goes to the tick.
+  void readable() {
+    Pulled p = pull();
+    flush();
+    if (p == Pulled::kEnd) return closed();
+    auto now = std::chrono::steady_clock::now();
+    bool busy = ticker && p == Pulled::kSome && now - last_data < LogMux::kBusyGap;
+    if (p != Pulled::kNone) last_data = now;
+    if (!busy) return wait();
+    // Out of the agent's epoll while on the tick: registered, each of the
+    // worker's writes would still wake the agent.
+    fd = pipe.release();
+    ticker->add(shared_from_this());
   }
 
   void closed() {
@@ -106,10 +174,10 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
 
   void consume(const char* data, size_t n) {
     size_t start = 0;
-    for (size_t i = 0; i < n; ++i) {
-      if (data[i] != '\n') continue;
+    for (const char* nl; (nl = static_cast<const char*>(std::memchr(data + start, '\n', n - start)));) {
+      size_t i = size_t(nl - data);
       if (partial.empty()) {
-        emit(std::string(data + start, i - start), 0);
+        emit(std::string_view(data + start, i - start), 0);
       } else {
         partial.append(data + start, i - start);
         emit(partial, shown);
@@ -126,12 +194,12 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
       shown = shown > piece.size() ? shown - piece.size() : 0;
     }
     show_redraws();
-    flush();
   }
 
-  // The whole lines of one read go out in one write to the console and one
-  // to the file: lines stay whole and in order, and a worker printing
-  // thousands of lines a second costs a system call per read, not per line.
+  // The whole lines read go out in one write to the console and one to the
+  // file: lines stay whole and in order, and a worker printing thousands
+  // of lines a second costs a system call per read, not per line. (On the
+  // tick, the ticker takes the console's part first, for one write of all.)
   void flush() {
     if (!console_out.empty()) (void)write_all(options.console_fd, console_out);  // a closed console must not stop the job
     console_out.clear();
@@ -156,31 +224,29 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
     shown = cr + 1;
   }
 
-  // Writes `text` (ending in '\r' or '\n') to the console, each piece that
-  // a '\r' starts again prefixed too, so a redrawn line keeps its prefix.
+  // Appends `text` (ending in '\r' or '\n') for the console, each piece
+  // that a '\r' starts again prefixed too, so a redrawn line keeps its prefix.
   void to_console(std::string_view text) {
-    std::string out;
-    out.reserve(options.prefix.size() + text.size() + 1);
     for (size_t start = 0; start < text.size();) {
       size_t cr = text.find('\r', start);
       size_t end = cr == std::string_view::npos ? text.size() : cr + 1;
-      if (start == 0 || text.substr(start) != "\n") out += options.prefix;  // "\r\n": no prefix
-      out.append(text.substr(start, end - start));
+      if (start == 0 || text.substr(start) != "\n") console_out += options.prefix;  // "\r\n": no prefix
+      console_out.append(text.substr(start, end - start));
       start = end;
     }
-    console_out += out;
   }
 
   // --collapse-output: a line to the collapser; a Python traceback, from its
   // header to its exception line (the first line not indented), as one.
-  void to_collapser(std::string text) {
+  void to_collapser(std::string_view text) {
     static constexpr std::string_view kHeader = "Traceback (most recent call last):";
-    if (block.empty() && text.compare(0, kHeader.size(), kHeader) != 0) {
+    if (block.empty() && !text.starts_with(kHeader)) {
       options.collapse->submit(options.rank, options.local_rank, text);
       return;
     }
     bool header = block.empty();
-    block += (header ? "" : "\n") + text;
+    if (!header) block += '\n';
+    block += text;
     ++block_lines;
     bool ends = !header && !text.empty() && text[0] != ' ';
     if (ends || block_lines >= kMaxBlockLines) {
@@ -190,28 +256,46 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
     }
   }
 
-  // A whole line; its first `already` bytes reached the console as redraws.
-  void emit(const std::string& line, size_t already) {
-    if (options.to_console) {
-      std::string text = line.substr(already);
-      if (!options.console_filter || options.console_filter(text)) {
-        if (options.collapse) {
-          to_collapser(std::move(text));
-        } else {
-          to_console(text + "\n");
-        }
+  // A line's console part (from `already`), with its '\n'.
+  void line_to_console(std::string_view line, size_t already) {
+    std::string_view rest = line.substr(already);
+    if (!options.console_filter) {  // the common line: no copy of it on the way
+      if (options.collapse) return to_collapser(rest);
+      if (rest.find('\r') == std::string_view::npos) {
+        console_out += options.prefix;
+        console_out += rest;
+        console_out += '\n';
+        return;
       }
     }
-    std::string out = options.prefix + line + "\n";
-    if (options.duplicate && options.duplicate->matches(line)) options.duplicate->write(out);
-    if (file_fd >= 0) file_out += line + "\n";
+    std::string text(rest);
+    if (options.console_filter && !options.console_filter(text)) return;
+    if (options.collapse) return to_collapser(text);
+    text += '\n';
+    to_console(text);
+  }
+
+  // A whole line; its first `already` bytes reached the console as redraws.
+  void emit(std::string_view line, size_t already) {
+    if (options.to_console) line_to_console(line, already);
+    if (options.duplicate && options.duplicate->matches(line)) {
+      options.duplicate->write(options.prefix + std::string(line) + "\n");
+    }
+    if (file_fd >= 0) {
+      file_out += line;
+      file_out += '\n';
+    }
     tail.add(line);
   }
 
-  asio::posix::stream_descriptor pipe;
+  asio::posix::stream_descriptor pipe;  // open while it waits; released on the tick
+  int fd;                               // the pipe's read end, owned by `pipe` or, on the tick, here
   StreamOptions options;
   std::function<void()> on_closed;
   std::shared_ptr<std::vector<char>> buf;  // the mux's (LogMux::buffer_)
+  std::shared_ptr<Ticker> ticker;          // the mux's; null: read at every wake-up
+  std::chrono::steady_clock::time_point last_data;  // the last read that found output
+  int idle_ticks = 0;                      // on the tick: ticks in a row without output
   std::string partial;
   size_t shown = 0;  // bytes of `partial` already on the console (redraws)
   std::string block;  // --collapse-output: a traceback being read
@@ -219,21 +303,91 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
   static constexpr size_t kMaxBlockLines = 200;
   TailLines tail;
   int file_fd = -1;
-  std::string console_out, file_out;  // this read's lines, until flush()
+  std::string console_out, file_out;  // lines read, until flush()
 };
 
+void LogMux::Ticker::add(std::shared_ptr<Stream> s) {
+  s->idle_ticks = 0;
+  streams.push_back(std::move(s));
+  arm();
+}
+
+void LogMux::Ticker::arm() {
+  if (armed) return;
+  armed = true;
+  timer.expires_after(LogMux::kTick);
+  timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    self->armed = false;
+    if (!ec) self->tick();
+  });
+}
+
+// Reads each stream on the tick once. The console lines of all go out in
+// one write per console; a stream leaves the tick for its own wake-ups when
+// it was idle kIdleTicks ticks, filled the buffer (it is read at full speed
+// there) or ended (its wait sees the end at once, and closes it there).
+void LogMux::Ticker::tick() {
+  std::string console[2];
+  auto now = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<Stream>> stay;
+  for (auto& s : streams) {
+    Stream::Pulled p = s->pull();
+    console[s->options.console_fd == 2 ? 1 : 0] += s->console_out;
+    s->console_out.clear();
+    s->flush();  // its file
+    if (p == Stream::Pulled::kSome || p == Stream::Pulled::kFull) {
+      s->idle_ticks = 0;
+      s->last_data = now;
+    }
+    if (p == Stream::Pulled::kSome || (p == Stream::Pulled::kNone && ++s->idle_ticks < kIdleTicks)) {
+      stay.push_back(s);
+    } else {
+      s->wait();
+    }
+  }
+  streams = std::move(stay);
+  if (!console[0].empty()) (void)write_all(1, console[0]);
+  if (!console[1].empty()) (void)write_all(2, console[1]);
+  if (!streams.empty()) arm();
+}
+
+void LogMux::Ticker::release_all() {
+  auto all = std::move(streams);
+  streams.clear();
+  for (auto& s : all) s->wait();
+}
+
+LogMux::LogMux(asio::io_context& io, Reading reading)
+    : io_(io), buffer_(std::make_shared<std::vector<char>>(kReadBytes)),
+      ticker_(reading == Reading::kTickWhenBusy ? std::make_shared<Ticker>(io) : nullptr) {}
+
 int LogMux::add(int fd, StreamOptions options, std::function<void()> on_closed) {
-  auto s = std::make_shared<Stream>(io_, fd, std::move(options), std::move(on_closed), buffer_);
+  auto s = std::make_shared<Stream>(io_, fd, std::move(options), std::move(on_closed), buffer_,
+                                    ticker_);
   streams_.push_back(s);
-  s->read();
+  s->wait();
   return int(streams_.size() - 1);
 }
 
+void LogMux::wake_all() {
+  if (ticker_) ticker_->release_all();
+}
+
 void LogMux::close_all() {
+  std::vector<std::shared_ptr<Stream>> ticked;
+  boost::system::error_code ec;
+  if (ticker_) {
+    ticked = std::move(ticker_->streams);
+    ticker_->streams.clear();
+    ticker_->timer.cancel(ec);
+  }
   for (auto& s : streams_) {
     s->on_closed = nullptr;
-    boost::system::error_code ec;
     s->pipe.close(ec);
+  }
+  for (auto& s : ticked) {
+    ::close(std::exchange(s->fd, -1));
+    s->closed();  // no wait pending to do it: what it holds goes out
   }
 }
 
@@ -243,35 +397,46 @@ std::string LogMux::tail(int id) const {
   return streams_[id]->tail.text();
 }
 
-void TailLines::add(const std::string& line) {
+void TailLines::add(std::string_view line) {
   size_t start = 0;
   for (;;) {
     size_t cr = line.find('\r', start);
-    std::string piece = line.substr(start, cr == std::string::npos ? std::string::npos : cr - start);
-    if (!piece.empty() || line.empty()) push(std::move(piece));  // an empty line stays one
-    if (cr == std::string::npos) break;
+    std::string_view piece = line.substr(start, cr == std::string_view::npos ? std::string_view::npos : cr - start);
+    if (!piece.empty() || line.empty()) push(piece);  // an empty line stays one
+    if (cr == std::string_view::npos) break;
     start = cr + 1;
   }
 }
 
-void TailLines::push(std::string piece) {
-  if (piece.size() > kLineBytes) {
-    size_t cut = piece.size() - kLineBytes;
-    piece.resize(kLineBytes);
-    piece += " [ccrun: " + std::to_string(cut) + " more bytes]";
+void TailLines::push(std::string_view piece) {
+  if (count_ == kLines) {  // the oldest's string is reused for the newest
+    bytes_ -= ring_[first_].size() + 1;
+    first_ = (first_ + 1) % kLines;
+    --count_;
   }
-  bytes_ += piece.size() + 1;
-  lines_.push_back(std::move(piece));
-  while (lines_.size() > kLines || (bytes_ > kTotalBytes && lines_.size() > 1)) {
-    bytes_ -= lines_.front().size() + 1;
-    lines_.pop_front();
+  std::string& slot = ring_[(first_ + count_) % kLines];
+  ++count_;
+  if (piece.size() > kLineBytes) {
+    slot.assign(piece.substr(0, kLineBytes));
+    slot += " [ccrun: " + std::to_string(piece.size() - kLineBytes) + " more bytes]";
+  } else {
+    slot.assign(piece);
+  }
+  bytes_ += slot.size() + 1;
+  while (bytes_ > kTotalBytes && count_ > 1) {
+    bytes_ -= ring_[first_].size() + 1;
+    first_ = (first_ + 1) % kLines;
+    --count_;
   }
 }
 
 std::string TailLines::text() const {
   std::string out;
   out.reserve(bytes_);
-  for (const auto& l : lines_) out += l + "\n";
+  for (size_t i = 0; i < count_; ++i) {
+    out += ring_[(first_ + i) % kLines];
+    out += '\n';
+  }
   return out;
 }
 

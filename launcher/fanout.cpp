@@ -72,12 +72,7 @@ size_t shown_ranks(const JobSpec& spec) {
   size_t total = 0;
   for (const auto& h : spec.hosts) {
     if (h.slots == 0) return std::numeric_limits<size_t>::max();
-    size_t workers = h.devices.size();
-    if (!spec.logs.local_ranks_filter.empty()) {
-      workers = size_t(std::count_if(spec.logs.local_ranks_filter.begin(), spec.logs.local_ranks_filter.end(),
-                                     [&](int lr) { return lr >= 0 && size_t(lr) < h.devices.size(); }));
-    }
-    total += workers;
+    total += agent::shown_local_ranks(h.devices.size(), spec.logs.local_ranks_filter);
   }
   return total;
 }
@@ -98,7 +93,7 @@ struct Node {
 class Fanout {
  public:
   Fanout(const JobSpec& spec, const Environment& env)
-      : spec_(spec), env_(env), signals_(io_, {SIGINT, SIGTERM, SIGHUP}), mux_(io_), peer_timer_(io_), kill_timer_(io_) {}
+      : spec_(spec), env_(env), signals_(io_, {SIGINT, SIGTERM, SIGHUP}), mux_(io_, LogMux::Reading::kEveryWake), peer_timer_(io_), kill_timer_(io_) {}
 
   int run() {
     prepare();

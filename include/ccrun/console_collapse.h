@@ -29,8 +29,12 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -41,6 +45,11 @@
 #include "log_mux.h"
 
 namespace ccrun::agent {
+
+// How many of a node's `workers` local ranks print on the console: all,
+// or those of --local-ranks-filter (`filter`, non-empty) that it has. The
+// collapse expects that many ranks (per node, summed on a host list).
+size_t shown_local_ranks(size_t workers, const std::set<int>& filter);
 
 struct CollapseOptions {
   int console_fd = 1;
@@ -59,7 +68,7 @@ class ConsoleCollapser final : public LineSink {
 
   // One line (or a traceback: lines joined by '\n') of `rank`, without its
   // final '\n' and without a prefix.
-  void submit(int rank, int local_rank, const std::string& text) override;
+  void submit(int rank, int local_rank, std::string_view text) override;
 
   // Prints every pending entry now, in order.
   void flush_all() override;
@@ -73,22 +82,38 @@ class ConsoleCollapser final : public LineSink {
     std::string text;
     std::vector<int> ranks, local_ranks;
     std::chrono::steady_clock::time_point first;
-    bool printed = false;
+    Entry* next_same = nullptr;  // the next open entry of the same text
   };
-  void print(const Entry& e);
+  // The open entries of one text, oldest first (a chain through next_same):
+  // the oldest is always the first of them to be printed.
+  struct Chain {
+    Entry* oldest = nullptr;
+    Entry* newest = nullptr;
+  };
+  // Heterogeneous lookup: a line is looked up as it lies in the read buffer.
+  struct TextHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  Entry* join(const Chain& chain, int rank, uint64_t after) const;
+  std::unique_ptr<Entry> new_entry(std::string_view text);
+  void retire(std::unique_ptr<Entry> e);
+  void print(const Entry& e);  // into out_
   void flush_due();
   void arm();
 
-  boost::asio::io_context& io_;
   CollapseOptions o_;
   boost::asio::steady_timer timer_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
-  std::deque<std::shared_ptr<Entry>> queue_;  // pending, in order of first arrival
-  std::unordered_map<std::string, std::vector<std::shared_ptr<Entry>>> open_;  // by text
+  std::deque<std::unique_ptr<Entry>> queue_;  // pending, in order of first arrival
+  // By text; a key views its chain's oldest entry's text.
+  std::unordered_map<std::string_view, Chain, TextHash, std::equal_to<>> open_;
   std::unordered_map<int, uint64_t> last_seq_;  // rank -> seq of its newest entry
+  std::vector<std::unique_ptr<Entry>> spare_;  // printed entries, reused: no allocation a line
+  std::map<std::string, std::string, std::less<>> prefix_values_;  // the prefix's macros
   uint64_t next_seq_ = 1;
   uint64_t written_ = 0;
-  bool armed_ = false;
+  BatchedWriter out_;  // the entries printed by one read's lines, in one write
 };
 
 }  // namespace ccrun::agent

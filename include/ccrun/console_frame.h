@@ -51,7 +51,8 @@ std::vector<std::string> frame_console_unit(const ConsoleUnit& unit);
 std::optional<ConsoleUnit> parse_console_frame(std::string_view line);
 
 // A LineSink that writes each unit as frames to `fd` (the agent's stdout or
-// stderr, the fan-out's ssh pipe), one write() per unit.
-std::shared_ptr<LineSink> make_framing_sink(int fd);
+// stderr, the fan-out's ssh pipe): the units of one read in one write()
+// (BatchedWriter).
+std::shared_ptr<LineSink> make_framing_sink(boost::asio::io_context& io, int fd);
 
 }  // namespace ccrun::agent

@@ -243,6 +243,34 @@ def test_local_ranks_filter_and_line_integrity():
         assert rest.startswith(f"rank-{rank}-line-") and rest.endswith("x" * 24)
 
 
+# Busy ranks (a write every 2 ms) are read on the agent's shared output tick, a quiet one at each
+# write: a burst, a pause long enough for the stream to leave the tick, another burst, and a last
+# line without its newline just before the exit.
+BUSY_THEN_QUIET = """
+import os, sys, time
+rank = os.environ["RANK"]
+for burst in range(2):
+    for i in range(300):
+        sys.stdout.write(f"r{rank}-b{burst}-{i}\\n"); sys.stdout.flush()
+        time.sleep(0.002)
+    time.sleep(0.3)
+sys.stdout.write(f"r{rank}-last"); sys.stdout.flush()
+"""
+
+
+def test_busy_ranks_lose_no_line_and_keep_their_order():
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "4", "--no-python", PY, "-c",
+                  BUSY_THEN_QUIET, timeout=120)
+    assert r.returncode == 0, r.stderr
+    by_rank = {}
+    for line in r.stdout.splitlines():
+        prefix, rest = line.split(":", 1)
+        by_rank.setdefault(prefix, []).append(rest)
+    for rank in range(4):
+        want = [f"r{rank}-b{b}-{i}" for b in range(2) for i in range(300)] + [f"r{rank}-last"]
+        assert by_rank[f"[{rank}]"] == want
+
+
 # A progress bar: each redraw ends in '\r', the bar's last state in '\n'. The worker waits, after
 # its first redraw, until the test has seen that redraw on ccrun's stdout.
 PROGRESS_BAR = """
