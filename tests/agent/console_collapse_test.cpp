@@ -28,6 +28,15 @@ struct Console {
   int fds[2];
 };
 
+// A collapser writing to a Console, expecting `expected` ranks.
+struct Collapse {
+  explicit Collapse(size_t expected, std::string prefix = "[${rank}]:")
+      : c(io, {console.fds[1], expected, std::move(prefix), "default"}) {}
+  boost::asio::io_context io;
+  Console console;
+  ConsoleCollapser c;
+};
+
 // Runs the handlers ready now (a poll after the context ran out of work
 // runs nothing without restart()).
 void run_ready(boost::asio::io_context& io) {
@@ -39,9 +48,8 @@ void run_ready(boost::asio::io_context& io) {
 
 TEST_CASE("a line every rank prints is written once, after the read that completed it",
           "[console-collapse]") {
-  boost::asio::io_context io;
-  Console console;
-  ConsoleCollapser c(io, {console.fds[1], 3, "[${rank}]:", "default"});
+  Collapse x(3);
+  auto& [io, console, c] = x;
   c.submit(2, 2, "UserWarning: w");
   c.submit(0, 0, "UserWarning: w");
   c.submit(1, 1, "UserWarning: w");
@@ -51,9 +59,8 @@ TEST_CASE("a line every rank prints is written once, after the read that complet
 }
 
 TEST_CASE("the same text printed twice by every rank is two lines", "[console-collapse]") {
-  boost::asio::io_context io;
-  Console console;
-  ConsoleCollapser c(io, {console.fds[1], 2, "[${rank}]:", "default"});
+  Collapse x(2);
+  auto& [io, console, c] = x;
   for (int rank : {0, 0, 1, 1}) c.submit(rank, rank, "again");
   c.submit(0, 0, "then");
   c.submit(1, 1, "then");
@@ -63,9 +70,8 @@ TEST_CASE("the same text printed twice by every rank is two lines", "[console-co
 
 TEST_CASE("each rank's lines keep their order when ranks print them in another",
           "[console-collapse]") {
-  boost::asio::io_context io;
-  Console console;
-  ConsoleCollapser c(io, {console.fds[1], 2, "[${rank}]:", "default"});
+  Collapse x(2);
+  auto& [io, console, c] = x;
   c.submit(0, 0, "x");
   c.submit(0, 0, "y");
   c.submit(1, 1, "y");  // joins rank 0's y
@@ -75,9 +81,8 @@ TEST_CASE("each rank's lines keep their order when ranks print them in another",
 }
 
 TEST_CASE("a traceback is one unit, every line with the ranks' prefix", "[console-collapse]") {
-  boost::asio::io_context io;
-  Console console;
-  ConsoleCollapser c(io, {console.fds[1], 2, "[${rank}]:", "default"});
+  Collapse x(2);
+  auto& [io, console, c] = x;
   c.submit(0, 0, "Traceback (most recent call last):\n  File \"t.py\"\nValueError: v");
   c.submit(1, 1, "Traceback (most recent call last):\n  File \"t.py\"\nValueError: v");
   run_ready(io);
@@ -86,9 +91,8 @@ TEST_CASE("a traceback is one unit, every line with the ranks' prefix", "[consol
 }
 
 TEST_CASE("many lines through reused entries come out whole and in order", "[console-collapse]") {
-  boost::asio::io_context io;
-  Console console;
-  ConsoleCollapser c(io, {console.fds[1], 2, "", "default"});
+  Collapse x(2, "");
+  auto& [io, console, c] = x;
   std::string want;
   for (int i = 0; i < 1000; ++i) {
     std::string line = "line " + std::to_string(i % 7);  // texts repeat: chains of entries
