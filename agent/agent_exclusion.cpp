@@ -34,8 +34,7 @@ int Agent::clear_to_join() {
     // A static job (or a job of one node) cannot form without this node:
     // the others stop now. The exclusion stays for the next launch (a host
     // list with a host to spare).
-    std::string reason = "node " + std::to_string(spec_.node_rank) + " (" + host_name() +
-                         ") failed its health gate: " + *failed;
+    std::string reason = node_before_round(host_name()) + " failed its health gate: " + *failed;
     run_bounded([this, reason] { rdzv_->set_closed({reason, 0}); }, milliseconds(3'000));
     throw Error(reason + " (the job is closed: it cannot form without this node; "
                          "docs/health.md)");
@@ -88,8 +87,8 @@ std::optional<std::string> Agent::run_health_gate_once() {
     }
     return std::nullopt;
   }
-  spdlog::error("ccrun: node {} ({}) failed its health gate: {}; it does not join the round",
-                spec_.node_rank, host_name(), r.reason());
+  spdlog::error("ccrun: {} failed its health gate: {}; it does not join the round",
+                node_before_round(host_name()), r.reason());
   return r.reason();
 }
 
@@ -143,11 +142,15 @@ bool Agent::can_sit_out() const {
   return spec_.rdzv.backend != rendezvous::Backend::kStatic && spec_.max_nodes > 1;
 }
 
+std::string Agent::node_before_round(const std::string& host) const {
+  if (spec_.rdzv.backend != rendezvous::Backend::kStatic) return "node " + host;
+  return "node " + std::to_string(spec_.node_rank) + " (" + host + ")";
+}
+
 [[gnu::cold]] int Agent::sit_out(const Exclusion& e) {
   state_ = State::kExcluded;
   if (!can_sit_out()) {  // no round forms without this node: the job cannot wait for it
-    std::string reason = "node " + std::to_string(spec_.node_rank) + " (" + e.host +
-                         ") is excluded " + describe(e, wall_clock_ms());
+    std::string reason = node_before_round(e.host) + " is excluded " + describe(e, wall_clock_ms());
     run_bounded([this, reason] { rdzv_->set_closed({reason, 0}); }, milliseconds(3'000));
     std::string elsewhere = spec_.exclusion_file.empty()
                                 ? "launch on other hosts"

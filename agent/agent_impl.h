@@ -221,6 +221,9 @@ class Agent {
   // Whether the job can go on while this node sits out: an elastic job of
   // more than one node (a static one, or a one-node job, cannot form without it).
   bool can_sit_out() const;
+  // This node as a message names it before a round: "node 3 (host)" where
+  // node ranks are given (static), "node host" where a round gives them.
+  std::string node_before_round(const std::string& host) const;
   // Waits out `e` with no place in the rounds: -1 when its cool-down ended,
   // else the exit status (the job ended meanwhile).
   int sit_out(const Exclusion& e);
