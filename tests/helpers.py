@@ -3,6 +3,7 @@ import os
 import random
 import re
 import shlex
+import signal
 import socket
 import subprocess
 
@@ -95,30 +96,37 @@ def free_port():
 
 
 class Daemon:
-    """A running ccrun-rendezvous; stopped with stop() or as a context manager."""
+    """A running ccrun-rendezvous; stopped with stop() or as a context manager. It runs in a
+    session of its own, stopped whole: a prefix such as faketime forks the daemon and waits,
+    and a signal to the prefix alone would leave the daemon running."""
 
     def __init__(self, *args, prefix=()):
         """`prefix`: a command to run it under (e.g. faketime)."""
         self.proc = subprocess.Popen(
             [*prefix, binary("store", "ccrun-rendezvous"),
              *([] if "--port" in args else ["--port", "0"]), *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         line = self.proc.stdout.readline()
         m = re.search(r"listening on (\S+):(\d+)$", line.strip())
         if not m:
-            self.proc.kill()
+            self._signal_session(signal.SIGKILL)
             raise RuntimeError(f"ccrun-rendezvous did not start: {line!r} {self.proc.stderr.read()}")
         self.host, self.port = m.group(1), int(m.group(2))
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        self._signal_session(signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self._signal_session(signal.SIGKILL)
+            self.proc.wait()
         return self.proc.returncode
+
+    def _signal_session(self, sig):
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass  # every process of it is gone
 
     def __enter__(self):
         return self
