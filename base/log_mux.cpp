@@ -119,7 +119,7 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
   }
   ~Stream() {
     if (file_fd >= 0) ::close(file_fd);
-    if (!pipe.is_open() && fd >= 0) ::close(fd);  // released for the tick
+    if (released && fd >= 0) ::close(fd);  // the tick's: `pipe` does not own it
   }
 
   enum class Pulled { kSome, kFull, kNone, kEnd };
@@ -139,7 +139,10 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
 
   // Waits until the pipe is readable (EOF and errors too), then reads it.
   void wait() {
-    if (!pipe.is_open()) pipe.assign(fd);  // back from the tick
+    if (released) {  // back from the tick
+      pipe.assign(fd);
+      released = false;
+    }
     pipe.async_wait(asio::posix::descriptor_base::wait_read,
                     [self = shared_from_this()](boost::system::error_code ec) {
                       if (ec) return self->closed();  // close_all(): cancelled
@@ -159,6 +162,7 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
     // Out of the agent's epoll while on the tick: registered, each of the
     // worker's writes would still wake the agent.
     fd = pipe.release();
+    released = true;
     ticker->add(shared_from_this());
   }
 
@@ -289,7 +293,8 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
   }
 
   asio::posix::stream_descriptor pipe;  // open while it waits; released on the tick
-  int fd;                               // the pipe's read end, owned by `pipe` or, on the tick, here
+  int fd;                               // the pipe's read end: `pipe`'s, or this stream's while released
+  bool released = false;                // on the tick: out of `pipe` (and the agent's epoll)
   StreamOptions options;
   std::function<void()> on_closed;
   std::shared_ptr<std::vector<char>> buf;  // the mux's (LogMux::buffer_)

@@ -271,6 +271,30 @@ def test_busy_ranks_lose_no_line_and_keep_their_order():
         assert by_rank[f"[{rank}]"] == want
 
 
+# Each attempt: rank 0 counts the agent's open descriptors first, then both ranks print busily (their
+# streams go to the output tick) and fail, for a restart.
+BUSY_THEN_FAIL = """
+import os, sys, time
+if os.environ["RANK"] == "0":
+    fds = len(os.listdir(f"/proc/{os.getppid()}/fd"))
+    print(f"attempt {os.environ['TORCHELASTIC_RESTART_COUNT']} agent fds {fds}", flush=True)
+for i in range(200):
+    sys.stdout.write(f"line {i}\\n"); sys.stdout.flush()
+    time.sleep(0.002)
+sys.exit(1)
+"""
+
+
+def test_an_agent_keeps_its_descriptors_over_restarts_of_busy_workers():
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", "--max-restarts", "2",
+                  "--no-python", PY, "-c", BUSY_THEN_FAIL, timeout=120)
+    assert r.returncode == 1, r.stderr
+    counts = [int(l.rsplit(" ", 1)[1]) for l in r.stdout.splitlines() if " agent fds " in l]
+    assert len(counts) == 3, r.stdout[-2000:]
+    assert len(set(counts[1:])) == 1, counts  # none leaked, none closed twice
+    assert r.stdout.count("[1]:line 199") == 3
+
+
 # A progress bar: each redraw ends in '\r', the bar's last state in '\n'. The worker waits, after
 # its first redraw, until the test has seen that redraw on ccrun's stdout.
 PROGRESS_BAR = """
