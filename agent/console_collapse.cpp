@@ -31,28 +31,28 @@ ConsoleCollapser::~ConsoleCollapser() {
 void ConsoleCollapser::submit(int rank, int local_rank, std::string_view text) {
   uint64_t& last = last_seq_[rank];  // 0: none yet
   auto chain = open_.find(text);
-  if (chain != open_.end()) {
-    if (Entry* e = join(chain->second, rank, last)) {
-      e->ranks.push_back(rank);
-      e->local_ranks.push_back(local_rank);
-      last = e->seq;
-      if (e->ranks.size() >= o_.expected) flush_due();
-      return;
-    }
-  }
-  auto e = new_entry(text);
+  Entry* e = chain == open_.end() ? nullptr : join(chain->second, rank, last);
+  if (!e) e = open_entry(text, chain);
   e->ranks.push_back(rank);
   e->local_ranks.push_back(local_rank);
   last = e->seq;
+  if (e->ranks.size() >= o_.expected) flush_due();
+}
+
+// A new entry for `text`, last of its chain (`chain`: the text's, or end)
+// and of the queue.
+ConsoleCollapser::Entry* ConsoleCollapser::open_entry(std::string_view text, OpenMap::iterator chain) {
+  std::unique_ptr<Entry> e = new_entry(text);
+  Entry* entry = e.get();
   if (chain == open_.end()) {
-    open_.emplace(e->text, Chain{e.get(), e.get()});
+    open_.emplace(entry->text, Chain{entry, entry});
   } else {
-    chain->second.newest->next_same = e.get();
-    chain->second.newest = e.get();
+    chain->second.newest->next_same = entry;
+    chain->second.newest = entry;
   }
   queue_.push_back(std::move(e));
   if (queue_.size() == 1) arm();  // a new head
-  if (o_.expected <= 1) flush_due();
+  return entry;
 }
 
 // The earliest entry of the chain that `rank` may join: after its own

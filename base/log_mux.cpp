@@ -413,12 +413,14 @@ void TailLines::add(std::string_view line) {
   }
 }
 
+void TailLines::drop_oldest() {
+  bytes_ -= ring_[first_].size() + 1;
+  first_ = (first_ + 1) % kLines;
+  --count_;
+}
+
 void TailLines::push(std::string_view piece) {
-  if (count_ == kLines) {  // the oldest's string is reused for the newest
-    bytes_ -= ring_[first_].size() + 1;
-    first_ = (first_ + 1) % kLines;
-    --count_;
-  }
+  if (count_ == kLines) drop_oldest();  // its string is reused for the newest
   std::string& slot = ring_[(first_ + count_) % kLines];
   ++count_;
   if (piece.size() > kLineBytes) {
@@ -428,11 +430,7 @@ void TailLines::push(std::string_view piece) {
     slot.assign(piece);
   }
   bytes_ += slot.size() + 1;
-  while (bytes_ > kTotalBytes && count_ > 1) {
-    bytes_ -= ring_[first_].size() + 1;
-    first_ = (first_ + 1) % kLines;
-    --count_;
-  }
+  while (bytes_ > kTotalBytes && count_ > 1) drop_oldest();
 }
 
 std::string TailLines::text() const {

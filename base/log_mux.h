@@ -132,6 +132,7 @@ class TailLines {
 
  private:
   void push(std::string_view piece);
+  void drop_oldest();
   std::array<std::string, kLines> ring_;  // ring_[(first_ + i) % kLines], i < count_
   size_t first_ = 0, count_ = 0;
   size_t bytes_ = 0;

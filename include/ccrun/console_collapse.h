@@ -95,7 +95,9 @@ class ConsoleCollapser final : public LineSink {
     using is_transparent = void;
     size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
   };
+  using OpenMap = std::unordered_map<std::string_view, Chain, TextHash, std::equal_to<>>;
   Entry* join(const Chain& chain, int rank, uint64_t after) const;
+  Entry* open_entry(std::string_view text, OpenMap::iterator chain);
   std::unique_ptr<Entry> new_entry(std::string_view text);
   void retire(std::unique_ptr<Entry> e);
   void print(const Entry& e);  // into out_
@@ -107,7 +109,7 @@ class ConsoleCollapser final : public LineSink {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   std::deque<std::unique_ptr<Entry>> queue_;  // pending, in order of first arrival
   // By text; a key views its chain's oldest entry's text.
-  std::unordered_map<std::string_view, Chain, TextHash, std::equal_to<>> open_;
+  OpenMap open_;
   std::unordered_map<int, uint64_t> last_seq_;  // rank -> seq of its newest entry
   std::vector<std::unique_ptr<Entry>> spare_;  // printed entries, reused: no allocation a line
   std::map<std::string, std::string, std::less<>> prefix_values_;  // the prefix's macros
