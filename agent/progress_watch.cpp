@@ -18,6 +18,7 @@
 
 #include "ccrun/progress.h"
 #include "orphan_killer.h"
+#include "progress_read.h"
 #include "proc_stat.h"
 
 #ifndef CCRUN_PYTHON_HOOK_SOURCE_DIR
@@ -37,41 +38,6 @@ int64_t realtime_ns() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-
-// What a record's group slots say besides the slots (GroupView) themselves.
-struct GroupsRead {
-  int64_t last_ns;          // the latest step, issue or completion seen
-  uint64_t most_calls = 0;  // the most collectives one group completed
-  uint32_t wait_us = 0;     // sum of the slots' wait_us (wrapping)
-};
-
-// Appends `r`'s group slots in use to `groups` (a slot being set up is
-// skipped); `now` dates how long a pending collective has waited.
-GroupsRead read_groups(const Record& r, int64_t now, std::vector<GroupView>& groups) {
-  GroupsRead read{r.step_ns.load(std::memory_order_relaxed)};
-  uint32_t n = std::min<uint32_t>(r.groups_used.load(std::memory_order_acquire),
-                                  progress::kMaxGroups);
-  for (uint32_t i = 0; i < n; ++i) {
-    const auto& s = r.groups[i];
-    GroupView g;
-    g.size = s.size.load(std::memory_order_relaxed);
-    if (g.size == 0) continue;  // being set up
-    g.id = s.id.load(std::memory_order_relaxed);
-    g.completed = s.completed.load(std::memory_order_acquire);
-    g.issued = s.issued.load(std::memory_order_acquire);
-    g.op = s.op.load(std::memory_order_relaxed);
-    g.count = s.count.load(std::memory_order_relaxed);
-    int64_t issued_ns = s.issued_ns.load(std::memory_order_relaxed);
-    read.last_ns =
-        std::max({read.last_ns, issued_ns, s.completed_ns.load(std::memory_order_relaxed)});
-    if (g.issued > g.completed) g.waiting_ms = std::max<int64_t>(0, (now - issued_ns) / 1'000'000);
-    read.most_calls = std::max(read.most_calls, g.completed);
-    read.wait_us += s.wait_us.load(std::memory_order_relaxed);
-    groups.push_back(g);
-  }
-  return read;
 }
 
 }  // namespace
@@ -120,7 +86,7 @@ struct ProgressWatch::Worker {
       last_mtime_ns = mtime;
     }
     if (touches > 0) last = std::max(last, now - (real - last_mtime_ns));
-    uint64_t marked = r.steps.load(std::memory_order_relaxed) + touches;
+    uint64_t marked = r.steps.load(std::memory_order_relaxed) + touches + read.ddp_steps;
     v.steps = marked > 0 ? marked : read.most_calls;
     v.reporting = last > 0;
     v.idle_ms = v.reporting ? std::max<int64_t>(0, (now - last) / 1'000'000) : 0;

@@ -17,7 +17,7 @@ that file is a valid record; then, with no change to the training script:
     run in torch's C++ reducer, which no wrapper sees, so its forward is
     wrapped instead and each training step (training mode, grad enabled,
     outside no_sync()) is one "DDP step" call (op 13) in a slot of the DDP
-    module's own (see _patch_ddp), and one step in the record's steps.
+    module's own (see _patch_ddp), which the agent counts as one step.
 
 Why SIGUSR2: the dump signal must be one no training stack uses for itself
 and one whose default action the agent never relies on. SIGUSR1 is taken
@@ -65,8 +65,11 @@ What a torch group slot holds:
           reduce_scatter(_tensor); 0 for barriers.
 A DDP module's slot: id = its group's id ^ DDP_ID_XOR ^ its ordinal among
 this process's DDP modules on that group; size: the group's; issued at the
-step's forward, completed when its backward ended; count: the elements of
-the parameters DDP reduces; it adds nothing to wait_us.
+step's forward, completed when its backward ended (a step whose backward
+never ended is never completed: the agent takes completed as at least
+issued - 1); count: the elements of the parameters DDP reduces; it adds
+nothing to wait_us. The agent counts a rank's steps as the record's steps
+plus its DDP slots' issued.
 A collective called from inside another wrapped one (a deprecated alias that
 calls its successor) counts once, as the outer call. Calls on a group this
 rank is not a member of do nothing in torch and are not recorded.
@@ -127,7 +130,7 @@ _DDP = "torch.nn.parallel.distributed"  # DistributedDataParallel's module, torc
 # A DDP module's slot id: its process group's id (as above) XOR this ("DDPstep\0",
 # little-endian), XOR the module's ordinal among this process's DDP modules on that group.
 DDP_ID_XOR = 0x0070657473504444
-_DDP_KEY = "_ccrun_ddp_slot"  # in the DDP module's __dict__: (id(module), _Slot or False)
+_DDP_KEY = "_ccrun_ddp_slot"  # in the DDP module's __dict__: see _ddp_slot
 
 _CLOCK = None          # time.CLOCK_MONOTONIC_COARSE
 _gettime = None        # time.clock_gettime_ns
@@ -304,13 +307,12 @@ def fnv1a64_ranks(ranks):
 
 class _Slot:
     __slots__ = ("seq", "done", "index", "i_completed", "i_completed_ns", "i_issued_ns",
-                 "i_wait_us", "count")
+                 "i_wait_us")
 
     def __init__(self, index):
         base = 64 + 64 * index
         self.seq = 0     # the last sequence number issued
         self.done = 0    # the last completed
-        self.count = 0   # a DDP slot's count, the same at every step
         self.i_completed = (base + 24) // 8
         self.i_completed_ns = (base + 56) // 8
         self.i_issued_ns = (base + 48) // 8
@@ -609,56 +611,93 @@ def _group_key(c10d, group):
 
 
 _ddp_ordinals = {}  # a group's id -> DDP modules on it given a slot so far
+_ddp_watched = None  # a DDP module -> its watched gradient accumulator (weak keys: see _ddp_slot)
 
 
-def _ddp_slot(module):
-    """A DDP module's own slot, made at its first step: id DDP_ID_XOR ^ its group's id ^ its
-    ordinal among this process's DDP modules on that group (the same on every rank when every
-    rank makes its DDP modules, or takes their first steps, in one order); count: the elements
-    of the parameters DDP reduces, counted once here."""
-    slot = False
+def _ddp_slot(module, torch):
+    """A DDP module's own slot, made at its first step, as the entry the forward keeps in the
+    module's __dict__: (id(module), issued_ns's index, issued's index); issued's index 0: not
+    recorded. The entry pickles with the module (torch.save of a DDP module) and a copy, whose
+    id differs, makes its own; the watched gradient accumulator, which does not pickle, is kept
+    in _ddp_watched instead, for as long as the module lives (it holds its parameter). The slot's id: DDP_ID_XOR ^ its group's id ^
+    its ordinal among this process's DDP modules on that group (the same on every rank when
+    every rank makes its DDP modules, or takes their first steps, in one order); count: the
+    elements of the parameters DDP reduces, counted once here. Every step has the same op and
+    count, so they are written once, here, before the first step is issued."""
+    global _ddp_watched
+    entry = (id(module), 0, 0)
     try:
         c10d = sys.modules[_C10D]
         group_id, size = _group_key(c10d, getattr(module, "process_group", None))
         ordinal = _ddp_ordinals.get(group_id, 0)
         _ddp_ordinals[group_id] = ordinal + 1
         ignore = set(getattr(module, "parameters_to_ignore", ()) or ())
-        count = sum(p.numel() for name, p in module.module.named_parameters()
-                    if p.requires_grad and name not in ignore)
+        reduced = [p for name, p in module.module.named_parameters()
+                   if p.requires_grad and name not in ignore]
         slot = _new_slot(group_id ^ DDP_ID_XOR ^ ordinal, size)
         if slot:
-            slot.count = count
+            i_op, i_count, i_issued_ns, i_issued = slot.index[:4]
+            _u32[i_op] = OPS["ddp_step"]
+            _u64[i_count] = sum(p.numel() for p in reduced)
+            entry = (id(module), i_issued_ns, i_issued)
+            if reduced:
+                if _ddp_watched is None:
+                    import weakref
+                    _ddp_watched = weakref.WeakKeyDictionary()
+                _ddp_watched[module] = _watch_backward(slot, reduced[0], torch)
     except Exception:
-        slot = False
-    module.__dict__[_DDP_KEY] = (id(module), slot)  # a copy of the module gets its own
-    return slot
+        pass
+    module.__dict__[_DDP_KEY] = entry
+    return entry
 
 
-def _grad_tensor(output, tensor_type):
-    """The first tensor of a forward's output (itself, or a list's, tuple's or dict's item) that
-    backward will reach; None if there is none."""
-    if isinstance(output, tensor_type):
-        return output if output.grad_fn is not None else None
-    if isinstance(output, dict):
-        output = output.values()
-    elif not isinstance(output, (list, tuple)):
+def _watch_backward(slot, param, torch):
+    """Completes the slot's last issued step when a backward has ended, and returns the node it
+    hooks (None: the parameter has no gradient accumulator). The hook is on the gradient
+    accumulator of one parameter DDP reduces (the module's first: the input side, whose gradient
+    comes late in a backward): it runs once that gradient is in and queues an autograd final
+    callback, which queues another, which runs after DDP's reducer's own end-of-backward
+    callback (queued during the backward) has waited for the step's gradient all-reduces. It is
+    registered once per module, not once a step: DDP's reducer keeps every parameter's
+    accumulator for the module's life, so the same node runs at every backward. A backward with
+    no step left to complete (inside no_sync(), say) does nothing."""
+    queue_callback = torch.autograd.Variable._execution_engine.queue_callback
+    u64, i64, gettime, clock = _u64, _i64, _gettime, _CLOCK
+    i_issued, i_completed_ns, i_completed = slot.index[3:]
+
+    def gradient_accumulated(grad_inputs, grad_outputs):
+        seq = u64[i_issued]
+        if seq > u64[i_completed]:
+            def completed():  # the reducer's finalize_backward has returned
+                if seq > u64[i_completed]:
+                    i64[i_completed_ns] = gettime(clock)
+                    u64[i_completed] = seq
+            try:
+                queue_callback(lambda: queue_callback(completed))
+            except Exception:
+                pass
+
+    with torch.enable_grad():
+        grad_fn = param.view_as(param).grad_fn
+    accumulator = grad_fn.next_functions[0][0] if grad_fn is not None else None
+    if accumulator is None:
         return None
-    for item in output:
-        if isinstance(item, tensor_type) and item.grad_fn is not None:
-            return item
-    return None
+    accumulator.register_hook(gradient_accumulated)
+    return accumulator
 
 
 def _patch_ddp(ddp_module):
     """Wraps DistributedDataParallel.forward: a forward that will reduce gradients in its backward
-    (training mode, grad enabled, not inside no_sync()) is one DDP step in the module's slot, and
-    one step in the record's steps. The step is issued when the forward begins, and completed when
-    its backward ends, after the reducer's own end-of-backward callback has waited for the step's
-    gradient all-reduces (they run in C++, out of the hook's reach): a hook on the output's
-    gradient queues an autograd final callback, which queues another, which runs after the
-    reducer's. A step whose backward never comes (or never reaches the output's first tensor) is
-    completed when the module's next step begins. A step's time adds nothing to wait_us: it is
-    the rank's own forward and backward as much as waiting for its peers."""
+    (training mode, grad enabled, not inside no_sync()) is one DDP step in the module's slot (the
+    agent counts a rank's steps as the record's steps plus its DDP slots' issued, so the forward
+    writes only the slot). The step is issued when the forward begins and completed when its
+    backward ends, after the reducer's own end-of-backward callback has waited for the step's
+    gradient all-reduces (they run in C++, out of the hook's reach; see _watch_backward). A step
+    whose backward never comes (or never reaches the watched parameter) is left uncompleted:
+    the agent reads a DDP slot's completed as at least issued - 1. A step's time adds nothing
+    to wait_us: it is the rank's own forward and backward as much as waiting for its peers.
+    A forward costs two record writes and nothing else: a few Python operations are each a
+    visible part of a small forward."""
     cls = getattr(ddp_module, "DistributedDataParallel", None)
     if cls is None or hasattr(cls.forward, "__ccrun_wrapped__"):
         return
@@ -666,65 +705,26 @@ def _patch_ddp(ddp_module):
     forward = cls.forward
     torch = ddp_module.torch
     grad_enabled = torch.is_grad_enabled
-    tensor_type = torch.Tensor
-    u32, u64, i64, gettime, clock = _u32, _u64, _i64, _gettime, _CLOCK
-    op = OPS["ddp_step"]
+    u64, i64, gettime, clock = _u64, _i64, _gettime, _CLOCK
     key = _DDP_KEY
-
-    def queue_callback(callback):
-        torch.autograd.Variable._execution_engine.queue_callback(callback)
-
-    def complete_hook(slot, seq):
-        def completed():  # the reducer's finalize_backward has returned
-            if seq > slot.done:
-                slot.done = seq
-                i64[slot.i_completed_ns] = gettime(clock)
-                u64[slot.i_completed] = seq
-
-        def backward_begins(grad):
-            try:
-                queue_callback(lambda: queue_callback(completed))
-            except Exception:
-                pass
-
-        return backward_begins
 
     @functools.wraps(forward)
     def ddp_forward(self, *inputs, **kwargs):
-        slot = None
         try:
             if self.training and self.require_backward_grad_sync and grad_enabled():
                 entry = self.__dict__.get(key)
-                slot = entry[1] if entry is not None and entry[0] == id(self) else _ddp_slot(self)
-                if slot:
-                    i_op, i_count, i_issued_ns, i_issued, i_completed_ns, i_completed = slot.index
-                    now = gettime(clock)
-                    seq = slot.seq
-                    if seq > slot.done:  # the previous step's backward did not say it ended
-                        slot.done = seq
-                        i64[i_completed_ns] = now
-                        u64[i_completed] = seq
-                    seq += 1
-                    slot.seq = seq
-                    u32[i_op] = op
-                    u64[i_count] = slot.count
-                    i64[i_issued_ns] = now
+                if entry is None or entry[0] != id(self):
+                    entry = _ddp_slot(self, torch)
+                i_issued = entry[2]
+                if i_issued:
+                    seq = u64[i_issued] + 1
+                    i64[entry[1]] = gettime(clock)  # issued_ns, then issued
                     u64[i_issued] = seq
-                    u64[3] += 1  # steps, step_ns
-                    i64[4] = now
-                    if u64[3] == 1:
+                    if seq == 1:
                         mark("step")
         except Exception:
-            slot = None
-        output = forward(self, *inputs, **kwargs)
-        if slot:
-            try:
-                t = _grad_tensor(output, tensor_type)
-                if t is not None:
-                    t.register_hook(complete_hook(slot, seq))
-            except Exception:
-                pass
-        return output
+            pass
+        return forward(self, *inputs, **kwargs)
 
     ddp_forward.__ccrun_wrapped__ = forward
     cls.forward = ddp_forward

@@ -58,7 +58,9 @@ enum class Op : uint32_t {
   kNone = 0, kAllReduce, kBroadcast, kReduce, kAllGather, kGather, kScatter,
   kReduceScatter, kAllToAll, kSend, kRecv, kBarrier, kOther,
   kDdpStep,  // one DistributedDataParallel step: its gradient all-reduces run in
-             // torch's C++ reducer, out of the hook's reach (issued at forward)
+             // torch's C++ reducer, out of the hook's reach (issued at forward,
+             // completed when its backward ended; a step with no backward is never
+             // completed, so a reader takes completed as at least issued - 1)
 };
 
 inline const char* op_name(uint32_t op) {
@@ -124,7 +126,9 @@ struct alignas(kRecordBytes) Record {
   std::atomic<int32_t> pid;            // the writer's pid (set by the first writer)
   std::atomic<int32_t> dump_signal;    // >0: this signal dumps every thread's Python
                                        // traceback (set by the Python hook)
-  std::atomic<uint64_t> steps;         // steps marked by step()
+  std::atomic<uint64_t> steps;         // steps marked by step(); a rank's steps are
+                                       // these plus its DDP slots' issued (the
+                                       // Python hook writes a DDP step only there)
   std::atomic<int64_t> step_ns;        // when the last step was marked
   std::atomic<uint32_t> groups_used;   // slots handed out (may exceed kMaxGroups)
   uint32_t reserved0;

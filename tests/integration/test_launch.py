@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
@@ -440,6 +441,29 @@ def test_restarts_that_fail_at_the_same_step_stop_with_the_do_not_requeue_status
     assert "reason    : 4 attempts in a row failed at step 0: restarts do not help (exit 4: do " \
            "not requeue)" in r.stderr, r.stderr[-3000:]
     assert re.search(r"failed \(exit 4\) after [\d.]+s: 4 attempt\(s\)", r.stderr), r.stderr
+
+
+def test_ddp_steps_are_the_steps_that_restarts_are_judged_by(tmp_path):
+    # Each attempt makes 3 DDP steps, each with 2 more all_reduces of its own, then fails: the
+    # agent counts the DDP steps (3), not the collectives (6), so the attempts stuck at the same
+    # step end the job as making no progress.
+    script = tmp_path / "ddp_fails.py"
+    script.write_text(textwrap.dedent("""
+        import sys, torch, torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        dist.init_process_group("gloo")
+        model = DDP(torch.nn.Linear(4, 1))
+        for _ in range(3):
+            model(torch.randn(2, 4)).sum().backward()
+            for _ in range(2):
+                dist.all_reduce(torch.ones(1))
+        sys.exit(3)
+    """))
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "1", "--max-restarts",
+                  "10", str(script), env={"PYTHON_EXEC": PY}, timeout=120)
+    assert r.returncode == 4, r.stderr[-3000:]
+    assert "4 attempts in a row failed at step 3: restarts do not help" in r.stderr, \
+        r.stderr[-3000:]
 
 
 def test_restarts_that_get_further_go_on_until_the_budget_is_spent(tmp_path):

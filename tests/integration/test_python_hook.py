@@ -385,6 +385,9 @@ DDP_JOB = """
         states.append(issued_completed(0))  # completed at the end of the backward
         opt.step()
         opt.zero_grad()
+    # The module still pickles whole (torch.save of a DDP module) after its steps.
+    import io
+    torch.save(model, io.BytesIO())
     # Not steps: an eval-mode forward, a forward without grad, a forward inside no_sync().
     model.eval()
     model(torch.randn(4, 6))
@@ -395,7 +398,7 @@ DDP_JOB = """
         model(torch.randn(4, 6)).sum().backward()
     opt.zero_grad()
     # A second DDP module on the same group: a slot of its own. A step without a backward is
-    # completed when the next one begins.
+    # never completed in the record (the agent takes completed as at least issued - 1).
     other = DDP(torch.nn.Linear(3, 2))
     other(torch.randn(2, 3))
     states.append(issued_completed(1))
@@ -415,7 +418,7 @@ def test_ddp_steps_are_recorded_in_a_slot_per_ddp_module(tmp_path):
     for r in range(world):
         result = json.loads(outs[r].split("RESULT ", 1)[1])
         expected = [pair for k in range(1, n + 1) for pair in ([k, k - 1], [k, k])]
-        expected += [[1, 0], [2, 1], [2, 2]]
+        expected += [[1, 0], [2, 0], [2, 2]]
         assert result["states"] == expected
         rec = read_record(records[r])
         # DDP's own collectives run in C++: the two DDP slots are the only ones
@@ -429,7 +432,9 @@ def test_ddp_steps_are_recorded_in_a_slot_per_ddp_module(tmp_path):
         assert second["id"] == DDP_ID_XOR ^ 1 and second["size"] == world
         assert second["op"] == DDP_STEP and second["count"] == result["other"]
         assert (second["issued"], second["completed"]) == (2, 2)
-        assert rec["steps"] == n + 2 and rec["step_ns"] == second["issued_ns"]
+        # A DDP step is written in its slot only: the agent adds the DDP slots' issued to the
+        # record's steps (marked by step()), which stay 0 here.
+        assert (rec["steps"], rec["step_ns"]) == (0, 0)
 
 
 DDP_HANG_JOB = """
@@ -483,7 +488,7 @@ def test_a_rank_late_for_a_ddp_step_is_behind_in_the_ddp_slot(tmp_path):
         for r in range(world):
             rec = read_record(records[r])
             assert (rec["slots"][0]["issued"], rec["slots"][0]["completed"]) == (n, n)
-            assert rec["steps"] == n
+            assert rec["steps"] == 0
     finally:
         for p in procs:
             if p.poll() is None:
