@@ -491,7 +491,7 @@ def _wrap(hook, fn, op_name, count_name, always_async, check_guard, set_guard):
                 slot.seq = seq
                 u32[i_op] = op
                 u64[i_count] = count
-                i64[i_issued_ns] = gettime(clock)
+                i64[i_issued_ns] = issued_ns = gettime(clock)
                 u64[i_issued] = seq
         except Exception:
             slot = None
@@ -512,8 +512,10 @@ def _wrap(hook, fn, op_name, count_name, always_async, check_guard, set_guard):
                     return result
             if seq > slot.done:  # _complete, inline
                 slot.done = seq
-                i64[i_completed_ns] = gettime(clock)
+                i64[i_completed_ns] = now = gettime(clock)
                 u64[i_completed] = seq
+                i_wait_us = slot.i_wait_us
+                u32[i_wait_us] = (u32[i_wait_us] + (now - issued_ns) // 1000) & 0xFFFFFFFF
                 if seq == 1:
                     mark("collective")
         return result

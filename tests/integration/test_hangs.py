@@ -232,6 +232,41 @@ def test_ccrun_status_shows_progress_and_marks_a_straggler():
     assert "rank 1 (host" in err and "is a straggler" in err, err
 
 
+TORCH_STRAGGLER = """
+import os, time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank, t = dist.get_rank(), torch.ones(64)
+for _ in range(400):
+    time.sleep(0.03 if rank == 1 else 0.005)  # rank 1's own work per step is 6x the others'
+    dist.all_reduce(t)
+"""
+
+
+def test_ccrun_status_names_a_straggler_of_a_torch_job(tmp_path):
+    # The same through torch's own all_reduce (the start-up hook's record): the others' time
+    # waiting for rank 1 in their all_reduces is theirs, not their own work.
+    script = tmp_path / "straggler.py"
+    script.write_text(TORCH_STRAGGLER)
+    port = free_port()
+    p = spawn_ccrun("--nnodes", "1", "--nproc-per-node", "3", "--rdzv-backend", "c10d",
+                    "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "torchstrag",
+                    str(script), env={"PYTHON_EXEC": "/usr/bin/python3"})
+    status = [binary("launcher", "ccrun"), "status", "--rdzv-endpoint", f"127.0.0.1:{port}",
+              "--rdzv-id", "torchstrag", "--json"]
+    try:
+        deadline = time.time() + 60  # rates need a 5 s window of steps
+        st = {}
+        while time.time() < deadline and not st.get("stragglers"):
+            r = subprocess.run(status, capture_output=True, text=True, timeout=30)
+            st = json.loads(r.stdout) if r.stdout.strip() else {}
+            time.sleep(0.5)
+        assert st.get("stragglers") == [1], st
+    finally:
+        out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert "rank 1 (host" in err and "is a straggler" in err, err
+
+
 def test_an_expired_torch_file_timer_kills_its_worker_and_says_so():
     script = os.path.join(os.path.dirname(__file__), "torch_file_timer.py")
     r = run_ccrun("--standalone", "--nproc-per-node", "2", "--stop-grace", "2", script,

@@ -33,7 +33,7 @@ def read_record(path):
     data = open(path, "rb").read()
     (magic, version, size, pid, dump_signal, steps, step_ns,
      groups_used) = struct.unpack_from("<QIIiiQqI", data, 0)
-    names = ("id", "size", "source", "issued", "completed", "op", "reserved", "count",
+    names = ("id", "size", "source", "issued", "completed", "op", "wait_us", "count",
              "issued_ns", "completed_ns")
     slots = [dict(zip(names, struct.unpack_from("<QIIQQIIQqq", data, 64 + 64 * i)))
              for i in range(min(groups_used, 48))]
@@ -356,6 +356,28 @@ def test_a_python_child_of_the_worker_leaves_the_record_alone(tmp_path):
     owner, child_owner, pid = r.stdout.split()
     assert (owner, child_owner) == ("True", "False")
     assert read_record(record)["pid"] == int(pid)  # the child left it alone
+
+
+WAIT_JOB = """
+    import sys, time, torch, torch.distributed as dist
+    rank, world, init, n = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    for _ in range(n):
+        if rank == 1:
+            time.sleep(0.05)  # rank 0 waits for it in every all_reduce
+        dist.all_reduce(torch.ones(4))
+    dist.destroy_process_group()
+"""
+
+
+def test_time_in_synchronous_collectives_is_counted_for_stragglers(tmp_path):
+    # wait_us, the time a rank spent in a group's calls, is what tells a straggler (its own work
+    # per step is long) from the ranks that wait for it in their collectives.
+    n = 10
+    records, _, _ = run_ranks(tmp_path, "wait.py", WAIT_JOB, 2, n)
+    waited = [read_record(records[r])["slots"][0]["wait_us"] for r in range(2)]
+    assert waited[0] >= n * 50_000 * 0.6, waited
+    assert waited[1] < waited[0] / 3, waited
 
 
 DDP_STEP = 13
