@@ -306,13 +306,18 @@ def fnv1a64_ranks(ranks):
 
 
 class _Slot:
-    __slots__ = ("seq", "done", "index", "i_completed", "i_completed_ns", "i_issued_ns",
-                 "i_wait_us")
+    __slots__ = ("seq", "done", "op", "count", "wait_us", "index", "i_completed",
+                 "i_completed_ns", "i_issued_ns", "i_wait_us")
 
     def __init__(self, index):
         base = 64 + 64 * index
         self.seq = 0     # the last sequence number issued
         self.done = 0    # the last completed
+        # What the record's op, count and wait_us hold (this process is their one writer): a
+        # call like the last writes no op or count, and wait_us is written without a read.
+        self.op = 0
+        self.count = 0
+        self.wait_us = 0
         self.i_completed = (base + 24) // 8
         self.i_completed_ns = (base + 56) // 8
         self.i_issued_ns = (base + 48) // 8
@@ -430,7 +435,8 @@ def _complete(slot, seq):
         now = _gettime(_CLOCK)
         waited = now - _i64[slot.i_issued_ns]  # this call's, unless calls overlap
         if waited > 0:
-            _u32[slot.i_wait_us] = (_u32[slot.i_wait_us] + waited // 1000) & 0xFFFFFFFF
+            slot.wait_us = wait_us = (slot.wait_us + waited // 1000) & 0xFFFFFFFF
+            _u32[slot.i_wait_us] = wait_us
         _i64[slot.i_completed_ns] = now
         _u64[slot.i_completed] = seq
         if seq == 1:
@@ -489,8 +495,10 @@ def _wrap(hook, fn, op_name, count_name, always_async, check_guard, set_guard):
                 i_op, i_count, i_issued_ns, i_issued, i_completed_ns, i_completed = slot.index
                 seq = slot.seq + 1
                 slot.seq = seq
-                u32[i_op] = op
-                u64[i_count] = count
+                if slot.op != op:
+                    slot.op = u32[i_op] = op
+                if slot.count != count:
+                    slot.count = u64[i_count] = count
                 i64[i_issued_ns] = issued_ns = gettime(clock)
                 u64[i_issued] = seq
         except Exception:
@@ -514,8 +522,8 @@ def _wrap(hook, fn, op_name, count_name, always_async, check_guard, set_guard):
                 slot.done = seq
                 i64[i_completed_ns] = now = gettime(clock)
                 u64[i_completed] = seq
-                i_wait_us = slot.i_wait_us
-                u32[i_wait_us] = (u32[i_wait_us] + (now - issued_ns) // 1000) & 0xFFFFFFFF
+                slot.wait_us = wait_us = (slot.wait_us + (now - issued_ns) // 1000) & 0xFFFFFFFF
+                u32[slot.i_wait_us] = wait_us
                 if seq == 1:
                     mark("collective")
         return result
