@@ -12,6 +12,7 @@ import atexit
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -201,6 +202,8 @@ class Cluster:
                     pass
             _ip("netns", "del", ns, check=False)
         self.namespaces = []
+        # The commands' output files: a failed test has shown what it needed by now.
+        shutil.rmtree(self.logdir, ignore_errors=True)
 
 
 def wait_all(procs, timeout):

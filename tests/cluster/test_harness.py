@@ -1,6 +1,7 @@
 # ctest: RUN_SERIAL
 """The cluster harness itself, with no ccrun involved: nodes reach each other,
 netem adds delay, a cut link drops traffic, teardown leaves nothing."""
+import os
 import subprocess
 import time
 
@@ -47,3 +48,4 @@ def test_teardown_removes_namespaces(make_cluster):
     listed = _ip("netns", "list").stdout
     assert all(n not in listed for n in names)
     assert p.popen.poll() is not None
+    assert not os.path.exists(c.logdir)  # nor the commands' output files
