@@ -4,8 +4,8 @@ DistributedDataParallel's forward (one DDP step each, training mode, grad enable
 
 Runs a world-size-1 gloo group in a process started with the hook and a progress record, and
 times each collective through the hook's wrapper and through the original function it wraps
-(`__ccrun_wrapped__`), alternating rounds, best round of each; then the same calls in a process
-without the hook. The DDP forward is a Linear(16, 16) on a 4x16 input, without backward (DDP
+(`__ccrun_wrapped__`), alternating short rounds (ROUND_CALLS calls; the arguments' calls times
+ROUNDS in all), best round of each; then the same calls in a process without the hook. The DDP forward is a Linear(16, 16) on a 4x16 input, without backward (DDP
 allows that when find_unused_parameters is off), then with it (the hook's end-of-backward
 callbacks included). Usage: /usr/bin/python3 scripts/bench_python_hook.py [calls per round]
 """
@@ -19,6 +19,7 @@ import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 ROUNDS = 7
+ROUND_CALLS = 50  # short rounds, alternating: the best of many is steadier on a busy machine
 
 
 def worker(calls, init):
@@ -26,6 +27,7 @@ def worker(calls, init):
     import torch.distributed as dist
     hooked = hasattr(dist.all_reduce, "__ccrun_wrapped__")
     dist.init_process_group("gloo", init_method=init, rank=0, world_size=1)
+    from torch.distributed import distributed_c10d as c10d
     from torch.nn.parallel import DistributedDataParallel as DDP
     t = torch.ones(1)
     sub = dist.new_group([0])
@@ -50,6 +52,14 @@ def worker(calls, init):
         ccrun_progress._patch_ddp(types.SimpleNamespace(DistributedDataParallel=NoopDDP,
                                                         torch=torch))
         noop, noop_forward = NoopDDP(), NoopDDP.forward
+
+        # The same for the collectives' wrapper: around a collective whose own work is one
+        # in-place add (gloo's own calls take 10 or 35 us here by chance, hiding a microsecond).
+        def small_all_reduce(tensor, op=None, group=None, async_op=False):
+            return tensor.add_(0)
+
+        noop_collective = ccrun_progress._wrap(ccrun_progress._Hook(c10d), small_all_reduce,
+                                               "all_reduce", "tensor", False, False, False)
     cases = {
         "all_reduce(1 element)": (dist.all_reduce, lambda f: f(t)),
         "all_reduce(1 element, subgroup)": (dist.all_reduce, lambda f: f(t, group=sub)),
@@ -62,19 +72,21 @@ def worker(calls, init):
     }
     if noop_forward is not None:
         cases["DDP wrapper, no-op forward"] = (noop_forward, lambda f: f(noop, x))
+        cases["collective wrapper, add_(0) inside"] = (noop_collective, lambda f: f(t))
     out = {}
     for name, (fn, call) in cases.items():
         original = getattr(fn, "__ccrun_wrapped__", None)
         variants = {"hooked": fn, "original": original} if original else {"original": fn}
         best = {k: float("inf") for k in variants}
-        for _ in range(ROUNDS):
+        for f in variants.values():  # warm up
+            for _ in range(ROUND_CALLS):
+                call(f)
+        for _ in range(max(1, calls * ROUNDS // ROUND_CALLS)):
             for k, f in variants.items():
-                for _ in range(calls // 10):
-                    call(f)
                 start = time.perf_counter_ns()
-                for _ in range(calls):
+                for _ in range(ROUND_CALLS):
                     call(f)
-                best[k] = min(best[k], (time.perf_counter_ns() - start) / calls)
+                best[k] = min(best[k], (time.perf_counter_ns() - start) / ROUND_CALLS)
         out[name] = best
     dist.destroy_process_group()
     print(json.dumps({"hooked": hooked, "results": out}))
@@ -100,7 +112,7 @@ def main():
             runs[label] = json.loads(r.stdout.strip().splitlines()[-1])
         hooked, plain = runs["with hook"], runs["without hook"]
         assert hooked["hooked"] and not plain["hooked"]
-        print(f"{calls} calls x {ROUNDS} rounds, best round, ns per call "
+        print(f"{calls * ROUNDS} calls in rounds of {ROUND_CALLS}, best round, ns per call "
               f"(world-size-1 gloo, torch {__import__('torch').__version__})")
         print(f"{'call':36} {'hook wrapper':>13} {'original':>10} {'overhead':>9} "
               f"{'no-hook process':>16}")
