@@ -4,10 +4,11 @@ DistributedDataParallel's forward (one DDP step each, training mode, grad enable
 
 Runs a world-size-1 gloo group in a process started with the hook and a progress record, and
 times each collective through the hook's wrapper and through the original function it wraps
-(`__ccrun_wrapped__`), alternating short rounds (ROUND_CALLS calls; the arguments' calls times
-ROUNDS in all), best round of each; then the same calls in a process without the hook. The DDP forward is a Linear(16, 16) on a 4x16 input, without backward (DDP
-allows that when find_unused_parameters is off), then with it (the hook's end-of-backward
-callbacks included). Usage: /usr/bin/python3 scripts/bench_python_hook.py [calls per round]
+(`__ccrun_wrapped__`), alternating short rounds of ROUND_CALLS calls (CALLS x ROUNDS calls of
+each in all), best round of each; then the same calls in a process without the hook. The DDP
+forward is a Linear(16, 16) on a 4x16 input, without backward (DDP allows that when
+find_unused_parameters is off), then with it (the hook's end-of-backward callbacks included).
+Usage: /usr/bin/python3 scripts/bench_python_hook.py [CALLS]
 """
 import json
 import os

@@ -629,11 +629,12 @@ def _ddp_slot(module, torch):
     module's __dict__: (id(module), issued_ns's index, issued's index); issued's index 0: not
     recorded. The entry pickles with the module (torch.save of a DDP module) and a copy, whose
     id differs, makes its own; the watched gradient accumulator, which does not pickle, is kept
-    in _ddp_watched instead, for as long as the module lives (it holds its parameter). The slot's id: DDP_ID_XOR ^ its group's id ^
-    its ordinal among this process's DDP modules on that group (the same on every rank when
-    every rank makes its DDP modules, or takes their first steps, in one order); count: the
-    elements of the parameters DDP reduces, counted once here. Every step has the same op and
-    count, so they are written once, here, before the first step is issued."""
+    in _ddp_watched instead, for as long as the module lives (it holds its parameter).
+    The slot's id: DDP_ID_XOR ^ its group's id ^ its ordinal among this process's DDP modules
+    on that group (the same on every rank when every rank makes its DDP modules, or takes their
+    first steps, in one order); count: the elements of the parameters DDP reduces, counted once
+    here. Every step has the same op and count, so they are written once, here, before the
+    first step is issued."""
     global _ddp_watched
     entry = (id(module), 0, 0)
     try:
