@@ -156,16 +156,41 @@ ProgressWatch::ProgressWatch(const std::string& token, int attempt, int first_ra
 
 ProgressWatch::~ProgressWatch() = default;
 
+namespace {
+// The installed hook's folder relative to the running program (bin/ccrun).
+fs::path installed_under(const char* relative) {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe.parent_path().parent_path() / relative;
+}
+}  // namespace
+
 std::string ProgressWatch::python_hook_dir() {
   std::vector<std::string> candidates;
   if (const char* d = std::getenv("CCRUN_PYTHON_HOOK_DIR")) candidates.push_back(d);
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) candidates.push_back((exe.parent_path().parent_path() / "share/ccrun/python").string());
+  fs::path installed = installed_under("share/ccrun/python");
+  if (!installed.empty()) candidates.push_back(installed.string());
   candidates.push_back(CCRUN_PYTHON_HOOK_SOURCE_DIR);
+  std::error_code ec;
   for (const auto& c : candidates) {
     if (!c.empty() && fs::exists(fs::path(c) / "sitecustomize.py", ec)) return c;
   }
+  return "";
+}
+
+std::string ProgressWatch::python_extension_dir(const std::string& hook) {
+#ifdef CCRUN_PYTHON_HOOK_BUILD_DIR
+  std::error_code ec;
+  fs::path dir;
+  if (hook == CCRUN_PYTHON_HOOK_SOURCE_DIR) {
+    dir = CCRUN_PYTHON_HOOK_BUILD_DIR;
+  } else if (!hook.empty() && hook == installed_under("share/ccrun/python").string()) {
+    dir = installed_under(CCRUN_PYTHON_HOOK_LIB_DIR);
+  }
+  if (!dir.empty() && fs::is_directory(dir, ec)) return dir.string();
+#else
+  (void)hook;
+#endif
   return "";
 }
 
@@ -179,6 +204,8 @@ void ProgressWatch::add_environment(int local_rank, EnvBuilder& env) const {
 
 void ProgressWatch::add_hook_path(EnvBuilder& env) {
   static const std::string hook = python_hook_dir();
+  static const std::string extension = python_extension_dir(hook);
+  if (!extension.empty()) env.prepend_path("PYTHONPATH", extension);
   if (!hook.empty()) env.prepend_path("PYTHONPATH", hook);
 }
 

@@ -43,7 +43,8 @@ class ProgressWatch {
   // `env`, and the hook's folder before its PYTHONPATH (add_hook_path).
   void add_environment(int local_rank, EnvBuilder& env) const;
 
-  // The Python start-up hook's folder first on PYTHONPATH, when installed.
+  // The Python start-up hook's folder first on PYTHONPATH, when installed,
+  // then the folder of its C wrappers (python_extension_dir).
   static void add_hook_path(EnvBuilder& env);
 
   // The workers' pids, by local rank (0: not running), and when each was
@@ -73,6 +74,13 @@ class ProgressWatch {
 
   // The folder of the Python start-up hook, or "" when not installed.
   static std::string python_hook_dir();
+
+  // The folder of the hook's C wrappers (the _ccrun_hook module) that goes
+  // with the hook in `hook`: the build tree's for the source tree's hook, the
+  // installed one (under lib/, being built for one architecture) for the
+  // installed hook; "" for any other hook folder (CCRUN_PYTHON_HOOK_DIR), or
+  // when they are not built. Without them the hook uses its Python wrappers.
+  static std::string python_extension_dir(const std::string& hook);
 
  private:
   struct Worker;

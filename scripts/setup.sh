@@ -20,6 +20,7 @@ packages=(
   libboost-dev libcli11-dev libspdlog-dev nlohmann-json3-dev libyaml-cpp-dev
   catch2 libgloo-dev
   python3-torch python3-pytest python3-numpy
+  python3-dev  # the start-up hook's wrappers in C (agent/python/_ccrun_hook.c)
   iproute2 iputils-ping procps psmisc time
   etcd-server libssl-dev openssl
   clang libclang-rt-14-dev

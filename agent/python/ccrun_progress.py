@@ -140,6 +140,8 @@ _owner = False         # this process owns the record (pid, dump signal, group s
 _dump_signal = 0
 _stack_file = None     # kept open: faulthandler writes to its descriptor
 _originals = {}        # id(wrapper) -> original, id(original) -> wrapper
+_native = None         # the C wrappers (_ccrun_hook, attached to the record); False: none
+NATIVE_VAR = "CCRUN_PYTHON_HOOK_C"  # "0": the Python wrappers even where the C ones load
 
 
 def now_ns():
@@ -182,6 +184,25 @@ def _map_record():
     _gettime = time.clock_gettime_ns
     _map = m
     return True
+
+
+def _load_native():
+    """The C wrappers (agent/python/_ccrun_hook.c: the same per-call work as the Python ones
+    below, at a fraction of the cost), attached to the mapped record; None where the module
+    is not on the path (a Python it was not built for, a build without it) or NATIVE_VAR is
+    "0". Imported when torch is, not at start-up. Decided once: every slot and wrapper of a
+    process is of one kind."""
+    global _native
+    if _native is None:
+        _native = False
+        if os.environ.get(NATIVE_VAR, "1") != "0" and _map:
+            try:
+                import _ccrun_hook
+                _ccrun_hook.attach(memoryview(_map))
+                _native = _ccrun_hook
+            except Exception:
+                pass
+    return _native or None
 
 
 def step():
@@ -339,7 +360,7 @@ def _new_slot(group_id, size):
     _u32[(base + 12) // 4] = SOURCE_TORCH
     _u32[(base + 8) // 4] = size
     _u64[base // 8] = group_id
-    return _Slot(index)
+    return _native.Slot(index) if _native else _Slot(index)
 
 
 class _Hook:
@@ -396,22 +417,26 @@ def _patch_work(work_type):
     proxy object would not do."""
     wait, is_completed = work_type.wait, work_type.is_completed
     pending = _pending
+    native = _load_native()
+    if native is not None:
+        work_wait = native.WorkMethod(wait, pending, _first_collective, False)
+        work_is_completed = native.WorkMethod(is_completed, pending, _first_collective, True)
+    else:
+        def work_wait(self, *args, **kwargs):
+            result = wait(self, *args, **kwargs)
+            if pending:
+                entry = pending.pop(id(self), None)
+                if entry is not None:
+                    _complete(entry[1], entry[2])
+            return result
 
-    def work_wait(self, *args, **kwargs):
-        result = wait(self, *args, **kwargs)
-        if pending:
-            entry = pending.pop(id(self), None)
-            if entry is not None:
-                _complete(entry[1], entry[2])
-        return result
-
-    def work_is_completed(self, *args, **kwargs):
-        done = is_completed(self, *args, **kwargs)
-        if done and pending:
-            entry = pending.pop(id(self), None)
-            if entry is not None:
-                _complete(entry[1], entry[2])
-        return done
+        def work_is_completed(self, *args, **kwargs):
+            done = is_completed(self, *args, **kwargs)
+            if done and pending:
+                entry = pending.pop(id(self), None)
+                if entry is not None:
+                    _complete(entry[1], entry[2])
+            return done
 
     for name, f, orig in (("wait", work_wait, wait), ("is_completed", work_is_completed,
                                                          is_completed)):
@@ -471,6 +496,15 @@ def _wrap(hook, fn, op_name, count_name, always_async, check_guard, set_guard):
     count_at = _param_index(fn, count_name) if count_name else None
     async_at = None if always_async else _param_index(fn, "async_op")
     op = OPS[op_name]
+    native = _load_native()
+    if native is not None:
+        collective = native.Collective(
+            fn, hook, hook.slot_for, _pending, _first_collective, op, group_at,
+            -1 if count_at is None else count_at, count_name if count_at is not None else None,
+            -1 if async_at is None else async_at, always_async, check_guard, set_guard)
+        functools.update_wrapper(collective, fn)
+        collective.__ccrun_wrapped__ = fn
+        return collective
     tls, slots, slot_for = hook.tls, hook.slots, hook.slot_for
     u32, u64, i64, gettime, clock = _u32, _u64, _i64, _gettime, _CLOCK
 
@@ -530,6 +564,10 @@ def _wrap(hook, fn, op_name, count_name, always_async, check_guard, set_guard):
 
     collective.__ccrun_wrapped__ = fn
     return collective
+
+
+def _first_collective():
+    mark("collective")
 
 
 def _calls(fn, names):
@@ -675,18 +713,22 @@ def _watch_backward(slot, param, torch):
     queue_callback = torch.autograd.Variable._execution_engine.queue_callback
     u64, i64, gettime, clock = _u64, _i64, _gettime, _CLOCK
     i_issued, i_completed_ns, i_completed = slot.index[3:]
-
-    def gradient_accumulated(grad_inputs, grad_outputs):
-        seq = u64[i_issued]
-        if seq > u64[i_completed]:
-            def completed():  # the reducer's finalize_backward has returned
-                if seq > u64[i_completed]:
-                    i64[i_completed_ns] = gettime(clock)
-                    u64[i_completed] = seq
-            try:
-                queue_callback(lambda: queue_callback(completed))
-            except Exception:
-                pass
+    native = _load_native()
+    if native is not None:
+        gradient_accumulated = native.BackwardWatch(queue_callback, i_issued, i_completed_ns,
+                                                    i_completed)
+    else:
+        def gradient_accumulated(grad_inputs, grad_outputs):
+            seq = u64[i_issued]
+            if seq > u64[i_completed]:
+                def completed():  # the reducer's finalize_backward has returned
+                    if seq > u64[i_completed]:
+                        i64[i_completed_ns] = gettime(clock)
+                        u64[i_completed] = seq
+                try:
+                    queue_callback(lambda: queue_callback(completed))
+                except Exception:
+                    pass
 
     with torch.enable_grad():
         grad_fn = param.view_as(param).grad_fn
@@ -718,6 +760,14 @@ def _patch_ddp(ddp_module):
     grad_enabled = torch.is_grad_enabled
     u64, i64, gettime, clock = _u64, _i64, _gettime, _CLOCK
     key = _DDP_KEY
+    native = _load_native()
+    if native is not None:
+        ddp_forward = native.DdpForward(forward, grad_enabled, key, _ddp_slot, torch,
+                                        lambda: mark("step"))
+        functools.update_wrapper(ddp_forward, forward)
+        ddp_forward.__ccrun_wrapped__ = forward
+        cls.forward = ddp_forward
+        return
 
     @functools.wraps(forward)
     def ddp_forward(self, *inputs, **kwargs):

@@ -1,6 +1,7 @@
 """ccrun end to end on one machine: worker environment, restarts, failure
 reports, signals, logs, and a real PyTorch gloo job. Every test runs the real
 binary; two agents on one machine stand for two nodes."""
+import glob
 import json
 import os
 import re
@@ -12,7 +13,8 @@ import time
 
 import pytest
 
-from helpers import ccrun_cmd, communicate_all, free_port, parse_env_lines, run_ccrun, spawn_ccrun
+from helpers import (build_dir, ccrun_cmd, communicate_all, free_port, parse_env_lines, run_ccrun,
+                     spawn_ccrun)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = sys.executable  # Debian's python3, with torch
@@ -446,11 +448,13 @@ def test_restarts_that_fail_at_the_same_step_stop_with_the_do_not_requeue_status
 def test_ddp_steps_are_the_steps_that_restarts_are_judged_by(tmp_path):
     # Each attempt makes 3 DDP steps, each with 2 more all_reduces of its own, then fails: the
     # agent counts the DDP steps (3), not the collectives (6), so the attempts stuck at the same
-    # step end the job as making no progress.
+    # step end the job as making no progress. The workers get the hook's C wrappers where the
+    # build has them (the agent puts their folder on PYTHONPATH after the hook's).
     script = tmp_path / "ddp_fails.py"
     script.write_text(textwrap.dedent("""
         import sys, torch, torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel as DDP
+        print("wrappers:", type(dist.all_reduce).__name__, type(DDP.forward).__name__)
         dist.init_process_group("gloo")
         model = DDP(torch.nn.Linear(4, 1))
         for _ in range(3):
@@ -464,6 +468,9 @@ def test_ddp_steps_are_the_steps_that_restarts_are_judged_by(tmp_path):
     assert r.returncode == 4, r.stderr[-3000:]
     assert "4 attempts in a row failed at step 3: restarts do not help" in r.stderr, \
         r.stderr[-3000:]
+    built = glob.glob(os.path.join(build_dir(), "agent", "python", "_ccrun_hook*.so"))
+    kinds = "Collective DdpForward" if built else "function function"
+    assert r.stdout.count(f"wrappers: {kinds}") == 4, r.stdout
 
 
 def test_restarts_that_get_further_go_on_until_the_budget_is_spent(tmp_path):

@@ -82,8 +82,12 @@ def test_a_job_runs_from_the_unpacked_root(root, tmp_path):
                         "-c", "echo rank=$RANK of $WORLD_SIZE path=$PYTHONPATH"],
                        capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    # The worker hook is the package's own (share/ccrun/python beside bin/).
+    # The worker hook is the package's own (share/ccrun/python beside bin/), with its C
+    # wrappers (architecture-dependent, under lib/) where they are built.
     hook = str(root / "usr/share/ccrun/python")
+    native = glob.glob(str(root / "usr/lib/**/ccrun/python/_ccrun_hook*.so"), recursive=True)
+    if native:
+        hook += ":" + os.path.dirname(native[0])
     assert sorted(r.stdout.splitlines()) == [f"[0]:rank=0 of 2 path={hook}",
                                             f"[1]:rank=1 of 2 path={hook}"]
     r = subprocess.run([str(root / "usr/bin/ccrun-rendezvous"), "--help"], capture_output=True,

@@ -1,6 +1,8 @@
 """The Python start-up hook (agent/python/sitecustomize.py, ccrun_progress.py) in real
 /usr/bin/python3 processes (torch 1.13), without ccrun: the test makes each worker's progress
-record itself (include/ccrun/progress.h) and reads it back."""
+record itself (include/ccrun/progress.h) and reads it back. The tests of the per-call wrappers
+run twice: with the C wrappers (_ccrun_hook.c, from the build tree) and with the Python ones."""
+import glob
 import json
 import os
 import re
@@ -13,10 +15,13 @@ import time
 
 import pytest
 
-from helpers import free_port
+from helpers import build_dir, free_port
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 HOOK_DIR = os.path.join(REPO, "agent", "python")
+EXT_DIR = os.path.join(build_dir(), "agent", "python")  # the built _ccrun_hook module
+WRAPPERS = {"kind": "c"}  # the wrappers hook_env asks for: "c" or "python" (the fixture)
+KIND_TYPES = {"c": ("Collective", "DdpForward"), "python": ("function", "function")}
 PYTHON = "/usr/bin/python3"  # Debian's, with torch 1.13
 MAGIC = 0x3152505255524343
 OP = {"all_reduce": 1, "barrier": 11, "send": 9, "recv": 10}
@@ -49,10 +54,12 @@ def fnv1a64_ranks(ranks):
     return h
 
 
-def hook_env(record=None, pythonpath=HOOK_DIR, **extra):
+def hook_env(record=None, pythonpath=None, **extra):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("CCRUN_", "PYTHON"))}
-    env["PYTHONPATH"] = pythonpath
+    env["PYTHONPATH"] = f"{HOOK_DIR}:{EXT_DIR}" if pythonpath is None else pythonpath
+    if WRAPPERS["kind"] == "python":
+        env["CCRUN_PYTHON_HOOK_C"] = "0"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if record:
         env["CCRUN_PROGRESS_FILE"] = record
@@ -73,6 +80,17 @@ def run_py(tmp_path, code, env, timeout=120, args=()):
 def need_torch_python():
     if not os.path.exists(PYTHON):
         pytest.skip(f"skipped: {PYTHON} is missing")
+
+
+@pytest.fixture(params=["c", "python"])
+def wrappers(request):
+    """Runs a test with the C wrappers, then with the Python ones (CCRUN_PYTHON_HOOK_C=0)."""
+    if request.param == "c" and not glob.glob(os.path.join(EXT_DIR, "_ccrun_hook*.so")):
+        pytest.skip(f"the hook's C wrappers are not built in {EXT_DIR} (a sanitizer build, "
+                    "or no python3-dev)")
+    WRAPPERS["kind"] = request.param
+    yield request.param
+    WRAPPERS["kind"] = "c"
 
 
 TORCH_JOB = """
@@ -107,7 +125,8 @@ TORCH_JOB = """
         dist.send(p + 1, 1)
     elif rank == 1:
         dist.recv(p, 0)
-    print("RESULT " + json.dumps({"before": before, "after": after}), flush=True)
+    print("RESULT " + json.dumps({"before": before, "after": after,
+                                  "kind": type(dist.all_reduce).__name__}), flush=True)
     dist.destroy_process_group()
 """
 
@@ -128,12 +147,13 @@ def run_ranks(tmp_path, name, source, world, n):
     return records, [out for out, _ in outs], [p.pid for p in procs]
 
 
-def test_two_rank_gloo_job_counts_every_collective(tmp_path):
+def test_two_rank_gloo_job_counts_every_collective(tmp_path, wrappers):
     n, world = 5, 2
     records, outs, pids = run_ranks(tmp_path, "job.py", TORCH_JOB, world, n)
     sub_ids = []
     for r in range(world):
         result = json.loads(outs[r].split("RESULT ", 1)[1])
+        assert result["kind"] == KIND_TYPES[wrappers][0]
         assert result["before"] == [n, n - 1]  # the async call: issued, not yet completed
         assert result["after"] == [n, n]
         rec = read_record(records[r])
@@ -156,7 +176,7 @@ def test_two_rank_gloo_job_counts_every_collective(tmp_path):
     assert sub_ids[0] == sub_ids[1] == fnv1a64_ranks(range(world))
 
 
-def test_an_alias_calling_another_collective_counts_once(tmp_path):
+def test_an_alias_calling_another_collective_counts_once(tmp_path, wrappers):
     # torch 1.13's _all_gather_base calls all_gather_into_tensor; Gloo 1.13 then raises
     # (no _allgather_base): issued once, never completed.
     record = make_record(tmp_path / "rec")
@@ -370,7 +390,7 @@ WAIT_JOB = """
 """
 
 
-def test_time_in_synchronous_collectives_is_counted_for_stragglers(tmp_path):
+def test_time_in_synchronous_collectives_is_counted_for_stragglers(tmp_path, wrappers):
     # wait_us, the time a rank spent in a group's calls, is what tells a straggler (its own work
     # per step is long) from the ranks that wait for it in their collectives.
     n = 10
@@ -429,16 +449,18 @@ DDP_JOB = """
     out.sum().backward()
     states.append(issued_completed(1))
     print("RESULT " + json.dumps({"count": 6 * 5 + 5 + 5, "other": 3 * 2 + 2,
-                                  "states": states}), flush=True)
+                                  "states": states, "kind": type(DDP.forward).__name__}),
+          flush=True)
     dist.destroy_process_group()
 """
 
 
-def test_ddp_steps_are_recorded_in_a_slot_per_ddp_module(tmp_path):
+def test_ddp_steps_are_recorded_in_a_slot_per_ddp_module(tmp_path, wrappers):
     n, world = 6, 2
     records, outs, pids = run_ranks(tmp_path, "ddp.py", DDP_JOB, world, n)
     for r in range(world):
         result = json.loads(outs[r].split("RESULT ", 1)[1])
+        assert result["kind"] == KIND_TYPES[wrappers][1]
         expected = [pair for k in range(1, n + 1) for pair in ([k, k - 1], [k, k])]
         expected += [[1, 0], [2, 0], [2, 2]]
         assert result["states"] == expected
@@ -477,7 +499,7 @@ DDP_HANG_JOB = """
 """
 
 
-def test_a_rank_late_for_a_ddp_step_is_behind_in_the_ddp_slot(tmp_path):
+def test_a_rank_late_for_a_ddp_step_is_behind_in_the_ddp_slot(tmp_path, wrappers):
     # The last rank stops before the forward of step `late`: the others issue it and wait in its
     # backward's all-reduces (torch's C++ reducer) with the step not completed; the late rank has
     # issued and completed only the step before. That is what names it in a hang verdict.

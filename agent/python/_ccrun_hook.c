@@ -1,0 +1,877 @@
+/* _ccrun_hook: the start-up hook's per-call wrappers, in C.
+ *
+ * ccrun_progress.py wraps torch.distributed's collectives and DistributedDataParallel.forward so
+ * that every call records its issue and completion in the worker's progress record
+ * (include/ccrun/progress.h). Written in Python, a wrapper costs 1-1.5 us a call whatever it
+ * does (a pass-through alone is 0.8-1.4 us): 5-15% of a small gloo call, more of a small
+ * forward. The same wrappers here cost a C call and a few stores: a clock read, the stores the
+ * record needs, and torch's own `numel()` for the element count.
+ *
+ * This module holds only the hot path. ccrun_progress.py decides what to wrap and how (which
+ * argument is the group, which holds the tensor, which says async), makes the slots (Slot,
+ * shared with its Python code, which completes async calls at Work.wait()) and falls back to
+ * its Python wrappers wherever this module does not load (another Python, a build without
+ * it). Each wrapper does exactly what its Python twin does; tests/integration/
+ * test_python_hook.py runs its cases on both. Never raises for its own sake: a failure inside
+ * the hook leaves the call unrecorded, and torch's own errors go to the caller unchanged. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+/* progress.h's GroupSlot: byte offsets within a 64-byte slot. */
+enum {
+  kRecordBytes = 4096,
+  kSlotsAt = 64,
+  kSlotBytes = 64,
+  kMaxGroups = 48,
+  kIssued = 16,
+  kCompleted = 24,
+  kOp = 32,
+  kWaitUs = 36,
+  kCount = 40,
+  kIssuedNs = 48,
+  kCompletedNs = 56,
+};
+
+static Py_buffer g_record;  /* the mapped record; g_record.buf NULL until attach() */
+static _Thread_local int g_busy;  /* inside a wrapper that calls another (set_guard) */
+
+static inline int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);  /* the record's clock, as now_ns() */
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The agent reads with relaxed loads; issued and completed are written last. */
+static inline void store64(unsigned char* at, uint64_t v) {
+  __atomic_store_n((uint64_t*)at, v, __ATOMIC_RELEASE);
+}
+static inline void store32(unsigned char* at, uint32_t v) {
+  __atomic_store_n((uint32_t*)at, v, __ATOMIC_RELEASE);
+}
+
+/* ---- Slot: one group's slot, and what this process last wrote to it ---- */
+
+typedef struct {
+  PyObject_HEAD
+  unsigned long long seq, done, count;  /* the last issued, the last completed; count written */
+  unsigned int op, wait_us;             /* op written; wait_us written (wrapping) */
+  Py_ssize_t index;                     /* the slot's number */
+  unsigned char* at;                    /* its bytes in the record */
+} Slot;
+
+static int slot_init(Slot* self, PyObject* args, PyObject* kwargs) {
+  Py_ssize_t index;
+  static char* names[] = {"index", NULL};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n", names, &index)) return -1;
+  if (g_record.buf == NULL || index < 0 || index >= kMaxGroups) {
+    PyErr_SetString(PyExc_ValueError, "Slot: no record attached, or index out of range");
+    return -1;
+  }
+  self->index = index;
+  self->at = (unsigned char*)g_record.buf + kSlotsAt + kSlotBytes * index;
+  self->seq = self->done = self->count = 0;
+  self->op = self->wait_us = 0;
+  return 0;
+}
+
+/* The record's typed views' indices of this slot's fields, as ccrun_progress._Slot has them. */
+static Py_ssize_t field_base(Slot* s) { return kSlotsAt + kSlotBytes * s->index; }
+
+static PyObject* slot_index(Slot* s, void* closure) {
+  (void)closure;
+  Py_ssize_t b = field_base(s);
+  return Py_BuildValue("(nnnnnn)", (b + kOp) / 4, (b + kCount) / 8, (b + kIssuedNs) / 8,
+                       (b + kIssued) / 8, (b + kCompletedNs) / 8, (b + kCompleted) / 8);
+}
+
+static PyObject* slot_field(Slot* s, void* closure) {
+  Py_ssize_t offset = (Py_ssize_t)(intptr_t)closure;
+  Py_ssize_t width = offset == kWaitUs ? 4 : 8;
+  return PyLong_FromSsize_t((field_base(s) + offset) / width);
+}
+
+static PyMemberDef slot_members[] = {
+    {"seq", T_ULONGLONG, offsetof(Slot, seq), 0, "the last sequence number issued"},
+    {"done", T_ULONGLONG, offsetof(Slot, done), 0, "the last sequence number completed"},
+    {"op", T_UINT, offsetof(Slot, op), 0, "the op the record holds"},
+    {"count", T_ULONGLONG, offsetof(Slot, count), 0, "the count the record holds"},
+    {"wait_us", T_UINT, offsetof(Slot, wait_us), 0, "the wait_us the record holds"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef slot_getset[] = {
+    {"index", (getter)slot_index, NULL, "view indices: op, count, issued_ns, issued, "
+     "completed_ns, completed", NULL},
+    {"i_completed", (getter)slot_field, NULL, NULL, (void*)(intptr_t)kCompleted},
+    {"i_completed_ns", (getter)slot_field, NULL, NULL, (void*)(intptr_t)kCompletedNs},
+    {"i_issued_ns", (getter)slot_field, NULL, NULL, (void*)(intptr_t)kIssuedNs},
+    {"i_wait_us", (getter)slot_field, NULL, NULL, (void*)(intptr_t)kWaitUs},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject SlotType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_ccrun_hook.Slot",
+    .tp_basicsize = sizeof(Slot),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Slot(index): a group's slot in the attached record, and what this process "
+              "last wrote to it (ccrun_progress._Slot's fields).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)slot_init,
+    .tp_members = slot_members,
+    .tp_getset = slot_getset,
+};
+
+/* Records the completion of call `seq`: the first time only (a Work waited twice). */
+static void complete(Slot* s, uint64_t seq, int64_t issued_ns) {
+  s->done = seq;
+  int64_t now = now_ns();
+  store64(s->at + kCompletedNs, (uint64_t)now);
+  store64(s->at + kCompleted, seq);
+  int64_t waited = now - issued_ns;
+  if (waited > 0) {
+    s->wait_us = (unsigned int)(s->wait_us + (uint64_t)waited / 1000);
+    store32(s->at + kWaitUs, s->wait_us);
+  }
+}
+
+/* ---- Collective: the wrapper of one torch.distributed collective ---- */
+
+typedef struct {
+  PyObject_HEAD
+  PyObject* dict;  /* __dict__: functools.update_wrapper's attributes, __ccrun_wrapped__ */
+  vectorcallfunc vectorcall;
+  PyObject* fn;        /* the collective */
+  PyObject* hook;      /* ccrun_progress._Hook: .track says async calls complete at wait() */
+  PyObject* slots;     /* hook.slots: group -> Slot, or False: not recorded */
+  PyObject* slot_for;  /* hook.slot_for(group): a new group's Slot, False, or None: not yet */
+  PyObject* pending;   /* id(Work) -> (Work, Slot, seq): async calls, completed by WorkMethod */
+  PyObject* first;     /* called when a slot's first call completed: mark("collective") */
+  PyObject* count_name;  /* the keyword of the counted argument, or NULL */
+  Py_ssize_t group_at, count_at, async_at;  /* positions; -1: none */
+  unsigned int op;
+  int always_async, check_guard, set_guard;
+} Collective;
+
+static PyObject* s_group;    /* "group" */
+static PyObject* s_async_op; /* "async_op" */
+static PyObject* s_numel;    /* "numel" */
+static PyObject* s_track;    /* "track" */
+enum { kPendingMax = 4096 };  /* Works nobody waits for: the oldest are forgotten past this */
+
+/* The argument at position `at`, or else the keyword `name`; NULL: not passed (borrowed). */
+static PyObject* argument(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                          Py_ssize_t at, PyObject* name) {
+  if (at >= 0 && at < nargs) return args[at];
+  if (kwnames == NULL || name == NULL) return NULL;
+  Py_ssize_t n = PyTuple_GET_SIZE(kwnames);
+  for (Py_ssize_t i = 0; i < n; ++i) {  /* keywords at call sites are interned */
+    if (PyTuple_GET_ITEM(kwnames, i) == name) return args[nargs + i];
+  }
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, i), name) == 0) return args[nargs + i];
+  }
+  return NULL;
+}
+
+/* x.numel(), or the sum over a list or tuple of tensors; 0 for None; -1 with an error set. */
+static long long elements(PyObject* x) {
+  if (x == NULL || x == Py_None) return 0;
+  if (PyList_Check(x) || PyTuple_Check(x)) {
+    PyObject* items = PySequence_Fast(x, "");
+    if (items == NULL) return -1;
+    long long sum = 0;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items); ++i) {
+      long long n = elements(PySequence_Fast_GET_ITEM(items, i));
+      if (n < 0) {
+        sum = -1;
+        break;
+      }
+      sum += n;
+    }
+    Py_DECREF(items);
+    return sum;
+  }
+  PyObject* n = PyObject_CallMethodNoArgs(x, s_numel);
+  if (n == NULL) return -1;
+  long long v = PyLong_AsLongLong(n);
+  Py_DECREF(n);
+  return v < 0 ? -1 : v;
+}
+
+/* The slot this call records in (a new reference), or NULL: not recorded. Leaves no error. */
+static Slot* slot_of(Collective* c, PyObject* group) {
+  PyObject* found = PyDict_GetItemWithError(c->slots, group);
+  if (found != NULL) {
+    if (Py_IS_TYPE(found, &SlotType)) {
+      Py_INCREF(found);
+      return (Slot*)found;
+    }
+    return NULL;  /* False: a group this rank is not in, or past the 48th */
+  }
+  if (PyErr_Occurred()) {  /* an unhashable group: torch will say what is wrong */
+    PyErr_Clear();
+    return NULL;
+  }
+  PyObject* made = PyObject_CallOneArg(c->slot_for, group);
+  if (made == NULL) {
+    PyErr_Clear();
+    return NULL;
+  }
+  if (Py_IS_TYPE(made, &SlotType)) return (Slot*)made;
+  Py_DECREF(made);
+  return NULL;
+}
+
+/* Issues the call in its slot: the same stores in the same order as the Python wrapper. */
+static Slot* issue(Collective* c, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                   uint64_t* seq, int64_t* issued_ns) {
+  PyObject* group = argument(args, nargs, kwnames, c->group_at, s_group);
+  Slot* s = slot_of(c, group != NULL ? group : Py_None);
+  if (s == NULL) return NULL;
+  long long count = 0;
+  if (c->count_at >= 0) {
+    count = elements(argument(args, nargs, kwnames, c->count_at, c->count_name));
+    if (count < 0) {  /* not tensors: torch will raise its own error */
+      PyErr_Clear();
+      Py_DECREF(s);
+      return NULL;
+    }
+  }
+  *seq = s->seq + 1;
+  s->seq = *seq;
+  if (s->op != c->op) {
+    s->op = c->op;
+    store32(s->at + kOp, c->op);
+  }
+  if (s->count != (unsigned long long)count) {
+    s->count = (unsigned long long)count;
+    store64(s->at + kCount, (uint64_t)count);
+  }
+  *issued_ns = now_ns();
+  store64(s->at + kIssuedNs, (uint64_t)*issued_ns);
+  store64(s->at + kIssued, *seq);
+  return s;
+}
+
+/* An async call with a Work: left pending when Work.wait is patched (returns 1). */
+static int tracked(Collective* c, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                   PyObject* result, Slot* s, uint64_t seq) {
+  if (result == Py_None) return 0;
+  if (!c->always_async) {
+    PyObject* flag = argument(args, nargs, kwnames, c->async_at, s_async_op);
+    if (flag == NULL) return 0;
+    int truth = PyObject_IsTrue(flag);
+    if (truth <= 0) {
+      PyErr_Clear();
+      return 0;
+    }
+  }
+  PyObject* track = PyObject_GetAttr(c->hook, s_track);
+  int on = track != NULL && PyObject_IsTrue(track) > 0;
+  Py_XDECREF(track);
+  PyErr_Clear();
+  if (!on) return 0;
+  if (PyDict_GET_SIZE(c->pending) >= kPendingMax) {
+    Py_ssize_t pos = 0;
+    PyObject *oldest, *value;
+    if (PyDict_Next(c->pending, &pos, &oldest, &value)) {
+      Py_INCREF(oldest);
+      PyDict_DelItem(c->pending, oldest);
+      Py_DECREF(oldest);
+    }
+  }
+  PyObject* key = PyLong_FromVoidPtr(result);
+  PyObject* entry = Py_BuildValue("(OOK)", result, (PyObject*)s, (unsigned long long)seq);
+  if (key == NULL || entry == NULL || PyDict_SetItem(c->pending, key, entry) < 0) PyErr_Clear();
+  Py_XDECREF(key);
+  Py_XDECREF(entry);
+  return 1;
+}
+
+static PyObject* collective_call(Collective* c, PyObject* const* args, size_t nargsf,
+                                 PyObject* kwnames) {
+  if (c->check_guard && g_busy) return PyObject_Vectorcall(c->fn, args, nargsf, kwnames);
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  uint64_t seq = 0;
+  int64_t issued_ns = 0;
+  Slot* s = g_record.buf != NULL ? issue(c, args, nargs, kwnames, &seq, &issued_ns) : NULL;
+  PyObject* result;
+  if (c->set_guard) {
+    int was = g_busy;
+    g_busy = 1;
+    result = PyObject_Vectorcall(c->fn, args, nargsf, kwnames);
+    g_busy = was;
+  } else {
+    result = PyObject_Vectorcall(c->fn, args, nargsf, kwnames);
+  }
+  if (s == NULL || result == NULL) {  /* a call that raised is never completed */
+    Py_XDECREF(s);
+    return result;
+  }
+  if ((c->always_async || c->async_at >= 0 || kwnames != NULL) &&
+      tracked(c, args, nargs, kwnames, result, s, seq)) {
+    Py_DECREF(s);
+    return result;
+  }
+  if (seq > s->done) {
+    complete(s, seq, issued_ns);
+    if (seq == 1) {
+      PyObject* r = PyObject_CallNoArgs(c->first);
+      if (r == NULL) PyErr_Clear();
+      Py_XDECREF(r);
+    }
+  }
+  Py_DECREF(s);
+  return result;
+}
+
+static PyObject* collective_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static char* names[] = {"fn", "hook", "slot_for", "pending", "first", "op", "group_at",
+                          "count_at", "count_name", "async_at", "always_async", "check_guard",
+                          "set_guard", NULL};
+  PyObject *fn, *hook, *slot_for, *pending, *first, *count_name;
+  unsigned int op;
+  Py_ssize_t group_at, count_at, async_at;
+  int always_async, check_guard, set_guard;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO!OInnOnppp", names, &fn, &hook, &slot_for,
+                                   &PyDict_Type, &pending, &first, &op, &group_at, &count_at,
+                                   &count_name,
+                                   &async_at, &always_async, &check_guard, &set_guard)) {
+    return NULL;
+  }
+  PyObject* slots = PyObject_GetAttrString(hook, "slots");
+  if (slots == NULL) return NULL;
+  if (!PyDict_Check(slots)) {
+    Py_DECREF(slots);
+    PyErr_SetString(PyExc_TypeError, "Collective: hook.slots must be a dict");
+    return NULL;
+  }
+  Collective* c = (Collective*)type->tp_alloc(type, 0);
+  if (c == NULL) {
+    Py_DECREF(slots);
+    return NULL;
+  }
+  c->vectorcall = (vectorcallfunc)collective_call;
+  c->fn = Py_NewRef(fn);
+  c->hook = Py_NewRef(hook);
+  c->slots = slots;
+  c->slot_for = Py_NewRef(slot_for);
+  c->pending = Py_NewRef(pending);
+  c->first = Py_NewRef(first);
+  if (count_name != Py_None) {
+    c->count_name = Py_NewRef(count_name);
+    PyUnicode_InternInPlace(&c->count_name);
+  }
+  c->op = op;
+  c->group_at = group_at;
+  c->count_at = count_at;
+  c->async_at = async_at;
+  c->always_async = always_async;
+  c->check_guard = check_guard;
+  c->set_guard = set_guard;
+  return (PyObject*)c;
+}
+
+static int collective_traverse(Collective* c, visitproc visit, void* arg) {
+  Py_VISIT(c->dict);
+  Py_VISIT(c->fn);
+  Py_VISIT(c->hook);
+  Py_VISIT(c->slots);
+  Py_VISIT(c->slot_for);
+  Py_VISIT(c->pending);
+  Py_VISIT(c->first);
+  Py_VISIT(c->count_name);
+  return 0;
+}
+
+static int collective_clear(Collective* c) {
+  Py_CLEAR(c->dict);
+  Py_CLEAR(c->fn);
+  Py_CLEAR(c->hook);
+  Py_CLEAR(c->slots);
+  Py_CLEAR(c->slot_for);
+  Py_CLEAR(c->pending);
+  Py_CLEAR(c->first);
+  Py_CLEAR(c->count_name);
+  return 0;
+}
+
+static void collective_dealloc(Collective* c) {
+  PyObject_GC_UnTrack(c);
+  collective_clear(c);
+  Py_TYPE(c)->tp_free((PyObject*)c);
+}
+
+static PyObject* collective_repr(Collective* c) {
+  return PyUnicode_FromFormat("<ccrun hook of %R>", c->fn);
+}
+
+static PyGetSetDef collective_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject CollectiveType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_ccrun_hook.Collective",
+    .tp_basicsize = sizeof(Collective),
+    .tp_dealloc = (destructor)collective_dealloc,
+    .tp_vectorcall_offset = offsetof(Collective, vectorcall),
+    .tp_repr = (reprfunc)collective_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A torch.distributed collective that records each call in its group's slot "
+              "(ccrun_progress._wrap says what each argument is).",
+    .tp_traverse = (traverseproc)collective_traverse,
+    .tp_clear = (inquiry)collective_clear,
+    .tp_getset = collective_getset,
+    .tp_dictoffset = offsetof(Collective, dict),
+    .tp_new = collective_new,
+};
+
+/* ---- DdpForward: DistributedDataParallel.forward, one DDP step per training forward ---- */
+
+typedef struct {
+  PyObject_HEAD
+  PyObject* dict;
+  vectorcallfunc vectorcall;
+  PyObject* forward;       /* DistributedDataParallel.forward */
+  PyObject* grad_enabled;  /* torch.is_grad_enabled */
+  PyObject* key;           /* the entry's key in the module's __dict__ */
+  PyObject* make_entry;    /* ccrun_progress._ddp_slot(module, torch) -> entry */
+  PyObject* torch;
+  PyObject* first;         /* called when the first step is issued: mark("step") */
+} DdpForward;
+
+static PyObject* s_training;
+static PyObject* s_require_sync;
+
+static int truthy_attr(PyObject* o, PyObject* name) {
+  PyObject* v = PyObject_GetAttr(o, name);
+  if (v == NULL) return -1;
+  int t = PyObject_IsTrue(v);
+  Py_DECREF(v);
+  return t;
+}
+
+/* Issues one DDP step of `module` if this forward is one; never leaves an error. */
+static void ddp_issue(DdpForward* d, PyObject* module) {
+  if (truthy_attr(module, s_training) <= 0 || truthy_attr(module, s_require_sync) <= 0) {
+    PyErr_Clear();
+    return;
+  }
+  PyObject* enabled = PyObject_CallNoArgs(d->grad_enabled);
+  int on = enabled == Py_True;
+  Py_XDECREF(enabled);
+  if (!on) {
+    PyErr_Clear();
+    return;
+  }
+  PyObject* dict = PyObject_GenericGetDict(module, NULL);
+  if (dict == NULL) {
+    PyErr_Clear();
+    return;
+  }
+  PyObject* entry = PyDict_GetItemWithError(dict, d->key);  /* (id, i_issued_ns, i_issued) */
+  Py_XINCREF(entry);
+  Py_DECREF(dict);
+  if (entry == NULL || !PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 3 ||
+      PyLong_AsVoidPtr(PyTuple_GET_ITEM(entry, 0)) != (void*)module) {
+    Py_XDECREF(entry);  /* the first step, or a copy of a module that had one */
+    PyErr_Clear();
+    entry = PyObject_CallFunctionObjArgs(d->make_entry, module, d->torch, NULL);
+    if (entry == NULL || !PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 3) {
+      Py_XDECREF(entry);
+      PyErr_Clear();
+      return;
+    }
+  }
+  Py_ssize_t i_issued_ns = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 1));
+  Py_ssize_t i_issued = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 2));
+  Py_DECREF(entry);
+  if (PyErr_Occurred() || i_issued <= 0 || i_issued_ns <= 0 ||
+      (size_t)i_issued >= kRecordBytes / 8 || (size_t)i_issued_ns >= kRecordBytes / 8) {
+    PyErr_Clear();
+    return;  /* not recorded: past the 48th slot */
+  }
+  uint64_t* u64 = (uint64_t*)g_record.buf;
+  uint64_t seq = __atomic_load_n(&u64[i_issued], __ATOMIC_RELAXED) + 1;
+  store64((unsigned char*)&u64[i_issued_ns], (uint64_t)now_ns());
+  store64((unsigned char*)&u64[i_issued], seq);
+  if (seq == 1) {
+    PyObject* r = PyObject_CallNoArgs(d->first);
+    if (r == NULL) PyErr_Clear();
+    Py_XDECREF(r);
+  }
+}
+
+static PyObject* ddp_call(DdpForward* d, PyObject* const* args, size_t nargsf,
+                          PyObject* kwnames) {
+  if (PyVectorcall_NARGS(nargsf) >= 1 && g_record.buf != NULL) ddp_issue(d, args[0]);
+  return PyObject_Vectorcall(d->forward, args, nargsf, kwnames);
+}
+
+static PyObject* ddp_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static char* names[] = {"forward", "grad_enabled", "key", "make_entry", "torch", "first",
+                          NULL};
+  PyObject *forward, *grad_enabled, *key, *make_entry, *torch, *first;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOUOOO", names, &forward, &grad_enabled,
+                                   &key, &make_entry, &torch, &first)) {
+    return NULL;
+  }
+  DdpForward* d = (DdpForward*)type->tp_alloc(type, 0);
+  if (d == NULL) return NULL;
+  d->vectorcall = (vectorcallfunc)ddp_call;
+  d->forward = Py_NewRef(forward);
+  d->grad_enabled = Py_NewRef(grad_enabled);
+  d->key = Py_NewRef(key);
+  d->make_entry = Py_NewRef(make_entry);
+  d->torch = Py_NewRef(torch);
+  d->first = Py_NewRef(first);
+  return (PyObject*)d;
+}
+
+static int ddp_traverse(DdpForward* d, visitproc visit, void* arg) {
+  Py_VISIT(d->dict);
+  Py_VISIT(d->forward);
+  Py_VISIT(d->grad_enabled);
+  Py_VISIT(d->key);
+  Py_VISIT(d->make_entry);
+  Py_VISIT(d->torch);
+  Py_VISIT(d->first);
+  return 0;
+}
+
+static int ddp_clear(DdpForward* d) {
+  Py_CLEAR(d->dict);
+  Py_CLEAR(d->forward);
+  Py_CLEAR(d->grad_enabled);
+  Py_CLEAR(d->key);
+  Py_CLEAR(d->make_entry);
+  Py_CLEAR(d->torch);
+  Py_CLEAR(d->first);
+  return 0;
+}
+
+static void ddp_dealloc(DdpForward* d) {
+  PyObject_GC_UnTrack(d);
+  ddp_clear(d);
+  Py_TYPE(d)->tp_free((PyObject*)d);
+}
+
+/* A class attribute: DDP_instance.forward is a bound method, as with a Python function. */
+static PyObject* method_get(PyObject* self, PyObject* obj, PyObject* type) {
+  (void)type;
+  if (obj == NULL || obj == Py_None) return Py_NewRef(self);
+  return PyMethod_New(self, obj);
+}
+
+static PyObject* ddp_repr(DdpForward* d) {
+  return PyUnicode_FromFormat("<ccrun hook of %R>", d->forward);
+}
+
+static PyTypeObject DdpForwardType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_ccrun_hook.DdpForward",
+    .tp_basicsize = sizeof(DdpForward),
+    .tp_dealloc = (destructor)ddp_dealloc,
+    .tp_vectorcall_offset = offsetof(DdpForward, vectorcall),
+    .tp_repr = (reprfunc)ddp_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+                Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "DistributedDataParallel.forward, issuing one DDP step in the module's slot "
+              "per training forward (ccrun_progress._patch_ddp).",
+    .tp_traverse = (traverseproc)ddp_traverse,
+    .tp_clear = (inquiry)ddp_clear,
+    .tp_getset = collective_getset,
+    .tp_descr_get = method_get,
+    .tp_dictoffset = offsetof(DdpForward, dict),
+    .tp_new = ddp_new,
+};
+
+/* ---- BackwardWatch: completes a DDP step when its backward has ended ---- */
+
+/* The hook on a DDP module's watched gradient accumulator (ccrun_progress._watch_backward):
+ * when the step's gradient is in, it queues an autograd final callback (a Completion) that
+ * queues itself once more, to run after DDP's reducer's own end-of-backward callback; then it
+ * writes the step's completion. Indices are the record's u64 fields of the DDP slot. */
+typedef struct {
+  PyObject_HEAD
+  PyObject* queue_callback;  /* torch's autograd engine's queue_callback */
+  Py_ssize_t i_issued, i_completed_ns, i_completed;
+} BackwardWatch;
+
+typedef struct {
+  PyObject_HEAD
+  BackwardWatch* watch;
+  uint64_t seq;
+  int queued_again;
+} Completion;
+
+static PyTypeObject CompletionType;
+
+static uint64_t* record_u64(void) { return (uint64_t*)g_record.buf; }
+
+static PyObject* completion_call(Completion* c, PyObject* args, PyObject* kwargs) {
+  (void)args;
+  (void)kwargs;
+  if (!c->queued_again) {  /* the reducer's callback was queued before this one: go after it */
+    c->queued_again = 1;
+    PyObject* r = PyObject_CallOneArg(c->watch->queue_callback, (PyObject*)c);
+    if (r == NULL) PyErr_Clear();
+    Py_XDECREF(r);
+    Py_RETURN_NONE;
+  }
+  uint64_t* u64 = record_u64();
+  if (c->seq > __atomic_load_n(&u64[c->watch->i_completed], __ATOMIC_RELAXED)) {
+    store64((unsigned char*)&u64[c->watch->i_completed_ns], (uint64_t)now_ns());
+    store64((unsigned char*)&u64[c->watch->i_completed], c->seq);
+  }
+  Py_RETURN_NONE;
+}
+
+static void completion_dealloc(Completion* c) {
+  Py_XDECREF(c->watch);
+  Py_TYPE(c)->tp_free((PyObject*)c);
+}
+
+static PyTypeObject CompletionType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_ccrun_hook.Completion",
+    .tp_basicsize = sizeof(Completion),
+    .tp_dealloc = (destructor)completion_dealloc,
+    .tp_call = (ternaryfunc)completion_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A DDP step's completion, queued as autograd final callbacks (BackwardWatch).",
+};
+
+static PyObject* watch_call(BackwardWatch* w, PyObject* args, PyObject* kwargs) {
+  (void)args;
+  (void)kwargs;
+  uint64_t* u64 = record_u64();
+  uint64_t seq = __atomic_load_n(&u64[w->i_issued], __ATOMIC_RELAXED);
+  if (seq <= __atomic_load_n(&u64[w->i_completed], __ATOMIC_RELAXED)) Py_RETURN_NONE;
+  Completion* c = PyObject_New(Completion, &CompletionType);
+  if (c == NULL) {
+    PyErr_Clear();
+    Py_RETURN_NONE;
+  }
+  c->watch = (BackwardWatch*)Py_NewRef((PyObject*)w);
+  c->seq = seq;
+  c->queued_again = 0;
+  PyObject* r = PyObject_CallOneArg(w->queue_callback, (PyObject*)c);
+  if (r == NULL) PyErr_Clear();  /* outside a backward: nothing to complete */
+  Py_XDECREF(r);
+  Py_DECREF(c);
+  Py_RETURN_NONE;
+}
+
+static PyObject* watch_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static char* names[] = {"queue_callback", "i_issued", "i_completed_ns", "i_completed", NULL};
+  PyObject* queue_callback;
+  Py_ssize_t i[3];
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Onnn", names, &queue_callback, &i[0], &i[1],
+                                   &i[2])) {
+    return NULL;
+  }
+  for (int k = 0; k < 3; ++k) {
+    if (g_record.buf == NULL || i[k] <= 0 || (size_t)i[k] >= kRecordBytes / 8) {
+      PyErr_SetString(PyExc_ValueError, "BackwardWatch: no record attached, or bad index");
+      return NULL;
+    }
+  }
+  BackwardWatch* w = (BackwardWatch*)type->tp_alloc(type, 0);
+  if (w == NULL) return NULL;
+  w->queue_callback = Py_NewRef(queue_callback);
+  w->i_issued = i[0];
+  w->i_completed_ns = i[1];
+  w->i_completed = i[2];
+  return (PyObject*)w;
+}
+
+static void watch_dealloc(BackwardWatch* w) {
+  Py_XDECREF(w->queue_callback);
+  Py_TYPE(w)->tp_free((PyObject*)w);
+}
+
+static PyTypeObject BackwardWatchType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_ccrun_hook.BackwardWatch",
+    .tp_basicsize = sizeof(BackwardWatch),
+    .tp_dealloc = (destructor)watch_dealloc,
+    .tp_call = (ternaryfunc)watch_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "BackwardWatch(queue_callback, i_issued, i_completed_ns, i_completed): the hook "
+              "on a DDP module's watched gradient accumulator (ccrun_progress._watch_backward).",
+    .tp_new = watch_new,
+};
+
+/* ---- WorkMethod: Work.wait and Work.is_completed, completing a pending async call ---- */
+
+typedef struct {
+  PyObject_HEAD
+  PyObject* dict;
+  vectorcallfunc vectorcall;
+  PyObject* method;   /* torch's own Work.wait or Work.is_completed */
+  PyObject* pending;  /* the Collectives' pending calls */
+  PyObject* first;    /* mark("collective") */
+  int only_if_true;   /* is_completed: the call completed only when it says True */
+} WorkMethod;
+
+static PyObject* work_call(WorkMethod* w, PyObject* const* args, size_t nargsf,
+                           PyObject* kwnames) {
+  PyObject* result = PyObject_Vectorcall(w->method, args, nargsf, kwnames);
+  if (result == NULL || PyVectorcall_NARGS(nargsf) < 1 || PyDict_GET_SIZE(w->pending) == 0) {
+    return result;
+  }
+  if (w->only_if_true && result != Py_True) return result;
+  PyObject* key = PyLong_FromVoidPtr(args[0]);
+  PyObject* entry = key != NULL ? PyDict_GetItemWithError(w->pending, key) : NULL;
+  if (entry != NULL) {
+    Py_INCREF(entry);
+    PyDict_DelItem(w->pending, key);
+    Slot* s = (Slot*)PyTuple_GET_ITEM(entry, 1);
+    uint64_t seq = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(entry, 2));
+    if (Py_IS_TYPE((PyObject*)s, &SlotType) && seq > s->done) {
+      /* issued_ns: this call's, unless calls of the group overlap */
+      int64_t issued_ns = (int64_t)__atomic_load_n((uint64_t*)(s->at + kIssuedNs),
+                                                   __ATOMIC_RELAXED);
+      complete(s, seq, issued_ns);
+      if (seq == 1) {
+        PyObject* r = PyObject_CallNoArgs(w->first);
+        Py_XDECREF(r);
+      }
+    }
+    Py_DECREF(entry);
+  }
+  Py_XDECREF(key);
+  PyErr_Clear();
+  return result;
+}
+
+static PyObject* work_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static char* names[] = {"method", "pending", "first", "only_if_true", NULL};
+  PyObject *method, *pending, *first;
+  int only_if_true;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!Op", names, &method, &PyDict_Type,
+                                   &pending, &first, &only_if_true)) {
+    return NULL;
+  }
+  WorkMethod* w = (WorkMethod*)type->tp_alloc(type, 0);
+  if (w == NULL) return NULL;
+  w->vectorcall = (vectorcallfunc)work_call;
+  w->method = Py_NewRef(method);
+  w->pending = Py_NewRef(pending);
+  w->first = Py_NewRef(first);
+  w->only_if_true = only_if_true;
+  return (PyObject*)w;
+}
+
+static int work_traverse(WorkMethod* w, visitproc visit, void* arg) {
+  Py_VISIT(w->dict);
+  Py_VISIT(w->method);
+  Py_VISIT(w->pending);
+  Py_VISIT(w->first);
+  return 0;
+}
+
+static int work_clear(WorkMethod* w) {
+  Py_CLEAR(w->dict);
+  Py_CLEAR(w->method);
+  Py_CLEAR(w->pending);
+  Py_CLEAR(w->first);
+  return 0;
+}
+
+static void work_dealloc(WorkMethod* w) {
+  PyObject_GC_UnTrack(w);
+  work_clear(w);
+  Py_TYPE(w)->tp_free((PyObject*)w);
+}
+
+static PyObject* work_repr(WorkMethod* w) {
+  return PyUnicode_FromFormat("<ccrun hook of %R>", w->method);
+}
+
+static PyTypeObject WorkMethodType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_ccrun_hook.WorkMethod",
+    .tp_basicsize = sizeof(WorkMethod),
+    .tp_dealloc = (destructor)work_dealloc,
+    .tp_vectorcall_offset = offsetof(WorkMethod, vectorcall),
+    .tp_repr = (reprfunc)work_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+                Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "torch's Work.wait or Work.is_completed, completing the async call the Work "
+              "belongs to (ccrun_progress._patch_work).",
+    .tp_traverse = (traverseproc)work_traverse,
+    .tp_clear = (inquiry)work_clear,
+    .tp_getset = collective_getset,
+    .tp_descr_get = method_get,
+    .tp_dictoffset = offsetof(WorkMethod, dict),
+    .tp_new = work_new,
+};
+
+/* ---- the module ---- */
+
+static PyObject* attach(PyObject* module, PyObject* view) {
+  (void)module;
+  if (g_record.buf != NULL) Py_RETURN_NONE;  /* once a process: the record never moves */
+  Py_buffer b;
+  if (PyObject_GetBuffer(view, &b, PyBUF_WRITABLE | PyBUF_SIMPLE) < 0) return NULL;
+  if (b.len < kRecordBytes || ((uintptr_t)b.buf & 7) != 0) {
+    PyBuffer_Release(&b);
+    PyErr_SetString(PyExc_ValueError, "attach: not a mapped progress record");
+    return NULL;
+  }
+  g_record = b;  /* kept, with the export that pins the mapping, for the process's life */
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"attach", attach, METH_O,
+     "attach(record): the writable buffer of the mapped progress record the wrappers write."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_ccrun_hook",
+    "The start-up hook's per-call wrappers in C (ccrun_progress.py uses them when it can).",
+    -1, methods, NULL, NULL, NULL, NULL,
+};
+
+static int intern(PyObject** s, const char* text) {
+  *s = PyUnicode_InternFromString(text);
+  return *s != NULL ? 0 : -1;
+}
+
+PyMODINIT_FUNC PyInit__ccrun_hook(void) {
+  if (intern(&s_group, "group") || intern(&s_async_op, "async_op") ||
+      intern(&s_numel, "numel") || intern(&s_track, "track") ||
+      intern(&s_training, "training") || intern(&s_require_sync, "require_backward_grad_sync")) {
+    return NULL;
+  }
+  if (PyType_Ready(&SlotType) < 0 || PyType_Ready(&CollectiveType) < 0 ||
+      PyType_Ready(&DdpForwardType) < 0 || PyType_Ready(&WorkMethodType) < 0 ||
+      PyType_Ready(&BackwardWatchType) < 0 || PyType_Ready(&CompletionType) < 0) {
+    return NULL;
+  }
+  PyObject* m = PyModule_Create(&module_def);
+  if (m == NULL) return NULL;
+  if (PyModule_AddObjectRef(m, "Slot", (PyObject*)&SlotType) < 0 ||
+      PyModule_AddObjectRef(m, "Collective", (PyObject*)&CollectiveType) < 0 ||
+      PyModule_AddObjectRef(m, "DdpForward", (PyObject*)&DdpForwardType) < 0 ||
+      PyModule_AddObjectRef(m, "WorkMethod", (PyObject*)&WorkMethodType) < 0 ||
+      PyModule_AddObjectRef(m, "BackwardWatch", (PyObject*)&BackwardWatchType) < 0) {
+    Py_DECREF(m);
+    return NULL;
+  }
+  return m;
+}
