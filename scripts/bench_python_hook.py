@@ -5,7 +5,9 @@ DistributedDataParallel's forward (one DDP step each, training mode, grad enable
 Runs a world-size-1 gloo group in a process started with the hook and a progress record, and
 times each collective through the hook's wrapper and through the original function it wraps
 (`__ccrun_wrapped__`), alternating short rounds of ROUND_CALLS calls (CALLS x ROUNDS calls of
-each in all), best round of each; then the same calls in a process without the hook. The DDP
+each in all), best round of each, on one CPU: once with the hook's C wrappers (agent/python/_ccrun_hook.c,
+from the build tree: $CCRUN_BUILD_DIR, or build/), once with its Python ones
+(CCRUN_PYTHON_HOOK_C=0); then the same calls in a process without the hook. The DDP
 forward is a Linear(16, 16) on a 4x16 input, without backward (DDP allows that when
 find_unused_parameters is off), then with it (the hook's end-of-backward callbacks included).
 Usage: /usr/bin/python3 scripts/bench_python_hook.py [CALLS]
@@ -24,6 +26,9 @@ ROUND_CALLS = 50  # short rounds, alternating: the best of many is steadier on a
 
 
 def worker(calls, init):
+    # One CPU for the process and gloo's threads: unpinned, a world-size-1 gloo call takes 10
+    # or 35 us by chance (where its threads wake up), which hides the wrapper's cost.
+    os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     import torch
     import torch.distributed as dist
     hooked = hasattr(dist.all_reduce, "__ccrun_wrapped__")
@@ -55,7 +60,7 @@ def worker(calls, init):
         noop, noop_forward = NoopDDP(), NoopDDP.forward
 
         # The same for the collectives' wrapper: around a collective whose own work is one
-        # in-place add (gloo's own calls take 10 or 35 us here by chance, hiding a microsecond).
+        # in-place add, the wrapper's cost with the least of anything else around it.
         def small_all_reduce(tensor, op=None, group=None, async_op=False):
             return tensor.add_(0)
 
@@ -90,39 +95,50 @@ def worker(calls, init):
                 best[k] = min(best[k], (time.perf_counter_ns() - start) / ROUND_CALLS)
         out[name] = best
     dist.destroy_process_group()
-    print(json.dumps({"hooked": hooked, "results": out}))
+    print(json.dumps({"hooked": hooked, "kind": type(dist.all_reduce).__name__,
+                      "results": out}))
 
 
 def main():
     calls = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
+    build = os.environ.get("CCRUN_BUILD_DIR") or os.path.join(REPO, "build")
+    hook_path = os.path.join(REPO, "agent", "python") + ":" + os.path.join(build, "agent", "python")
     with tempfile.TemporaryDirectory() as tmp:
-        record = os.path.join(tmp, "record")
-        data = bytearray(4096)
-        struct.pack_into("<QII", data, 0, 0x3152505255524343, 1, 4096)
-        open(record, "wb").write(bytes(data))
         runs = {}
-        for label, extra in (("with hook", {"PYTHONPATH": os.path.join(REPO, "agent", "python"),
-                                            "CCRUN_PROGRESS_FILE": record}),
+        for label, extra in (("C", {"PYTHONPATH": hook_path}),
+                             ("Python", {"PYTHONPATH": hook_path, "CCRUN_PYTHON_HOOK_C": "0"}),
                              ("without hook", {})):
+            record = os.path.join(tmp, f"record-{len(runs)}")
+            data = bytearray(4096)
+            struct.pack_into("<QII", data, 0, 0x3152505255524343, 1, 4096)
+            open(record, "wb").write(bytes(data))
             env = {k: v for k, v in os.environ.items()
-                   if k not in ("PYTHONPATH", "CCRUN_PROGRESS_FILE")}
+                   if k not in ("PYTHONPATH", "CCRUN_PROGRESS_FILE", "CCRUN_PYTHON_HOOK_C")}
             env.update(extra)
+            if extra:
+                env["CCRUN_PROGRESS_FILE"] = record
             init = f"file://{tmp}/init-{len(runs)}"
             r = subprocess.run([sys.executable, __file__, "--worker", str(calls), init], env=env,
                                capture_output=True, text=True, check=True)
             runs[label] = json.loads(r.stdout.strip().splitlines()[-1])
-        hooked, plain = runs["with hook"], runs["without hook"]
-        assert hooked["hooked"] and not plain["hooked"]
+        plain = runs["without hook"]
+        assert runs["Python"]["hooked"] and runs["Python"]["kind"] == "function"
+        assert not plain["hooked"]
+        native = runs["C"]["kind"] == "Collective"  # else the C wrappers are not built
         print(f"{calls * ROUNDS} calls in rounds of {ROUND_CALLS}, best round, ns per call "
-              f"(world-size-1 gloo, torch {__import__('torch').__version__})")
-        print(f"{'call':36} {'hook wrapper':>13} {'original':>10} {'overhead':>9} "
-              f"{'no-hook process':>16}")
-        for name, best in hooked["results"].items():
+              f"(world-size-1 gloo, torch {__import__('torch').__version__}); each wrapper's "
+              "overhead against torch's own call in the same process")
+        print(f"{'call':36} {'C wrapper':>10} {'original':>9} {'overhead':>9} "
+              f"{'Py wrapper':>10} {'original':>9} {'overhead':>9} {'no-hook process':>16}")
+        for name, py in runs["Python"]["results"].items():
+            c = runs["C"]["results"].get(name) if native else None
             base = plain["results"].get(name, {}).get("original", float("nan"))
-            print(f"{name:36} {best['hooked']:13.0f} {best['original']:10.0f} "
-                  f"{best['hooked'] - best['original']:9.0f} {base:16.0f}")
-        slots = struct.unpack_from("<I", open(record, "rb").read(), 40)[0]
-        print(f"(record: {slots} group slots used)")
+            c_cols = (f"{c['hooked']:10.0f} {c['original']:9.0f} "
+                      f"{c['hooked'] - c['original']:9.0f}" if c else f"{'n/a':>10} {'':9} {'':9}")
+            print(f"{name:36} {c_cols} {py['hooked']:10.0f} {py['original']:9.0f} "
+                  f"{py['hooked'] - py['original']:9.0f} {base:16.0f}")
+        if not native:
+            print(f"(the C wrappers are not built in {build}: Python wrappers only)")
 
 
 if __name__ == "__main__":
