@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "ccrun/error.h"
@@ -93,6 +94,45 @@ std::string shape_text(const CallShape& c) {
   return s;
 }
 
+// What the members' per-op counts say of the ranks that differ from the
+// majority: "rank 2 made one all_reduce fewer (59 against 60)", for the op
+// the majority issued as the call they part at; "" when the counts are not
+// recorded, or the majority's own counts disagree.
+std::string count_difference(const std::vector<Member>& members, uint32_t op,
+                             const std::vector<int>& majority, const std::vector<int>& culprits) {
+  if (!progress::counted_op(op)) return "";
+  auto counted = [](const GroupView& g) {
+    for (uint32_t c : g.op_calls) {
+      if (c > 0) return true;
+    }
+    return false;
+  };
+  std::optional<uint32_t> expected;
+  std::map<uint32_t, std::vector<int>> by_calls;  // a culprit's calls of `op` -> its ranks
+  for (const auto& m : members) {
+    if (!counted(m.group)) continue;
+    uint32_t calls = m.group.op_calls[op - 1];
+    if (std::find(majority.begin(), majority.end(), m.rank->rank) != majority.end()) {
+      if (expected && *expected != calls) return "";
+      expected = calls;
+    } else if (std::find(culprits.begin(), culprits.end(), m.rank->rank) != culprits.end()) {
+      by_calls[calls].push_back(m.rank->rank);
+    }
+  }
+  if (!expected) return "";
+  std::string out;
+  for (const auto& [calls, ranks] : by_calls) {
+    if (calls == *expected) continue;
+    uint32_t diff = calls < *expected ? *expected - calls : calls - *expected;
+    out += (out.empty() ? "" : "; ") + ranks_named(ranks) + " made " +
+           (diff == 1 ? "one " + std::string(progress::op_name(op))
+                      : std::to_string(diff) + " " + progress::op_name(op) + " calls") +
+           (calls < *expected ? " fewer (" : " more (") + std::to_string(calls) + " against " +
+           std::to_string(*expected) + ")";
+  }
+  return out;
+}
+
 // When every member of the group waits in call #n but they did not all
 // issue the same call there (an op or a size that differs: a desync), the
 // verdict that names the members that differ from the majority; "" when
@@ -127,9 +167,11 @@ std::string mismatch(const std::vector<Member>& members, uint64_t n, std::vector
   std::sort(culprits.begin(), culprits.end());
   if (tie) return "the members of " + group_name(members.front().group) +
                   " issued different calls as #" + std::to_string(n) + ": " + out;
-  return out + ", where " + ranks_named(majority->second) + " issued " +
-         shape_text(majority->first) + ": a desync (a call skipped, added or made with other "
-         "arguments on the " + (culprits.size() == 1 ? "rank" : "ranks") + " named first)";
+  out += ", where " + ranks_named(majority->second) + " issued " + shape_text(majority->first);
+  std::string counts = count_difference(members, majority->first.op, majority->second, culprits);
+  if (!counts.empty()) return out + ": a desync; " + counts;
+  return out + ": a desync (a call skipped, added or made with other arguments on the " +
+         (culprits.size() == 1 ? "rank" : "ranks") + " named first)";
 }
 
 }  // namespace

@@ -29,6 +29,11 @@ GroupsRead read_groups(const progress::Record& r, int64_t now, std::vector<Group
       if (g.issued > g.completed + 1) g.completed = g.issued - 1;
       read.ddp_steps += g.issued;
     }
+    if (i < uint32_t(progress::kOpCountGroups)) {
+      for (int op = 0; op < progress::kCountedOps; ++op) {
+        g.op_calls[op] = r.op_calls[i][op].load(std::memory_order_relaxed);
+      }
+    }
     read.most_calls = std::max(read.most_calls, g.completed);
     read.wait_us += s.wait_us.load(std::memory_order_relaxed);
     groups.push_back(g);

@@ -22,6 +22,12 @@ void GroupProgress::open(uint64_t id, uint32_t size) {
   progress::GroupSlot& s = record_->groups[index];
   s.id.store(id, std::memory_order_relaxed);
   s.source.store(uint32_t(progress::Source::kCcrunCollectives), std::memory_order_relaxed);
+  if (index < uint32_t(progress::kOpCountGroups)) {
+    op_calls_ = record_->op_calls[index];
+    for (int op = 0; op < progress::kCountedOps; ++op) {
+      op_calls_[op].store(0, std::memory_order_relaxed);
+    }
+  }
   s.size.store(size, std::memory_order_release);
   slot_ = &s;
   if (id == kWorldGroupId) progress::mark(*record_, progress::Phase::kGroup);

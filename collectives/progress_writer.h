@@ -13,7 +13,7 @@
 //
 // Without a record (a process ccrun did not start), or once the record's
 // kMaxGroups slots are handed out, every member is a no-op costing one
-// branch. With one, issue() is four relaxed stores and a coarse clock read,
+// branch. With one, issue() is five relaxed stores and a coarse clock read,
 // complete() two stores and one read: no lock, no locked instruction.
 //
 // Writers: issue() on the group's issuing thread (one at a time: ranks agree
@@ -93,7 +93,8 @@ class GroupProgress {
   progress::GroupSlot* slot() const { return slot_; }
 
   // Records a call being issued: op, count (elements of its main buffer),
-  // issued_ns, then issued = the next sequence number (release). Returns the
+  // the op's call count (progress::Record::op_calls), issued_ns, then
+  // issued = the next sequence number (release). Returns the
   // call's ticket for complete().
   [[nodiscard]] ProgressTicket issue(progress::Op op, uint64_t count) const noexcept {
     progress::GroupSlot* s = slot_;
@@ -102,6 +103,10 @@ class GroupProgress {
     const uint64_t seq = s->issued.load(std::memory_order_relaxed) + 1;
     s->op.store(uint32_t(op), std::memory_order_relaxed);
     s->count.store(count, std::memory_order_relaxed);
+    if (op_calls_ && progress::counted_op(uint32_t(op))) {
+      std::atomic<uint32_t>& calls = op_calls_[uint32_t(op) - 1];
+      calls.store(calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
     s->issued_ns.store(progress::now_ns(), std::memory_order_relaxed);
     s->issued.store(seq, std::memory_order_release);
     return {s, seq};
@@ -110,6 +115,7 @@ class GroupProgress {
  private:
   progress::Record* record_;
   progress::GroupSlot* slot_ = nullptr;  // set by open(), before any issue()
+  std::atomic<uint32_t>* op_calls_ = nullptr;  // the slot's per-op counts, if it has them
 };
 
 }  // namespace ccrun::collectives

@@ -48,9 +48,15 @@ StartupTimeline StartupTimeline::from_json(const json& j) {
 json RankView::to_json() const {
   json gs = json::array();
   for (const auto& g : groups) {
-    gs.push_back({{"id", g.id}, {"size", g.size}, {"issued", g.issued},
+    json group = {{"id", g.id}, {"size", g.size}, {"issued", g.issued},
                   {"completed", g.completed}, {"op", progress::op_name(g.op)}, {"op_code", g.op},
-                  {"count", g.count}, {"waiting_ms", g.waiting_ms}});
+                  {"count", g.count}, {"waiting_ms", g.waiting_ms}};
+    json calls = json::object();  // {"all_reduce": 60, "barrier": 1}: the ops it issued
+    for (int op = 0; op < progress::kCountedOps; ++op) {
+      if (g.op_calls[op] > 0) calls[progress::op_name(uint32_t(op + 1))] = g.op_calls[op];
+    }
+    if (!calls.empty()) group["op_calls"] = calls;
+    gs.push_back(group);
   }
   return {{"rank", rank}, {"local_rank", local_rank}, {"node_rank", node_rank}, {"host", host},
           {"pid", pid}, {"reporting", reporting}, {"idle_ms", idle_ms}, {"steps", steps},
@@ -78,10 +84,16 @@ RankView RankView::from_json(const json& j) {
   if (j.contains("startup")) r.startup = StartupTimeline::from_json(j["startup"]);
   if (j.contains("groups") && j["groups"].is_array()) {
     for (const auto& g : j["groups"]) {
-      r.groups.push_back({g.value("id", uint64_t(0)), g.value("size", 0u),
-                          g.value("issued", uint64_t(0)), g.value("completed", uint64_t(0)),
-                          g.value("op_code", 0u), g.value("count", uint64_t(0)),
-                          g.value("waiting_ms", int64_t(-1))});
+      GroupView v{g.value("id", uint64_t(0)), g.value("size", 0u),
+                  g.value("issued", uint64_t(0)), g.value("completed", uint64_t(0)),
+                  g.value("op_code", 0u), g.value("count", uint64_t(0)),
+                  g.value("waiting_ms", int64_t(-1))};
+      if (g.contains("op_calls") && g["op_calls"].is_object()) {
+        for (int op = 0; op < progress::kCountedOps; ++op) {
+          v.op_calls[op] = g["op_calls"].value(progress::op_name(uint32_t(op + 1)), 0u);
+        }
+      }
+      r.groups.push_back(v);
     }
   }
   return r;

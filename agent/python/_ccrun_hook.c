@@ -34,6 +34,9 @@ enum {
   kCount = 40,
   kIssuedNs = 48,
   kCompletedNs = 56,
+  kOpCallsAt = 3200,   /* op_calls[slot][op - 1], u32, for the first kOpCountGroups slots */
+  kOpCountGroups = 16,
+  kCountedOps = 12,    /* ops 1..12 */
 };
 
 static Py_buffer g_record;  /* the mapped record; g_record.buf NULL until attach() */
@@ -61,6 +64,7 @@ typedef struct {
   unsigned int op, wait_us;             /* op written; wait_us written (wrapping) */
   Py_ssize_t index;                     /* the slot's number */
   unsigned char* at;                    /* its bytes in the record */
+  uint32_t* op_calls;                   /* its per-op call counts; NULL: it has none */
 } Slot;
 
 static int slot_init(Slot* self, PyObject* args, PyObject* kwargs) {
@@ -73,6 +77,10 @@ static int slot_init(Slot* self, PyObject* args, PyObject* kwargs) {
   }
   self->index = index;
   self->at = (unsigned char*)g_record.buf + kSlotsAt + kSlotBytes * index;
+  self->op_calls = index < kOpCountGroups
+                       ? (uint32_t*)((unsigned char*)g_record.buf + kOpCallsAt) +
+                             kCountedOps * index
+                       : NULL;
   self->seq = self->done = self->count = 0;
   self->op = self->wait_us = 0;
   return 0;
@@ -251,6 +259,10 @@ static Slot* issue(Collective* c, PyObject* const* args, Py_ssize_t nargs, PyObj
   if (s->count != (unsigned long long)count) {
     s->count = (unsigned long long)count;
     store64(s->at + kCount, (uint64_t)count);
+  }
+  if (s->op_calls != NULL && c->op >= 1 && c->op <= kCountedOps) {
+    uint32_t* calls = &s->op_calls[c->op - 1];
+    store32((unsigned char*)calls, __atomic_load_n(calls, __ATOMIC_RELAXED) + 1);
   }
   *issued_ns = now_ns();
   store64(s->at + kIssuedNs, (uint64_t)*issued_ns);

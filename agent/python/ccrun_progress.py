@@ -63,6 +63,8 @@ What a torch group slot holds:
           broadcast, reduce, send, recv; the input of all_gather(_into_tensor),
           gather, all_to_all(_single); the output of scatter and
           reduce_scatter(_tensor); 0 for barriers.
+  op_calls the calls issued of each op (the record's op_calls, for the first
+          16 slots): what tells a skipped or an extra call in a desync.
 A DDP module's slot: id = its group's id ^ DDP_ID_XOR ^ its ordinal among
 this process's DDP modules on that group; size: the group's; issued at the
 step's forward, completed when its backward ended (a step whose backward
@@ -123,6 +125,10 @@ COLLECTIVES = {
 # The start-up timeline (progress.h's Startup): when this worker reached each phase, in
 # CLOCK_MONOTONIC ns, each written once; flags bit 0: forked from a warm template.
 STARTUP_BASE = 64 + 64 * MAX_GROUPS
+# Calls issued of each op (u32, [slot][op - 1], ops 1..12), for the first OP_COUNT_GROUPS slots.
+OP_CALLS_BASE = STARTUP_BASE + 64
+OP_COUNT_GROUPS = 16
+COUNTED_OPS = 12
 PHASES = {"interpreter": 0, "imports": 1, "group": 2, "collective": 3, "step": 4}
 STARTED_WARM = 1
 _C10D = "torch.distributed.distributed_c10d"
@@ -328,7 +334,7 @@ def fnv1a64_ranks(ranks):
 
 class _Slot:
     __slots__ = ("seq", "done", "op", "count", "wait_us", "index", "i_completed",
-                 "i_completed_ns", "i_issued_ns", "i_wait_us")
+                 "i_completed_ns", "i_issued_ns", "i_wait_us", "i_calls")
 
     def __init__(self, index):
         base = 64 + 64 * index
@@ -343,6 +349,9 @@ class _Slot:
         self.i_completed_ns = (base + 56) // 8
         self.i_issued_ns = (base + 48) // 8
         self.i_wait_us = (base + 36) // 4  # u32, wrapping: time in calls, for stragglers
+        # u32 view index + op: the op's calls (None: this slot has no counts)
+        self.i_calls = (OP_CALLS_BASE // 4 + COUNTED_OPS * index - 1
+                        if index < OP_COUNT_GROUPS else None)
         # view indices: op (u32), count, issued_ns, issued, completed_ns, completed (64-bit)
         self.index = ((base + 32) // 4, (base + 40) // 8, (base + 48) // 8, (base + 16) // 8,
                       self.i_completed_ns, self.i_completed)
@@ -357,6 +366,9 @@ def _new_slot(group_id, size):
     base = 64 + 64 * index
     for i in range(base // 8 + 2, (base + 64) // 8):  # issued .. completed_ns
         _u64[i] = 0
+    if index < OP_COUNT_GROUPS:
+        for i in range(COUNTED_OPS):
+            _u32[OP_CALLS_BASE // 4 + COUNTED_OPS * index + i] = 0
     _u32[(base + 12) // 4] = SOURCE_TORCH
     _u32[(base + 8) // 4] = size
     _u64[base // 8] = group_id
@@ -533,6 +545,8 @@ def _wrap(hook, fn, op_name, count_name, always_async, check_guard, set_guard):
                     slot.op = u32[i_op] = op
                 if slot.count != count:
                     slot.count = u64[i_count] = count
+                if slot.i_calls is not None:
+                    u32[slot.i_calls + op] += 1
                 i64[i_issued_ns] = issued_ns = gettime(clock)
                 u64[i_issued] = seq
         except Exception:

@@ -117,6 +117,16 @@ struct Startup {
 };
 static_assert(sizeof(Startup) == 64);
 
+// How many calls of each op a group has issued, for the first kOpCountGroups
+// slots: with them a verdict on a desync says which calls a rank made fewer
+// or more of than its peers ("rank 2 made one all_reduce fewer: 59 against
+// 60"), where op and sequence number alone show only where the calls part.
+// Counted ops: kAllReduce..kOther (op - 1 indexes them); a DDP slot counts
+// none. Each counter wraps at 2^32 and is written by its slot's writer.
+inline constexpr int kOpCountGroups = 16;
+inline constexpr int kCountedOps = int(Op::kOther);  // 12: ops 1..12
+inline bool counted_op(uint32_t op) { return op >= 1 && op <= uint32_t(kCountedOps); }
+
 // Aligned to its size: a mapping is page-aligned, and so is every other
 // record, so the record holding a slot is found from the slot's address.
 struct alignas(kRecordBytes) Record {
@@ -135,11 +145,15 @@ struct alignas(kRecordBytes) Record {
   uint64_t reserved1[2];               // header: 64 bytes
   GroupSlot groups[kMaxGroups];
   Startup startup;                     // at 64 + 48 * 64 = 3136
-  uint8_t tail[kRecordBytes - 64 - kMaxGroups * sizeof(GroupSlot) - sizeof(Startup)];
+  // [slot][op - 1]: calls issued, for slots 0..kOpCountGroups-1 (at 3200)
+  std::atomic<uint32_t> op_calls[kOpCountGroups][kCountedOps];
+  uint8_t tail[kRecordBytes - 64 - kMaxGroups * sizeof(GroupSlot) - sizeof(Startup) -
+               kOpCountGroups * kCountedOps * sizeof(uint32_t)];
 };
 static_assert(sizeof(Record) == kRecordBytes);
 
 static_assert(offsetof(Record, startup) == 3136);
+static_assert(offsetof(Record, op_calls) == 3200);
 
 // CLOCK_MONOTONIC_COARSE, in ns: a few ns to read, ticks of 1-4 ms.
 inline int64_t now_ns() {

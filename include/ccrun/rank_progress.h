@@ -27,7 +27,8 @@
 namespace ccrun {
 
 // One process group as one rank's record shows it (JSON within RankView's
-// "groups": {id, size, issued, completed, op, op_code, count, waiting_ms}).
+// "groups": {id, size, issued, completed, op, op_code, count, waiting_ms,
+// op_calls: {op name: calls, for the ops it issued; absent when not counted}}).
 struct GroupView {
   uint64_t id = 0;          // same on every member (0: the world group)
   uint32_t size = 0;        // members
@@ -36,6 +37,9 @@ struct GroupView {
   uint32_t op = 0;          // progress::Op of the last call issued
   uint64_t count = 0;       // its elements
   int64_t waiting_ms = -1;  // since the unfinished call was issued; -1: none
+  // Calls issued of each op (progress::Record::op_calls, [op - 1]); all 0
+  // when the slot has no counts (past the 16th slot, a DDP slot, an older writer).
+  std::array<uint32_t, progress::kCountedOps> op_calls{};
 };
 
 // One worker's start-up in one attempt (JSON {rank, spawned_ms, warm,

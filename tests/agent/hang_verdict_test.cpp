@@ -108,6 +108,11 @@ TEST_CASE("RankView: JSON round trip (what agents publish with their heartbeats)
   CHECK(back.groups[0].issued == 12);
   CHECK(back.groups[0].waiting_ms == 400);
   CHECK(back.groups[0].op == kAllReduce);
+  CHECK(back.groups[0].op_calls == std::array<uint32_t, ccrun::progress::kCountedOps>{});
+  r.groups[0].op_calls[kAllReduce - 1] = 11, r.groups[0].op_calls[10] = 1;  // 1 barrier
+  nlohmann::json j = r.to_json();
+  CHECK(j["groups"][0]["op_calls"] == nlohmann::json{{"all_reduce", 11}, {"barrier", 1}});
+  CHECK(RankView::from_json(j).groups[0].op_calls == r.groups[0].op_calls);
   CHECK(RankView::from_json(nlohmann::json::object()).rank == -1);  // tolerant
 }
 
@@ -154,6 +159,53 @@ TEST_CASE("judge_hang: a rank that issued another op at the same call number is 
   CHECK_THAT(v.headline, Catch::StartsWith("rank 2 issued barrier as call #100 of the world group, "
                                            "where ranks 0,1,3 issued all_reduce (1024 elements)"));
   CHECK_THAT(v.headline, Catch::Contains("a desync"));
+}
+
+TEST_CASE("judge_hang: per-op counts say which calls a desynced rank made fewer or more of") {
+  constexpr uint32_t kBarrier = uint32_t(ccrun::progress::Op::kBarrier);
+  // Rank 2 skipped one all_reduce: its call #60 is the final barrier, after 59 all_reduces.
+  std::vector<RankView> ranks;
+  for (int r = 0; r < 4; ++r) {
+    ranks.push_back(rank(r, 60, 59, 31'000, 31'000));
+    ranks[r].groups[0].op_calls[kAllReduce - 1] = 60;
+  }
+  ranks[2].groups[0].op = kBarrier;
+  ranks[2].groups[0].count = 0;
+  ranks[2].groups[0].op_calls[kAllReduce - 1] = 59;
+  ranks[2].groups[0].op_calls[kBarrier - 1] = 1;
+  HangVerdict v = judge_hang(ranks, 30'000);
+  REQUIRE(v.hung);
+  CHECK(v.culprits == std::vector<int>{2});
+  CHECK_THAT(v.headline,
+             Catch::StartsWith("rank 2 issued barrier as call #60 of the world group, where ranks "
+                               "0,1,3 issued all_reduce (1024 elements): a desync; rank 2 made one "
+                               "all_reduce fewer (59 against 60);"));
+  // Two extra all_reduces on ranks 1 and 2 (the others are at a broadcast).
+  for (auto& r : ranks) {
+    r.groups[0].op = uint32_t(ccrun::progress::Op::kBroadcast);
+    r.groups[0].op_calls = {};
+    r.groups[0].op_calls[kAllReduce - 1] = 58;
+    r.groups[0].op_calls[1] = 2;  // broadcast
+  }
+  for (int r : {1, 2}) {
+    ranks[r].groups[0].op = kAllReduce;
+    ranks[r].groups[0].count = 1024;
+    ranks[r].groups[0].op_calls[kAllReduce - 1] = 60;
+    ranks[r].groups[0].op_calls[1] = 0;
+  }
+  ranks.push_back(rank(4, 60, 59, 31'000, 31'000));
+  ranks.back().groups[0].op = uint32_t(ccrun::progress::Op::kBroadcast);
+  ranks.back().groups[0].op_calls = ranks[0].groups[0].op_calls;
+  v = judge_hang(ranks, 30'000);
+  REQUIRE(v.hung);
+  CHECK(v.culprits == std::vector<int>{1, 2});
+  CHECK_THAT(v.headline, Catch::Contains("a desync; ranks 1,2 made 2 broadcast calls fewer "
+                                         "(0 against 2);"));
+  // Without counts (an older writer, a slot past the 16th), the general words.
+  for (auto& r : ranks) r.groups[0].op_calls = {};
+  CHECK_THAT(judge_hang(ranks, 30'000).headline,
+             Catch::Contains("a desync (a call skipped, added or made with other arguments on "
+                             "the ranks named first);"));
 }
 
 TEST_CASE("judge_hang: the culprit of a desync may be rank 0, and a size that differs is one") {

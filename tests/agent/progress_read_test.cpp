@@ -81,3 +81,18 @@ TEST_CASE("slots handed out past the record's 48 are not read") {
   read_groups(*r, kSecond, groups);
   CHECK(groups.size() == size_t(progress::kMaxGroups));
 }
+
+TEST_CASE("the first 16 slots carry their per-op call counts, the others none") {
+  auto r = empty_record();
+  for (int i = 0; i < 17; ++i) add_slot(*r, progress::Op::kAllReduce, 5, 5, 10 * kSecond);
+  r->op_calls[0][uint32_t(progress::Op::kAllReduce) - 1] = 4;
+  r->op_calls[0][uint32_t(progress::Op::kBarrier) - 1] = 1;
+  r->op_calls[15][0] = 5;
+  std::vector<GroupView> groups;
+  read_groups(*r, 10 * kSecond, groups);
+  REQUIRE(groups.size() == 17);
+  CHECK(groups[0].op_calls[uint32_t(progress::Op::kAllReduce) - 1] == 4);
+  CHECK(groups[0].op_calls[uint32_t(progress::Op::kBarrier) - 1] == 1);
+  CHECK(groups[15].op_calls[0] == 5);
+  CHECK(groups[16].op_calls == std::array<uint32_t, progress::kCountedOps>{});
+}

@@ -67,6 +67,23 @@ TEST_CASE("GroupProgress: issue and complete write sequence numbers from 1") {
   CHECK(s.completed.load() == 2);
 }
 
+TEST_CASE("GroupProgress: each call counts in its op's calls, for the first 16 slots") {
+  auto rec = new_record();
+  std::vector<std::unique_ptr<GroupProgress>> groups;
+  for (int i = 0; i < progress::kOpCountGroups + 1; ++i) {
+    groups.push_back(std::make_unique<GroupProgress>(rec.get()));
+    groups.back()->open(subgroup_id({i}), 1);
+  }
+  for (int i = 0; i < 3; ++i) (void)groups[0]->issue(Op::kAllReduce, 8);
+  (void)groups[0]->issue(Op::kBarrier, 0);
+  (void)groups[15]->issue(Op::kSend, 1);
+  (void)groups[16]->issue(Op::kSend, 1);  // past the counted slots: its op and count only
+  CHECK(rec->op_calls[0][uint32_t(Op::kAllReduce) - 1].load() == 3);
+  CHECK(rec->op_calls[0][uint32_t(Op::kBarrier) - 1].load() == 1);
+  CHECK(rec->op_calls[15][uint32_t(Op::kSend) - 1].load() == 1);
+  CHECK(rec->groups[16].issued.load() == 1);
+}
+
 TEST_CASE("GroupProgress: a completion out of order never moves completed back") {
   auto rec = new_record();
   GroupProgress g(rec.get());

@@ -35,9 +35,11 @@ def read_record(path):
     for i in range(min(used, 48)):
         (gid, size, source, issued, completed, op, _, count, issued_ns,
          completed_ns) = struct.unpack_from("<QIIQQIIQqq", page, HEADER + i * SLOT)
+        calls = struct.unpack_from("<12I", page, 3200 + 48 * i) if i < 16 else ()
         slots.append(dict(id=gid, size=size, source=source, issued=issued, completed=completed,
                           op=OPS[op], count=count, issued_ns=issued_ns,
-                          completed_ns=completed_ns))
+                          completed_ns=completed_ns,
+                          op_calls={OPS[o]: n for o, n in enumerate(calls, 1) if n}))
     return pid, slots
 
 
@@ -82,8 +84,11 @@ def test_every_rank_records_its_groups():
         assert world["completed"] == world["issued"]
         assert world["op"] == "barrier" and world["count"] == 0
         assert 0 < world["issued_ns"] <= world["completed_ns"]
-        worlds.append(world["issued"])
-    assert len(set(worlds)) == 1  # every rank issued the same calls
+        # every call counted once, under its op
+        assert sum(world["op_calls"].values()) == world["issued"], world
+        assert world["op_calls"]["barrier"] >= 1 and world["op_calls"]["all_reduce"] >= 1
+        worlds.append((world["issued"], world["op_calls"]))
+    assert all(w == worlds[0] for w in worlds)  # every rank issued the same calls
 
     subs = [slots[1] for _, slots in records[0::2]]
     assert subs[0]["id"] != 0
@@ -91,6 +96,7 @@ def test_every_rank_records_its_groups():
     for s in subs:
         assert (s["size"], s["issued"], s["completed"], s["op"], s["count"]) == \
             (2, 1, 1, "all_reduce", 1)
+        assert s["op_calls"] == {"all_reduce": 1}
 
 
 def test_a_file_that_is_not_a_record_is_ignored():

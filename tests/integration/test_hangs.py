@@ -329,9 +329,11 @@ def others(culprit):
 
 FAULTS = {
     "barrier": lambda c: (rf"rank {c} issued barrier as call #30 of the world group, where ranks "
-                          rf"{others(c)} issued all_reduce \(256 elements\): a desync"),
+                          rf"{others(c)} issued all_reduce \(256 elements\): a desync; rank {c} "
+                          rf"made one all_reduce fewer \(29 against 30\)"),
     "skip": lambda c: (rf"rank {c} issued barrier as call #60 of the world group, where ranks "
-                       rf"{others(c)} issued all_reduce \(256 elements\): a desync"),
+                       rf"{others(c)} issued all_reduce \(256 elements\): a desync; rank {c} made "
+                       rf"one all_reduce fewer \(59 against 60\)"),
     "stop": lambda c: (rf"rank {c} has not issued all_reduce #30 of the world group \(256 elements\), "
                        rf"which ranks {others(c)} have waited in for [\d.]+s; rank {c}: its process "
                        rf"is stopped \(state T"),

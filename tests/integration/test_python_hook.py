@@ -42,6 +42,9 @@ def read_record(path):
              "issued_ns", "completed_ns")
     slots = [dict(zip(names, struct.unpack_from("<QIIQQIIQqq", data, 64 + 64 * i)))
              for i in range(min(groups_used, 48))]
+    for i, slot in enumerate(slots[:16]):  # op_calls: {op code: calls issued}
+        calls = struct.unpack_from("<12I", data, 3200 + 48 * i)
+        slot["op_calls"] = {op: n for op, n in enumerate(calls, 1) if n}
     return dict(pid=pid, dump_signal=dump_signal, steps=steps, step_ns=step_ns,
                 groups_used=groups_used, slots=slots)
 
@@ -167,11 +170,15 @@ def test_two_rank_gloo_job_counts_every_collective(tmp_path, wrappers):
         assert world_slot["issued"] == world_slot["completed"] == n + 2
         assert world_slot["op"] == (OP["send"] if r == 0 else OP["recv"])
         assert world_slot["count"] == 5
+        # per op: n all_reduces, then the batch's isend and the send (or irecv and recv)
+        assert world_slot["op_calls"] == {OP["all_reduce"]: n,
+                                          (OP["send"] if r == 0 else OP["recv"]): 2}
         assert 0 < world_slot["issued_ns"] <= world_slot["completed_ns"]
         # the subgroup: an all_reduce, then a barrier
         assert sub_slot["size"] == world and sub_slot["source"] == 2
         assert sub_slot["issued"] == sub_slot["completed"] == 2
         assert sub_slot["op"] == OP["barrier"] and sub_slot["count"] == 0
+        assert sub_slot["op_calls"] == {OP["all_reduce"]: 1, OP["barrier"]: 1}
         sub_ids.append(sub_slot["id"])
     assert sub_ids[0] == sub_ids[1] == fnv1a64_ranks(range(world))
 
@@ -471,6 +478,7 @@ def test_ddp_steps_are_recorded_in_a_slot_per_ddp_module(tmp_path, wrappers):
         assert first["id"] == DDP_ID_XOR  # the world group (id 0), the first DDP module
         assert first["size"] == world and first["source"] == 2
         assert first["op"] == DDP_STEP and first["count"] == result["count"]
+        assert first["op_calls"] == {}  # a DDP slot counts no ops
         assert (first["issued"], first["completed"]) == (n, n)
         assert 0 < first["issued_ns"] <= first["completed_ns"]
         assert second["id"] == DDP_ID_XOR ^ 1 and second["size"] == world
