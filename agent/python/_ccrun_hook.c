@@ -612,17 +612,20 @@ static PyTypeObject DdpForwardType = {
 /* The hook on a DDP module's watched gradient accumulator (ccrun_progress._watch_backward):
  * when the step's gradient is in, it queues an autograd final callback (a Completion) that
  * queues itself once more, to run after DDP's reducer's own end-of-backward callback; then it
- * writes the step's completion. Indices are the record's u64 fields of the DDP slot. */
+ * writes the step's completion, and adds the time from the one to the other, the reducer's
+ * wait for the step's last gradient all-reduces, to the slot's wait_us. Indices are the
+ * record's u64 fields of the DDP slot (wait_us: its u32 index). */
 typedef struct {
   PyObject_HEAD
   PyObject* queue_callback;  /* torch's autograd engine's queue_callback */
-  Py_ssize_t i_issued, i_completed_ns, i_completed;
+  Py_ssize_t i_issued, i_completed_ns, i_completed, i_wait_us;
 } BackwardWatch;
 
 typedef struct {
   PyObject_HEAD
   BackwardWatch* watch;
   uint64_t seq;
+  int64_t began_ns;  /* the watched gradient was in */
   int queued_again;
 } Completion;
 
@@ -642,7 +645,13 @@ static PyObject* completion_call(Completion* c, PyObject* args, PyObject* kwargs
   }
   uint64_t* u64 = record_u64();
   if (c->seq > __atomic_load_n(&u64[c->watch->i_completed], __ATOMIC_RELAXED)) {
-    store64((unsigned char*)&u64[c->watch->i_completed_ns], (uint64_t)now_ns());
+    int64_t now = now_ns();
+    uint32_t* wait_us = (uint32_t*)g_record.buf + c->watch->i_wait_us;
+    if (now > c->began_ns) {
+      store32((unsigned char*)wait_us, __atomic_load_n(wait_us, __ATOMIC_RELAXED) +
+                                           (uint32_t)((now - c->began_ns) / 1000));
+    }
+    store64((unsigned char*)&u64[c->watch->i_completed_ns], (uint64_t)now);
     store64((unsigned char*)&u64[c->watch->i_completed], c->seq);
   }
   Py_RETURN_NONE;
@@ -676,6 +685,7 @@ static PyObject* watch_call(BackwardWatch* w, PyObject* args, PyObject* kwargs) 
   }
   c->watch = (BackwardWatch*)Py_NewRef((PyObject*)w);
   c->seq = seq;
+  c->began_ns = now_ns();
   c->queued_again = 0;
   PyObject* r = PyObject_CallOneArg(w->queue_callback, (PyObject*)c);
   if (r == NULL) PyErr_Clear();  /* outside a backward: nothing to complete */
@@ -685,15 +695,17 @@ static PyObject* watch_call(BackwardWatch* w, PyObject* args, PyObject* kwargs) 
 }
 
 static PyObject* watch_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static char* names[] = {"queue_callback", "i_issued", "i_completed_ns", "i_completed", NULL};
+  static char* names[] = {"queue_callback", "i_issued", "i_completed_ns", "i_completed",
+                          "i_wait_us", NULL};
   PyObject* queue_callback;
-  Py_ssize_t i[3];
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Onnn", names, &queue_callback, &i[0], &i[1],
-                                   &i[2])) {
+  Py_ssize_t i[4];
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Onnnn", names, &queue_callback, &i[0], &i[1],
+                                   &i[2], &i[3])) {
     return NULL;
   }
-  for (int k = 0; k < 3; ++k) {
-    if (g_record.buf == NULL || i[k] <= 0 || (size_t)i[k] >= kRecordBytes / 8) {
+  for (int k = 0; k < 4; ++k) {
+    Py_ssize_t fields = k == 3 ? kRecordBytes / 4 : kRecordBytes / 8;
+    if (g_record.buf == NULL || i[k] <= 0 || i[k] >= fields) {
       PyErr_SetString(PyExc_ValueError, "BackwardWatch: no record attached, or bad index");
       return NULL;
     }
@@ -704,6 +716,7 @@ static PyObject* watch_new(PyTypeObject* type, PyObject* args, PyObject* kwargs)
   w->i_issued = i[0];
   w->i_completed_ns = i[1];
   w->i_completed = i[2];
+  w->i_wait_us = i[3];
   return (PyObject*)w;
 }
 
@@ -719,8 +732,9 @@ static PyTypeObject BackwardWatchType = {
     .tp_dealloc = (destructor)watch_dealloc,
     .tp_call = (ternaryfunc)watch_call,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "BackwardWatch(queue_callback, i_issued, i_completed_ns, i_completed): the hook "
-              "on a DDP module's watched gradient accumulator (ccrun_progress._watch_backward).",
+    .tp_doc = "BackwardWatch(queue_callback, i_issued, i_completed_ns, i_completed, i_wait_us): "
+              "the hook on a DDP module's watched gradient accumulator "
+              "(ccrun_progress._watch_backward).",
     .tp_new = watch_new,
 };
 

@@ -69,9 +69,11 @@ A DDP module's slot: id = its group's id ^ DDP_ID_XOR ^ its ordinal among
 this process's DDP modules on that group; size: the group's; issued at the
 step's forward, completed when its backward ended (a step whose backward
 never ended is never completed: the agent takes completed as at least
-issued - 1); count: the elements of the parameters DDP reduces; it adds
-nothing to wait_us. The agent counts a rank's steps as the record's steps
-plus its DDP slots' issued.
+issued - 1); count: the elements of the parameters DDP reduces; wait_us:
+the time from the watched gradient's arrival to the end of the backward,
+the reducer's wait for the step's last gradient all-reduces (what a faster
+rank spends waiting for a straggler). The agent counts a rank's steps as
+the record's steps plus its DDP slots' issued.
 A collective called from inside another wrapped one (a deprecated alias that
 calls its successor) counts once, as the outer call. Calls on a group this
 rank is not a member of do nothing in torch and are not recorded.
@@ -723,21 +725,28 @@ def _watch_backward(slot, param, torch):
     callback (queued during the backward) has waited for the step's gradient all-reduces. It is
     registered once per module, not once a step: DDP's reducer keeps every parameter's
     accumulator for the module's life, so the same node runs at every backward. A backward with
-    no step left to complete (inside no_sync(), say) does nothing."""
+    no step left to complete (inside no_sync(), say) does nothing. The time from the hook to the
+    completion goes to the slot's wait_us: the watched gradient comes last in a backward, so
+    what follows is the reducer waiting for the step's last all-reduces, which is where a rank
+    faster than a straggler waits for it."""
     queue_callback = torch.autograd.Variable._execution_engine.queue_callback
-    u64, i64, gettime, clock = _u64, _i64, _gettime, _CLOCK
+    u32, u64, i64, gettime, clock = _u32, _u64, _i64, _gettime, _CLOCK
     i_issued, i_completed_ns, i_completed = slot.index[3:]
+    i_wait_us = slot.i_wait_us
     native = _load_native()
     if native is not None:
         gradient_accumulated = native.BackwardWatch(queue_callback, i_issued, i_completed_ns,
-                                                    i_completed)
+                                                    i_completed, i_wait_us)
     else:
         def gradient_accumulated(grad_inputs, grad_outputs):
             seq = u64[i_issued]
             if seq > u64[i_completed]:
+                began = gettime(clock)
+
                 def completed():  # the reducer's finalize_backward has returned
                     if seq > u64[i_completed]:
-                        i64[i_completed_ns] = gettime(clock)
+                        i64[i_completed_ns] = now = gettime(clock)
+                        u32[i_wait_us] = (u32[i_wait_us] + (now - began) // 1000) & 0xFFFFFFFF
                         u64[i_completed] = seq
                 try:
                     queue_callback(lambda: queue_callback(completed))
@@ -761,8 +770,9 @@ def _patch_ddp(ddp_module):
     backward ends, after the reducer's own end-of-backward callback has waited for the step's
     gradient all-reduces (they run in C++, out of the hook's reach; see _watch_backward). A step
     whose backward never comes (or never reaches the watched parameter) is left uncompleted:
-    the agent reads a DDP slot's completed as at least issued - 1. A step's time adds nothing
-    to wait_us: it is the rank's own forward and backward as much as waiting for its peers.
+    the agent reads a DDP slot's completed as at least issued - 1. What a step adds to wait_us
+    is its backward's tail only (see _watch_backward), not the forward and backward, which
+    are the rank's own work as much as waiting for its peers.
     A forward costs two record writes and nothing else: a few Python operations are each a
     visible part of a small forward."""
     cls = getattr(ddp_module, "DistributedDataParallel", None)

@@ -60,7 +60,9 @@ enum class Op : uint32_t {
   kDdpStep,  // one DistributedDataParallel step: its gradient all-reduces run in
              // torch's C++ reducer, out of the hook's reach (issued at forward,
              // completed when its backward ended; a step with no backward is never
-             // completed, so a reader takes completed as at least issued - 1)
+             // completed, so a reader takes completed as at least issued - 1;
+             // wait_us: the backward's tail, the reducer waiting for its last
+             // all-reduces)
 };
 
 inline const char* op_name(uint32_t op) {

@@ -242,11 +242,24 @@ for _ in range(400):
 """
 
 
-def test_ccrun_status_names_a_straggler_of_a_torch_job(tmp_path):
+DDP_STRAGGLER = """
+import time, torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+dist.init_process_group("gloo")
+rank, model, x = dist.get_rank(), DDP(torch.nn.Linear(64, 64)), torch.randn(8, 64)
+for _ in range(400):
+    time.sleep(0.03 if rank == 1 else 0.005)  # rank 1's own work per step is 6x the others'
+    model(x).sum().backward()
+"""
+
+
+@pytest.mark.parametrize("job", ["all_reduce", "ddp"])
+def test_ccrun_status_names_a_straggler_of_a_torch_job(tmp_path, job):
     # The same through torch's own all_reduce (the start-up hook's record): the others' time
-    # waiting for rank 1 in their all_reduces is theirs, not their own work.
+    # waiting for rank 1 in their all_reduces is theirs, not their own work. With DDP, the wait
+    # is in the reducer at the end of each backward, which the hook times as the step's.
     script = tmp_path / "straggler.py"
-    script.write_text(TORCH_STRAGGLER)
+    script.write_text(TORCH_STRAGGLER if job == "all_reduce" else DDP_STRAGGLER)
     port = free_port()
     p = spawn_ccrun("--nnodes", "1", "--nproc-per-node", "3", "--rdzv-backend", "c10d",
                     "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "torchstrag",

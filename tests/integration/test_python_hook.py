@@ -407,6 +407,33 @@ def test_time_in_synchronous_collectives_is_counted_for_stragglers(tmp_path, wra
     assert waited[1] < waited[0] / 3, waited
 
 
+DDP_WAIT_JOB = """
+    import sys, time, torch, torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    rank, world, init, n = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    model = DDP(torch.nn.Linear(4, 4))
+    for _ in range(n):
+        if rank == 1:
+            time.sleep(0.05)  # rank 0 waits for it at the end of every backward
+        model(torch.ones(2, 4)).sum().backward()
+    dist.destroy_process_group()
+"""
+
+
+def test_a_ddp_steps_wait_for_its_last_all_reduces_is_counted_for_stragglers(tmp_path,
+                                                                            wrappers):
+    # DDP's reducer waits for the gradient all-reduces at the end of the backward: that wait,
+    # in the DDP slot's wait_us, is the faster rank's, not the straggler's.
+    n = 10
+    records, _, _ = run_ranks(tmp_path, "ddp_wait.py", DDP_WAIT_JOB, 2, n)
+    slots = [read_record(records[r])["slots"][0] for r in range(2)]
+    assert all(s["op"] == DDP_STEP and s["completed"] == n for s in slots), slots
+    waited = [s["wait_us"] for s in slots]
+    assert waited[0] >= (n - 1) * 50_000 * 0.6, waited
+    assert waited[1] < waited[0] / 3, waited
+
+
 DDP_STEP = 13
 DDP_ID_XOR = 0x0070657473504444  # b"DDPstep\0", little-endian (ccrun_progress.DDP_ID_XOR)
 
