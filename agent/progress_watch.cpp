@@ -63,6 +63,7 @@ struct ProgressWatch::Worker {
     if (!path.empty()) ::unlink(path.c_str());
     if (!stack_path.empty()) ::unlink(stack_path.c_str());
     if (!path.empty()) ::unlink((path + ".modules").c_str());
+    if (!path.empty()) ::unlink((path + ".modules.tmp").c_str());  // a worker killed mid-write
   }
 
   // The record, mapped at the first call; null when it cannot be.

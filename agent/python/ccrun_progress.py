@@ -233,9 +233,10 @@ def mark(phase, at_ns=None):
         i = STARTUP_BASE // 8 + PHASES[phase]
         if _i64[i] == 0:
             import time
-            _i64[i] = at_ns or time.monotonic_ns()
+            at_ns = at_ns or time.monotonic_ns()
             if phase == "step" and _owner:
-                _write_modules()
+                _write_modules()  # first: the agent reads the file once it sees the step
+            _i64[i] = at_ns
 
 
 def _write_modules():
@@ -251,8 +252,10 @@ def _write_modules():
             path = getattr(sys.modules.get(top), "__file__", None) or ""
             if "site-packages" in path or "dist-packages" in path:
                 names.add(top)
-        with open(os.environ[FILE_VAR] + ".modules", "w") as f:
+        path = os.environ[FILE_VAR] + ".modules"
+        with open(path + ".tmp", "w") as f:
             f.write("".join(n + "\n" for n in sorted(names)))
+        os.replace(path + ".tmp", path)  # whole or not at all
     except Exception:
         pass
 
