@@ -1,4 +1,5 @@
 """Helpers for the Python tests: where the binaries are, and a daemon starter."""
+import glob
 import os
 import random
 import re
@@ -17,8 +18,13 @@ def python_hook_dir():
 
 
 def worker_pythonpath(users):
-    """PYTHONPATH as a worker sees it when ccrun was given `users`."""
-    return os.path.realpath(python_hook_dir()) + ":" + users
+    """PYTHONPATH as a worker sees it when ccrun was given `users`: the hook's folder, the
+    build tree's folder of its C wrappers where they are built, then the user's."""
+    hook = os.path.realpath(python_hook_dir())
+    native = os.path.realpath(os.path.join(build_dir(), "agent", "python"))
+    if glob.glob(os.path.join(native, "_ccrun_hook*.so")):
+        hook += ":" + native
+    return hook + ":" + users
 
 
 def build_dir():
