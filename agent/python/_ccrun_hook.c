@@ -147,6 +147,38 @@ static void complete(Slot* s, uint64_t seq, int64_t issued_ns) {
   }
 }
 
+/* ---- what the wrapper types (Collective, DdpForward, WorkMethod) share ---- */
+
+/* Their common head: a __dict__ (functools.update_wrapper's attributes, __ccrun_wrapped__),
+ * the vectorcall the interpreter calls them by, and the callable they wrap. */
+typedef struct {
+  PyObject_HEAD
+  PyObject* dict;
+  vectorcallfunc vectorcall;
+  PyObject* wrapped;
+} Wrapper;
+
+#define ASSERT_WRAPPER_HEAD(type, wrapped_field)                                   \
+  _Static_assert(offsetof(type, dict) == offsetof(Wrapper, dict) &&                \
+                     offsetof(type, vectorcall) == offsetof(Wrapper, vectorcall) && \
+                     offsetof(type, wrapped_field) == offsetof(Wrapper, wrapped),   \
+                 #type " must begin as a Wrapper")
+
+static void wrapper_dealloc(PyObject* self) {
+  PyObject_GC_UnTrack(self);
+  Py_TYPE(self)->tp_clear(self);
+  Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject* wrapper_repr(PyObject* self) {
+  return PyUnicode_FromFormat("<ccrun hook of %R>", ((Wrapper*)self)->wrapped);
+}
+
+static PyGetSetDef wrapper_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 /* ---- Collective: the wrapper of one torch.distributed collective ---- */
 
 typedef struct {
@@ -164,6 +196,7 @@ typedef struct {
   unsigned int op;
   int always_async, check_guard, set_guard;
 } Collective;
+ASSERT_WRAPPER_HEAD(Collective, fn);
 
 static PyObject* s_group;    /* "group" */
 static PyObject* s_async_op; /* "async_op" */
@@ -413,35 +446,21 @@ static int collective_clear(Collective* c) {
   return 0;
 }
 
-static void collective_dealloc(Collective* c) {
-  PyObject_GC_UnTrack(c);
-  collective_clear(c);
-  Py_TYPE(c)->tp_free((PyObject*)c);
-}
-
-static PyObject* collective_repr(Collective* c) {
-  return PyUnicode_FromFormat("<ccrun hook of %R>", c->fn);
-}
-
-static PyGetSetDef collective_getset[] = {
-    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
 
 static PyTypeObject CollectiveType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "_ccrun_hook.Collective",
     .tp_basicsize = sizeof(Collective),
-    .tp_dealloc = (destructor)collective_dealloc,
+    .tp_dealloc = wrapper_dealloc,
     .tp_vectorcall_offset = offsetof(Collective, vectorcall),
-    .tp_repr = (reprfunc)collective_repr,
+    .tp_repr = wrapper_repr,
     .tp_call = PyVectorcall_Call,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "A torch.distributed collective that records each call in its group's slot "
               "(ccrun_progress._wrap says what each argument is).",
     .tp_traverse = (traverseproc)collective_traverse,
     .tp_clear = (inquiry)collective_clear,
-    .tp_getset = collective_getset,
+    .tp_getset = wrapper_getset,
     .tp_dictoffset = offsetof(Collective, dict),
     .tp_new = collective_new,
 };
@@ -459,6 +478,7 @@ typedef struct {
   PyObject* torch;
   PyObject* first;         /* called when the first step is issued: mark("step") */
 } DdpForward;
+ASSERT_WRAPPER_HEAD(DdpForward, forward);
 
 static PyObject* s_training;
 static PyObject* s_require_sync;
@@ -570,11 +590,6 @@ static int ddp_clear(DdpForward* d) {
   return 0;
 }
 
-static void ddp_dealloc(DdpForward* d) {
-  PyObject_GC_UnTrack(d);
-  ddp_clear(d);
-  Py_TYPE(d)->tp_free((PyObject*)d);
-}
 
 /* A class attribute: DDP_instance.forward is a bound method, as with a Python function. */
 static PyObject* method_get(PyObject* self, PyObject* obj, PyObject* type) {
@@ -583,17 +598,14 @@ static PyObject* method_get(PyObject* self, PyObject* obj, PyObject* type) {
   return PyMethod_New(self, obj);
 }
 
-static PyObject* ddp_repr(DdpForward* d) {
-  return PyUnicode_FromFormat("<ccrun hook of %R>", d->forward);
-}
 
 static PyTypeObject DdpForwardType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "_ccrun_hook.DdpForward",
     .tp_basicsize = sizeof(DdpForward),
-    .tp_dealloc = (destructor)ddp_dealloc,
+    .tp_dealloc = wrapper_dealloc,
     .tp_vectorcall_offset = offsetof(DdpForward, vectorcall),
-    .tp_repr = (reprfunc)ddp_repr,
+    .tp_repr = wrapper_repr,
     .tp_call = PyVectorcall_Call,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
                 Py_TPFLAGS_METHOD_DESCRIPTOR,
@@ -601,7 +613,7 @@ static PyTypeObject DdpForwardType = {
               "per training forward (ccrun_progress._patch_ddp).",
     .tp_traverse = (traverseproc)ddp_traverse,
     .tp_clear = (inquiry)ddp_clear,
-    .tp_getset = collective_getset,
+    .tp_getset = wrapper_getset,
     .tp_descr_get = method_get,
     .tp_dictoffset = offsetof(DdpForward, dict),
     .tp_new = ddp_new,
@@ -749,6 +761,7 @@ typedef struct {
   PyObject* first;    /* mark("collective") */
   int only_if_true;   /* is_completed: the call completed only when it says True */
 } WorkMethod;
+ASSERT_WRAPPER_HEAD(WorkMethod, method);
 
 static PyObject* work_call(WorkMethod* w, PyObject* const* args, size_t nargsf,
                            PyObject* kwnames) {
@@ -815,23 +828,14 @@ static int work_clear(WorkMethod* w) {
   return 0;
 }
 
-static void work_dealloc(WorkMethod* w) {
-  PyObject_GC_UnTrack(w);
-  work_clear(w);
-  Py_TYPE(w)->tp_free((PyObject*)w);
-}
-
-static PyObject* work_repr(WorkMethod* w) {
-  return PyUnicode_FromFormat("<ccrun hook of %R>", w->method);
-}
 
 static PyTypeObject WorkMethodType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "_ccrun_hook.WorkMethod",
     .tp_basicsize = sizeof(WorkMethod),
-    .tp_dealloc = (destructor)work_dealloc,
+    .tp_dealloc = wrapper_dealloc,
     .tp_vectorcall_offset = offsetof(WorkMethod, vectorcall),
-    .tp_repr = (reprfunc)work_repr,
+    .tp_repr = wrapper_repr,
     .tp_call = PyVectorcall_Call,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
                 Py_TPFLAGS_METHOD_DESCRIPTOR,
@@ -839,7 +843,7 @@ static PyTypeObject WorkMethodType = {
               "belongs to (ccrun_progress._patch_work).",
     .tp_traverse = (traverseproc)work_traverse,
     .tp_clear = (inquiry)work_clear,
-    .tp_getset = collective_getset,
+    .tp_getset = wrapper_getset,
     .tp_descr_get = method_get,
     .tp_dictoffset = offsetof(WorkMethod, dict),
     .tp_new = work_new,
