@@ -138,9 +138,10 @@ def test_tee_wins_over_redirects_for_the_console(tmp_path):
     assert "[1]:err 1" in r.stderr.splitlines()
     [run] = tmp_path.glob("tee_*")
     assert (run / "attempt_0" / "1" / "stdout.log").read_text() == "out 1\n"
-    # -r 3 -t 1: stdout on the console and in the file, stderr in the file only.
+    # -r 3 -t 1: stdout on the console and in the file, stderr in the file only (kept under
+    # TMPDIR without --log-dir: the test's own folder).
     r = run_ccrun("--master-port", str(free_port()), "-r", "3", "-t", "1", "--no-python",
-                  "/bin/sh", "-c", 'echo out; echo err >&2')
+                  "/bin/sh", "-c", 'echo out; echo err >&2', env={"TMPDIR": str(tmp_path)})
     assert r.stdout == "[0]:out\n" and "err" not in r.stderr
 
 
@@ -214,9 +215,9 @@ def test_launcher_error_file_gets_ccruns_own_errors(tmp_path):
 
 
 # argparse's abbreviations of long flags, and --logs-specs.
-def test_unique_prefixes_of_long_flags_and_logs_specs():
+def test_unique_prefixes_of_long_flags_and_logs_specs(tmp_path):
     r = run_ccrun("--master-port", str(free_port()), "--nproc=2", "--redirect=1", "--logs-specs",
-                  "default", "--no-py", "/bin/echo", "hidden")
+                  "default", "--no-py", "/bin/echo", "hidden", env={"TMPDIR": str(tmp_path)})
     assert r.returncode == 0, r.stderr
     assert r.stdout == ""
     r = run_ccrun("--n", "2", "--no-python", "/bin/true")
