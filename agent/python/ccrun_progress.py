@@ -550,8 +550,9 @@ def _wrap(hook, fn, op_name, count_name, always_async, check_guard, set_guard):
                     slot.op = u32[i_op] = op
                 if slot.count != count:
                     slot.count = u64[i_count] = count
-                if slot.i_calls is not None:
-                    u32[slot.i_calls + op] += 1
+                i_calls = slot.i_calls
+                if i_calls is not None:  # u32, wrapping as progress.h's counters do
+                    u32[i_calls + op] = (u32[i_calls + op] + 1) & 0xFFFFFFFF
                 i64[i_issued_ns] = issued_ns = gettime(clock)
                 u64[i_issued] = seq
         except Exception:
