@@ -215,4 +215,11 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    # The launchers killed mid-job (both, to time their CPU; torchrun, after the hang) leave
+    # their temporary folders (ccrun's run root, torchrun's torchelastic_*): in one of ours.
+    tmp = tempfile.mkdtemp(prefix="bench-hang-")
+    os.environ["TMPDIR"] = tmp
+    try:
+        main()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -31,7 +31,9 @@ def test_torchrun_agents_rendezvous_through_ccrun_rendezvous(tmp_path):
     worker = tmp_path / "worker.py"
     worker.write_text(WORKER)
     with start_daemon() as d:
-        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
+        # TMPDIR: torchrun's agents leave their torchelastic_* log folders behind.
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1",
+                   TMPDIR=str(tmp_path))
         agents = [subprocess.Popen(
             [sys.executable, TORCHRUN, "--nnodes", "2", "--nproc_per_node", "1",
              "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{d.port}",
