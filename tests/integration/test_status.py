@@ -1,6 +1,7 @@
 """`ccrun status` against real jobs on a ccrun-rendezvous: unknown, forming,
 running, restarting, failed and finished, through the real binaries."""
 import json
+import os
 import subprocess
 import time
 
@@ -81,7 +82,9 @@ def test_forming_running_restarting_failed():
         assert all(n["addr"] == "127.0.0.1" and n["heartbeat_age_s"] < 5 for n in nodes)
         r, took = status(d, "st1")
         assert "running" in r.stdout and "last heartbeat" in r.stdout
-        assert took < 0.5  # answers within 100 ms of work; the rest is process start-up
+        # Answers within 100 ms of work; the rest is process start-up, which an instrumented
+        # (sanitizer) build takes longer over, beside the suite's heavier tests.
+        assert took < (2.0 if os.environ.get("CCRUN_SANITIZED") else 0.5)
         rc, st = wait_state(d, "st1", "restarting")
         assert rc == 0 and st["last_failure"]["exit_code"] == 3
         # The second attempt fails for good when the first node is stopped.
