@@ -7,12 +7,12 @@
  * forward. The same wrappers here cost a C call and a few stores: a clock read, the stores the
  * record needs, and torch's own `numel()` for the element count.
  *
- * This module holds only the hot path. ccrun_progress.py decides what to wrap and how (which
- * argument is the group, which holds the tensor, which says async), makes the slots (Slot,
- * shared with its Python code, which completes async calls at Work.wait()) and falls back to
- * its Python wrappers wherever this module does not load (another Python, a build without
- * it). Each wrapper does exactly what its Python twin does; tests/integration/
- * test_python_hook.py runs its cases on both. Never raises for its own sake: a failure inside
+ * This module holds only the hot path: the wrappers, and the async calls pending until their
+ * Work's wait(). ccrun_progress.py decides what to wrap and how (which argument is the group,
+ * which holds the tensor, which says async), makes the slots (Slot, which its Python code
+ * reads too) and falls back to its Python wrappers wherever this module does not load
+ * (another Python, a build without it). Each wrapper does exactly what its Python twin does;
+ * tests/integration/test_python_hook.py runs its cases on both. Never raises for its own sake: a failure inside
  * the hook leaves the call unrecorded, and torch's own errors go to the caller unchanged. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -147,6 +147,88 @@ static void complete(Slot* s, uint64_t seq, int64_t issued_ns) {
   }
 }
 
+/* ---- pending async calls: each Work until its wait() or is_completed() says it is done ---- */
+
+/* An async call (a Collective's, with a Work) is completed by its Work's wait() or
+ * is_completed() (WorkMethod), which every synchronous call of torch's also goes through: so
+ * the table answers "is this Work pending?" in a probe or two, and an async call costs no
+ * Python object (a dict of tuples cost 0.3-0.5 us a call). Open addressing by the Work's
+ * address (the table holds a reference to the Work and its Slot, so the address is not reused
+ * while the Work is in it), with backward-shift deletion; and the order of issue, by serial,
+ * to forget what nobody waits for: the oldest of the last kPendingMax async calls is forgotten
+ * when another is issued. All under the GIL. */
+enum {
+  kPendingMax = 4096,
+  kPendingBuckets = 2 * kPendingMax,  /* a power of two: at most half full */
+};
+typedef struct {
+  PyObject* work;  /* NULL: an empty bucket */
+  Slot* slot;
+  uint64_t seq;     /* the call's number in its slot */
+  uint64_t serial;  /* its number among async calls */
+} Pending;
+
+static Pending g_pending[kPendingBuckets];
+static PyObject* g_issue_order[kPendingMax];  /* [serial % kPendingMax]: the Work (no reference) */
+static uint64_t g_oldest_serial, g_next_serial;  /* serials that may be pending: [oldest, next) */
+static size_t g_pending_count;
+
+static size_t home_bucket(PyObject* work) {  /* Fibonacci hashing of the address */
+  return (size_t)(((uint64_t)(uintptr_t)work >> 4) * 0x9E3779B97F4A7C15ull >> 51) &
+         (kPendingBuckets - 1);
+}
+
+static Pending* pending_find(PyObject* work) {
+  for (size_t i = home_bucket(work);; i = (i + 1) & (kPendingBuckets - 1)) {
+    if (g_pending[i].work == work) return &g_pending[i];
+    if (g_pending[i].work == NULL) return NULL;  /* never full: the loop ends */
+  }
+}
+
+/* Takes an entry out of the table, its references with it. */
+static Pending pending_take(Pending* entry) {
+  Pending taken = *entry;
+  size_t hole = (size_t)(entry - g_pending);
+  for (size_t i = (hole + 1) & (kPendingBuckets - 1); g_pending[i].work != NULL;
+       i = (i + 1) & (kPendingBuckets - 1)) {
+    size_t home = home_bucket(g_pending[i].work);  /* it may move back to the hole if the */
+    if (((i - home) & (kPendingBuckets - 1)) >= ((i - hole) & (kPendingBuckets - 1))) {
+      g_pending[hole] = g_pending[i];            /* hole lies between its home and it */
+      hole = i;
+    }
+  }
+  g_pending[hole].work = NULL;
+  --g_pending_count;
+  return taken;
+}
+
+static void pending_release(Pending taken) {  /* after the table is whole: a Work's dealloc */
+  Py_DECREF(taken.work);                      /* may run code that waits on another Work */
+  Py_DECREF((PyObject*)taken.slot);
+}
+
+/* Remembers an async call's Work; forgets the oldest of the last kPendingMax calls. */
+static void pending_add(PyObject* work, Slot* slot, uint64_t seq) {
+  Pending dropped[2] = {{NULL, NULL, 0, 0}, {NULL, NULL, 0, 0}};
+  if (g_next_serial - g_oldest_serial == kPendingMax) {
+    Pending* oldest = pending_find(g_issue_order[g_oldest_serial % kPendingMax]);
+    if (oldest != NULL && oldest->serial == g_oldest_serial) dropped[0] = pending_take(oldest);
+    ++g_oldest_serial;
+  }
+  Pending* again = pending_find(work);  /* a Work handed out twice: its newer call */
+  if (again != NULL) dropped[1] = pending_take(again);
+  size_t i = home_bucket(work);
+  while (g_pending[i].work != NULL) i = (i + 1) & (kPendingBuckets - 1);
+  g_pending[i] = (Pending){Py_NewRef(work), (Slot*)Py_NewRef((PyObject*)slot), seq,
+                           g_next_serial};
+  g_issue_order[g_next_serial % kPendingMax] = work;
+  ++g_next_serial;
+  ++g_pending_count;
+  for (int k = 0; k < 2; ++k) {
+    if (dropped[k].work != NULL) pending_release(dropped[k]);
+  }
+}
+
 /* ---- what the wrapper types (Collective, DdpForward, WorkMethod) share ---- */
 
 /* Their common head: a __dict__ (functools.update_wrapper's attributes, __ccrun_wrapped__),
@@ -174,6 +256,15 @@ static PyObject* wrapper_repr(PyObject* self) {
   return PyUnicode_FromFormat("<ccrun hook of %R>", ((Wrapper*)self)->wrapped);
 }
 
+/* bool(o.name); -1 with an error set. */
+static int truthy_attr(PyObject* o, PyObject* name) {
+  PyObject* v = PyObject_GetAttr(o, name);
+  if (v == NULL) return -1;
+  int t = PyObject_IsTrue(v);
+  Py_DECREF(v);
+  return t;
+}
+
 static PyGetSetDef wrapper_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -186,15 +277,16 @@ typedef struct {
   PyObject* dict;  /* __dict__: functools.update_wrapper's attributes, __ccrun_wrapped__ */
   vectorcallfunc vectorcall;
   PyObject* fn;        /* the collective */
-  PyObject* hook;      /* ccrun_progress._Hook: .track says async calls complete at wait() */
   PyObject* slots;     /* hook.slots: group -> Slot, or False: not recorded */
   PyObject* slot_for;  /* hook.slot_for(group): a new group's Slot, False, or None: not yet */
-  PyObject* pending;   /* id(Work) -> (Work, Slot, seq): async calls, completed by WorkMethod */
   PyObject* first;     /* called when a slot's first call completed: mark("collective") */
   PyObject* count_name;  /* the keyword of the counted argument, or NULL */
+  PyObject* last_group;  /* the group of the last call recorded, and its slot: a group's */
+  Slot* last_slot;       /* entry in hook.slots never changes, and most calls repeat one */
   Py_ssize_t group_at, count_at, async_at;  /* positions; -1: none */
   unsigned int op;
   int always_async, check_guard, set_guard;
+  int track;  /* hook.track when wrapped: async calls complete at Work.wait (WorkMethod) */
 } Collective;
 ASSERT_WRAPPER_HEAD(Collective, fn);
 
@@ -202,7 +294,6 @@ static PyObject* s_group;    /* "group" */
 static PyObject* s_async_op; /* "async_op" */
 static PyObject* s_numel;    /* "numel" */
 static PyObject* s_track;    /* "track" */
-enum { kPendingMax = 4096 };  /* Works nobody waits for: the oldest are forgotten past this */
 
 /* The argument at position `at`, or else the keyword `name`; NULL: not passed (borrowed). */
 static PyObject* argument(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
@@ -244,8 +335,9 @@ static long long elements(PyObject* x) {
   return v < 0 ? -1 : v;
 }
 
-/* The slot this call records in (a new reference), or NULL: not recorded. Leaves no error. */
-static Slot* slot_of(Collective* c, PyObject* group) {
+/* The slot of `group` in hook.slots, made by hook.slot_for on its first call (a new reference),
+ * or NULL: not recorded. Leaves no error. */
+static Slot* slot_lookup(Collective* c, PyObject* group) {
   PyObject* found = PyDict_GetItemWithError(c->slots, group);
   if (found != NULL) {
     if (Py_IS_TYPE(found, &SlotType)) {
@@ -266,6 +358,22 @@ static Slot* slot_of(Collective* c, PyObject* group) {
   if (Py_IS_TYPE(made, &SlotType)) return (Slot*)made;
   Py_DECREF(made);
   return NULL;
+}
+
+/* slot_lookup, remembering the last group's slot. */
+static Slot* slot_of(Collective* c, PyObject* group) {
+  if (group == c->last_group) {
+    Py_INCREF(c->last_slot);
+    return c->last_slot;
+  }
+  Slot* s = slot_lookup(c, group);
+  if (s != NULL) {
+    Py_INCREF(group);
+    Py_INCREF(s);
+    Py_XSETREF(c->last_group, group);
+    Py_XSETREF(c->last_slot, s);
+  }
+  return s;
 }
 
 /* Issues the call in its slot: the same stores in the same order as the Python wrapper. */
@@ -306,7 +414,7 @@ static Slot* issue(Collective* c, PyObject* const* args, Py_ssize_t nargs, PyObj
 /* An async call with a Work: left pending when Work.wait is patched (returns 1). */
 static int tracked(Collective* c, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
                    PyObject* result, Slot* s, uint64_t seq) {
-  if (result == Py_None) return 0;
+  if (result == Py_None || !c->track) return 0;
   if (!c->always_async) {
     PyObject* flag = argument(args, nargs, kwnames, c->async_at, s_async_op);
     if (flag == NULL) return 0;
@@ -316,25 +424,7 @@ static int tracked(Collective* c, PyObject* const* args, Py_ssize_t nargs, PyObj
       return 0;
     }
   }
-  PyObject* track = PyObject_GetAttr(c->hook, s_track);
-  int on = track != NULL && PyObject_IsTrue(track) > 0;
-  Py_XDECREF(track);
-  PyErr_Clear();
-  if (!on) return 0;
-  if (PyDict_GET_SIZE(c->pending) >= kPendingMax) {
-    Py_ssize_t pos = 0;
-    PyObject *oldest, *value;
-    if (PyDict_Next(c->pending, &pos, &oldest, &value)) {
-      Py_INCREF(oldest);
-      PyDict_DelItem(c->pending, oldest);
-      Py_DECREF(oldest);
-    }
-  }
-  PyObject* key = PyLong_FromVoidPtr(result);
-  PyObject* entry = Py_BuildValue("(OOK)", result, (PyObject*)s, (unsigned long long)seq);
-  if (key == NULL || entry == NULL || PyDict_SetItem(c->pending, key, entry) < 0) PyErr_Clear();
-  Py_XDECREF(key);
-  Py_XDECREF(entry);
+  pending_add(result, s, seq);
   return 1;
 }
 
@@ -376,24 +466,26 @@ static PyObject* collective_call(Collective* c, PyObject* const* args, size_t na
 }
 
 static PyObject* collective_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static char* names[] = {"fn", "hook", "slot_for", "pending", "first", "op", "group_at",
-                          "count_at", "count_name", "async_at", "always_async", "check_guard",
-                          "set_guard", NULL};
-  PyObject *fn, *hook, *slot_for, *pending, *first, *count_name;
+  static char* names[] = {"fn", "hook", "slot_for", "first", "op", "group_at", "count_at",
+                          "count_name", "async_at", "always_async", "check_guard", "set_guard",
+                          NULL};
+  PyObject *fn, *hook, *slot_for, *first, *count_name;
   unsigned int op;
   Py_ssize_t group_at, count_at, async_at;
   int always_async, check_guard, set_guard;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO!OInnOnppp", names, &fn, &hook, &slot_for,
-                                   &PyDict_Type, &pending, &first, &op, &group_at, &count_at,
-                                   &count_name,
-                                   &async_at, &always_async, &check_guard, &set_guard)) {
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOInnOnppp", names, &fn, &hook, &slot_for,
+                                   &first, &op, &group_at, &count_at, &count_name, &async_at,
+                                   &always_async, &check_guard, &set_guard)) {
     return NULL;
   }
   PyObject* slots = PyObject_GetAttrString(hook, "slots");
   if (slots == NULL) return NULL;
-  if (!PyDict_Check(slots)) {
+  int track = truthy_attr(hook, s_track);
+  if (!PyDict_Check(slots) || track < 0) {
     Py_DECREF(slots);
-    PyErr_SetString(PyExc_TypeError, "Collective: hook.slots must be a dict");
+    if (!PyErr_Occurred()) {
+      PyErr_SetString(PyExc_TypeError, "Collective: hook.slots must be a dict");
+    }
     return NULL;
   }
   Collective* c = (Collective*)type->tp_alloc(type, 0);
@@ -403,10 +495,8 @@ static PyObject* collective_new(PyTypeObject* type, PyObject* args, PyObject* kw
   }
   c->vectorcall = (vectorcallfunc)collective_call;
   c->fn = Py_NewRef(fn);
-  c->hook = Py_NewRef(hook);
   c->slots = slots;
   c->slot_for = Py_NewRef(slot_for);
-  c->pending = Py_NewRef(pending);
   c->first = Py_NewRef(first);
   if (count_name != Py_None) {
     c->count_name = Py_NewRef(count_name);
@@ -419,30 +509,31 @@ static PyObject* collective_new(PyTypeObject* type, PyObject* args, PyObject* kw
   c->always_async = always_async;
   c->check_guard = check_guard;
   c->set_guard = set_guard;
+  c->track = track;
   return (PyObject*)c;
 }
 
 static int collective_traverse(Collective* c, visitproc visit, void* arg) {
   Py_VISIT(c->dict);
   Py_VISIT(c->fn);
-  Py_VISIT(c->hook);
   Py_VISIT(c->slots);
   Py_VISIT(c->slot_for);
-  Py_VISIT(c->pending);
   Py_VISIT(c->first);
   Py_VISIT(c->count_name);
+  Py_VISIT(c->last_group);
+  Py_VISIT(c->last_slot);
   return 0;
 }
 
 static int collective_clear(Collective* c) {
   Py_CLEAR(c->dict);
   Py_CLEAR(c->fn);
-  Py_CLEAR(c->hook);
   Py_CLEAR(c->slots);
   Py_CLEAR(c->slot_for);
-  Py_CLEAR(c->pending);
   Py_CLEAR(c->first);
   Py_CLEAR(c->count_name);
+  Py_CLEAR(c->last_group);
+  Py_CLEAR(c->last_slot);
   return 0;
 }
 
@@ -482,14 +573,6 @@ ASSERT_WRAPPER_HEAD(DdpForward, forward);
 
 static PyObject* s_training;
 static PyObject* s_require_sync;
-
-static int truthy_attr(PyObject* o, PyObject* name) {
-  PyObject* v = PyObject_GetAttr(o, name);
-  if (v == NULL) return -1;
-  int t = PyObject_IsTrue(v);
-  Py_DECREF(v);
-  return t;
-}
 
 /* Issues one DDP step of `module` if this forward is one; never leaves an error. */
 static void ddp_issue(DdpForward* d, PyObject* module) {
@@ -757,7 +840,6 @@ typedef struct {
   PyObject* dict;
   vectorcallfunc vectorcall;
   PyObject* method;   /* torch's own Work.wait or Work.is_completed */
-  PyObject* pending;  /* the Collectives' pending calls */
   PyObject* first;    /* mark("collective") */
   int only_if_true;   /* is_completed: the call completed only when it says True */
 } WorkMethod;
@@ -766,47 +848,38 @@ ASSERT_WRAPPER_HEAD(WorkMethod, method);
 static PyObject* work_call(WorkMethod* w, PyObject* const* args, size_t nargsf,
                            PyObject* kwnames) {
   PyObject* result = PyObject_Vectorcall(w->method, args, nargsf, kwnames);
-  if (result == NULL || PyVectorcall_NARGS(nargsf) < 1 || PyDict_GET_SIZE(w->pending) == 0) {
-    return result;
-  }
+  if (result == NULL || PyVectorcall_NARGS(nargsf) < 1 || g_pending_count == 0) return result;
   if (w->only_if_true && result != Py_True) return result;
-  PyObject* key = PyLong_FromVoidPtr(args[0]);
-  PyObject* entry = key != NULL ? PyDict_GetItemWithError(w->pending, key) : NULL;
-  if (entry != NULL) {
-    Py_INCREF(entry);
-    PyDict_DelItem(w->pending, key);
-    Slot* s = (Slot*)PyTuple_GET_ITEM(entry, 1);
-    uint64_t seq = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(entry, 2));
-    if (Py_IS_TYPE((PyObject*)s, &SlotType) && seq > s->done) {
-      /* issued_ns: this call's, unless calls of the group overlap */
-      int64_t issued_ns = (int64_t)__atomic_load_n((uint64_t*)(s->at + kIssuedNs),
-                                                   __ATOMIC_RELAXED);
-      complete(s, seq, issued_ns);
-      if (seq == 1) {
-        PyObject* r = PyObject_CallNoArgs(w->first);
-        Py_XDECREF(r);
-      }
+  Pending* found = pending_find(args[0]);
+  if (found == NULL) return result;
+  Pending call = pending_take(found);
+  if (call.seq > call.slot->done) {
+    /* issued_ns: this call's, unless calls of the group overlap */
+    int64_t issued_ns = (int64_t)__atomic_load_n((uint64_t*)(call.slot->at + kIssuedNs),
+                                                 __ATOMIC_RELAXED);
+    complete(call.slot, call.seq, issued_ns);
+    if (call.seq == 1) {
+      PyObject* r = PyObject_CallNoArgs(w->first);
+      if (r == NULL) PyErr_Clear();
+      Py_XDECREF(r);
     }
-    Py_DECREF(entry);
   }
-  Py_XDECREF(key);
-  PyErr_Clear();
+  pending_release(call);
   return result;
 }
 
 static PyObject* work_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static char* names[] = {"method", "pending", "first", "only_if_true", NULL};
-  PyObject *method, *pending, *first;
+  static char* names[] = {"method", "first", "only_if_true", NULL};
+  PyObject *method, *first;
   int only_if_true;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!Op", names, &method, &PyDict_Type,
-                                   &pending, &first, &only_if_true)) {
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOp", names, &method, &first,
+                                   &only_if_true)) {
     return NULL;
   }
   WorkMethod* w = (WorkMethod*)type->tp_alloc(type, 0);
   if (w == NULL) return NULL;
   w->vectorcall = (vectorcallfunc)work_call;
   w->method = Py_NewRef(method);
-  w->pending = Py_NewRef(pending);
   w->first = Py_NewRef(first);
   w->only_if_true = only_if_true;
   return (PyObject*)w;
@@ -815,7 +888,6 @@ static PyObject* work_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) 
 static int work_traverse(WorkMethod* w, visitproc visit, void* arg) {
   Py_VISIT(w->dict);
   Py_VISIT(w->method);
-  Py_VISIT(w->pending);
   Py_VISIT(w->first);
   return 0;
 }
@@ -823,7 +895,6 @@ static int work_traverse(WorkMethod* w, visitproc visit, void* arg) {
 static int work_clear(WorkMethod* w) {
   Py_CLEAR(w->dict);
   Py_CLEAR(w->method);
-  Py_CLEAR(w->pending);
   Py_CLEAR(w->first);
   return 0;
 }

@@ -392,7 +392,8 @@ class _Hook:
         self.c10d = c10d
         self.tls = Busy()
         self.slots = {}  # group (None: the default group) -> _Slot, or False: not recorded
-        self.track = False  # Work.wait is patched: async calls complete at wait()
+        self.track = False  # Work.wait is patched: async calls complete at wait() (read when
+        #                     a collective is wrapped: Work is patched first)
 
     def slot_for(self, group):
         """Resolves (once per group) the slot of a group; None: not yet (no default group)."""
@@ -424,7 +425,8 @@ class _Hook:
         return slot
 
 
-_pending = {}  # id(work) -> (work, slot, seq): async calls not yet seen complete
+_pending = {}  # id(work) -> (work, slot, seq): async calls not yet seen complete (the Python
+#               wrappers'; the C ones keep a table of their own, _ccrun_hook.c)
 _PENDING_MAX = 4096
 
 
@@ -436,8 +438,8 @@ def _patch_work(work_type):
     pending = _pending
     native = _load_native()
     if native is not None:
-        work_wait = native.WorkMethod(wait, pending, _first_collective, False)
-        work_is_completed = native.WorkMethod(is_completed, pending, _first_collective, True)
+        work_wait = native.WorkMethod(wait, _first_collective, False)  # its own pending table
+        work_is_completed = native.WorkMethod(is_completed, _first_collective, True)
     else:
         def work_wait(self, *args, **kwargs):
             result = wait(self, *args, **kwargs)
@@ -516,13 +518,13 @@ def _wrap(hook, fn, op_name, count_name, always_async, check_guard, set_guard):
     native = _load_native()
     if native is not None:
         collective = native.Collective(
-            fn, hook, hook.slot_for, _pending, _first_collective, op, group_at,
+            fn, hook, hook.slot_for, _first_collective, op, group_at,
             -1 if count_at is None else count_at, count_name if count_at is not None else None,
             -1 if async_at is None else async_at, always_async, check_guard, set_guard)
         functools.update_wrapper(collective, fn)
         collective.__ccrun_wrapped__ = fn
         return collective
-    tls, slots, slot_for = hook.tls, hook.slots, hook.slot_for
+    tls, slots, slot_for, track = hook.tls, hook.slots, hook.slot_for, hook.track
     u32, u64, i64, gettime, clock = _u32, _u64, _i64, _gettime, _CLOCK
 
     @functools.wraps(fn)
@@ -569,7 +571,7 @@ def _wrap(hook, fn, op_name, count_name, always_async, check_guard, set_guard):
             if result is not None and (always_async or (
                     args[async_at] if async_at is not None and len(args) > async_at
                     else kwargs.get("async_op", False))):
-                if hook.track:
+                if track:
                     _track(result, slot, seq)
                     return result
             if seq > slot.done:  # _complete, inline

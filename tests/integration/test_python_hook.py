@@ -207,6 +207,63 @@ def test_an_alias_calling_another_collective_counts_once(tmp_path, wrappers):
     assert slot["op"] == 4 and slot["count"] == 3  # all_gather, this rank's 3 elements
 
 
+def test_async_calls_complete_at_their_works_wait_in_any_order_and_are_forgotten_past_4096(
+        tmp_path, wrappers):
+    # What the hook remembers of async calls: each Work until its wait() or is_completed() says
+    # it is done (then the hook drops its reference), whatever the order of the waits; the
+    # oldest of the last 4096 async calls is forgotten when another is issued.
+    record = make_record(tmp_path / "rec")
+    code = """
+        import json, sys, torch, torch.distributed as dist
+        import ccrun_progress as cp
+        dist.init_process_group("gloo", init_method=sys.argv[1], rank=0, world_size=1)
+        t = torch.ones(1)
+        base = 64 // 8  # the world group's slot: the record's first
+        done = lambda: cp._u64[base + 3]
+        out = {"kind": type(dist.all_reduce).__name__}
+        w1, w2, w3 = (dist.all_reduce(t, async_op=True) for _ in range(3))
+        held = sys.getrefcount(w2)
+        w2.wait()
+        out["refs_dropped"] = held - sys.getrefcount(w2)
+        out["after_w2"] = done()
+        w1.wait()
+        out["after_w1"] = done()
+        while not w3.is_completed():
+            pass
+        out["after_w3"] = done()
+        w3.wait()  # a second wait: nothing more
+        forgotten = dist.all_reduce(t, async_op=True)  # call #4
+        later = [dist.all_reduce(t, async_op=True) for _ in range(4096)]
+        forgotten.wait()  # forgotten: not completed
+        out["after_forgotten"] = done()
+        later[0].wait()  # call #5: remembered still
+        out["after_first_kept"] = done()
+        later[-1].wait()
+        out["after_last"] = done()
+        out["issued"] = cp._u64[base + 2]
+        # Waits in a random order: each finds its call (the hook's reference is dropped).
+        import random
+        works = [dist.all_reduce(t, async_op=True) for _ in range(3000)]
+        random.Random(7).shuffle(works)
+        out["found"] = 0
+        for w in works:
+            held = sys.getrefcount(w)
+            w.wait()
+            out["found"] += held - sys.getrefcount(w)
+        out["after_shuffled"] = done()
+        print("RESULT " + json.dumps(out))
+        dist.destroy_process_group()
+    """
+    r = run_py(tmp_path, code, hook_env(record), args=[f"file://{tmp_path / 'init'}"])
+    out = json.loads(r.stdout.split("RESULT ", 1)[1])
+    assert out["kind"] == KIND_TYPES[wrappers][0]
+    assert out["refs_dropped"] == 1
+    assert (out["after_w2"], out["after_w1"], out["after_w3"]) == (2, 2, 3)
+    assert (out["after_forgotten"], out["after_first_kept"]) == (3, 5)
+    assert out["after_last"] == out["issued"] == 4 + 4096
+    assert out["found"] == 3000 and out["after_shuffled"] == 4 + 4096 + 3000
+
+
 DUMP_JOB = """
     import os, sys, threading, time
 
