@@ -134,8 +134,9 @@ def dispatch_instructions(bench, calls, record):
 
 
 def python_hook_rows(calls):
-    """{call: {"C" / "Python": (through the wrapper, torch's own call)}} from
-    bench_python_hook.py's table; no "C" where the C wrappers are not built."""
+    """{call: {"C" / "Python": (through the wrapper, torch's own call, the median difference
+    between neighbouring rounds)}} from bench_python_hook.py's table; no "C" where the C
+    wrappers are not built."""
     out = subprocess.run([PY, os.path.join(HERE, "bench_python_hook.py"), str(calls)],
                          capture_output=True, text=True, timeout=600).stdout
     rows = {}
@@ -145,11 +146,11 @@ def python_hook_rows(calls):
         if not m:
             continue
         cols = m.group(2).split()
-        if cols[0] == "n/a":
-            rows[m.group(1)] = {"Python": (int(cols[1]), int(cols[2]))}
-        else:
-            rows[m.group(1)] = {"C": (int(cols[0]), int(cols[1])),
-                                "Python": (int(cols[3]), int(cols[4]))}
+        if cols[0] == "n/a":  # n/a, then the Python wrapper's 4 columns
+            rows[m.group(1)] = {"Python": (int(cols[1]), int(cols[2]), int(cols[4]))}
+        else:  # hooked, original, best difference, median difference: C, then Python
+            rows[m.group(1)] = {"C": (int(cols[0]), int(cols[1]), int(cols[3])),
+                                "Python": (int(cols[4]), int(cols[5]), int(cols[7]))}
     return rows
 
 
@@ -195,10 +196,11 @@ def main():
                         f"({i1 - i0:+.0f}) | | |")
 
     for call, kinds in python_hook_rows(1000 if smoke else 10000).items():
-        for kind, (hooked, original) in kinds.items():
-            rows.append(f"| torch {call}, world size 1 (gloo), ns per call: through the start-up "
-                        f"hook's {kind} wrapper | {hooked} | {original} (torch's own) | "
-                        f"{hooked - original:+d} ns ({(hooked - original) / original * 100:+.1f}%) |")
+        for kind, (hooked, original, paired) in kinds.items():
+            rows.append(f"| torch {call}, world size 1 (gloo), ns per call (best rounds; the "
+                        f"difference: the median between neighbouring rounds): through the "
+                        f"start-up hook's {kind} wrapper | {hooked} | {original} (torch's own) | "
+                        f"{paired:+d} ns ({paired / original * 100:+.1f}%) |")
 
     table = "\n".join(rows)
     print(table)

@@ -5,7 +5,8 @@ DistributedDataParallel's forward (one DDP step each, training mode, grad enable
 Runs a world-size-1 gloo group in a process started with the hook and a progress record, and
 times each collective through the hook's wrapper and through the original function it wraps
 (`__ccrun_wrapped__`), alternating short rounds of ROUND_CALLS calls (CALLS x ROUNDS calls of
-each in all), best round of each, on one CPU: once with the hook's C wrappers (agent/python/_ccrun_hook.c,
+each in all), on one CPU: the best round of each, and the median difference between
+neighbouring rounds; once with the hook's C wrappers (agent/python/_ccrun_hook.c,
 from the build tree: $CCRUN_BUILD_DIR, or build/), once with its Python ones
 (CCRUN_PYTHON_HOOK_C=0); then the same calls in a process without the hook. The DDP
 forward is a Linear(16, 16) on a 4x16 input, without backward (DDP allows that when
@@ -14,6 +15,7 @@ Usage: /usr/bin/python3 scripts/bench_python_hook.py [CALLS]
 """
 import json
 import os
+import statistics
 import struct
 import subprocess
 import sys
@@ -83,7 +85,7 @@ def worker(calls, init):
     for name, (fn, call) in cases.items():
         original = getattr(fn, "__ccrun_wrapped__", None)
         variants = {"hooked": fn, "original": original} if original else {"original": fn}
-        best = {k: float("inf") for k in variants}
+        rounds = {k: [] for k in variants}
         for f in variants.values():  # warm up
             for _ in range(ROUND_CALLS):
                 call(f)
@@ -92,8 +94,11 @@ def worker(calls, init):
                 start = time.perf_counter_ns()
                 for _ in range(ROUND_CALLS):
                     call(f)
-                best[k] = min(best[k], (time.perf_counter_ns() - start) / ROUND_CALLS)
-        out[name] = best
+                rounds[k].append((time.perf_counter_ns() - start) / ROUND_CALLS)
+        out[name] = {k: min(v) for k, v in rounds.items()}
+        if original:  # the median of the differences between neighbouring rounds
+            out[name]["paired"] = statistics.median(
+                h - o for h, o in zip(rounds["hooked"], rounds["original"]))
     dist.destroy_process_group()
     print(json.dumps({"hooked": hooked, "kind": type(dist.all_reduce).__name__,
                       "results": out}))
@@ -125,18 +130,25 @@ def main():
         assert runs["Python"]["hooked"] and runs["Python"]["kind"] == "function"
         assert not plain["hooked"]
         native = runs["C"]["kind"] == "Collective"  # else the C wrappers are not built
-        print(f"{calls * ROUNDS} calls in rounds of {ROUND_CALLS}, best round, ns per call "
-              f"(world-size-1 gloo, torch {__import__('torch').__version__}); each wrapper's "
-              "overhead against torch's own call in the same process")
-        print(f"{'call':36} {'C wrapper':>10} {'original':>9} {'overhead':>9} "
-              f"{'Py wrapper':>10} {'original':>9} {'overhead':>9} {'no-hook process':>16}")
+        print(f"{calls * ROUNDS} calls in rounds of {ROUND_CALLS}, ns per call (world-size-1 "
+              f"gloo, torch {__import__('torch').__version__}): the best round of each wrapper "
+              "and of torch's own call in the same process, the difference of the best rounds, "
+              "and the median difference between neighbouring rounds (the typical cost, steadier "
+              "where the machine's speed drifts)")
+        print(f"{'call':36} {'C wrapper':>10} {'original':>9} {'best':>6} {'median':>6} "
+              f"{'Py wrapper':>10} {'original':>9} {'best':>6} {'median':>6} "
+              f"{'no-hook process':>16}")
+
+        def cols(r):
+            if r is None:
+                return f"{'n/a':>10} {'':9} {'':6} {'':6}"
+            return (f"{r['hooked']:10.0f} {r['original']:9.0f} "
+                    f"{r['hooked'] - r['original']:6.0f} {r['paired']:6.0f}")
+
         for name, py in runs["Python"]["results"].items():
             c = runs["C"]["results"].get(name) if native else None
             base = plain["results"].get(name, {}).get("original", float("nan"))
-            c_cols = (f"{c['hooked']:10.0f} {c['original']:9.0f} "
-                      f"{c['hooked'] - c['original']:9.0f}" if c else f"{'n/a':>10} {'':9} {'':9}")
-            print(f"{name:36} {c_cols} {py['hooked']:10.0f} {py['original']:9.0f} "
-                  f"{py['hooked'] - py['original']:9.0f} {base:16.0f}")
+            print(f"{name:36} {cols(c)} {cols(py)} {base:16.0f}")
         if not native:
             print(f"(the C wrappers are not built in {build}: Python wrappers only)")
 
