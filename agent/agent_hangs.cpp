@@ -65,6 +65,8 @@ std::unique_ptr<HangMonitor> Agent::make_monitor() {
   h.event = [this](const std::string& name, const std::string& json) {
     run_logs_->event(name, restart_count_, json);
   };
+  h.publish_evidence = [rdzv = rdzv_.get()](const std::string& mine) { rdzv->publish_hang_evidence(mine); };
+  h.read_evidence = [rdzv = rdzv_.get()](std::chrono::milliseconds wait) { return rdzv->hang_evidence(wait); };
   return std::make_unique<HangMonitor>(io_, o, h);
 }
 

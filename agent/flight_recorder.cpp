@@ -137,6 +137,46 @@ std::optional<FlightRecord> read_flight_record(int rank, const std::string& path
   }
 }
 
+json flight_record_to_json(const FlightRecord& record) {
+  json groups = json::array();
+  for (const auto& g : record.groups) {
+    json entries = json::array();
+    const FlightEntry* pending = oldest_pending(g);
+    for (const auto& e : g.entries) {
+      if (&e != pending && e.seq != g.enqueued) continue;
+      entries.push_back({{"seq", e.seq}, {"op", e.op}, {"state", e.state},
+                         {"created_ns", e.created_ns}, {"shape", e.shape}});
+    }
+    groups.push_back({{"id", g.id}, {"desc", g.desc}, {"enqueued", g.enqueued},
+                      {"started", g.started}, {"completed", g.completed}, {"entries", entries}});
+  }
+  return {{"rank", record.rank}, {"groups", groups}};
+}
+
+FlightRecord flight_record_from_json(const json& j) {
+  FlightRecord r;
+  if (!j.is_object()) return r;
+  r.rank = static_cast<int>(int_or(j, "rank", -1));
+  auto groups = j.find("groups");
+  if (groups == j.end() || !groups->is_array()) return r;
+  for (const auto& gj : *groups) {
+    if (!gj.is_object()) continue;
+    FlightGroup g;
+    g.id = string_or(gj, "id"), g.desc = string_or(gj, "desc");
+    g.enqueued = int_or(gj, "enqueued", -1), g.started = int_or(gj, "started", -1);
+    g.completed = int_or(gj, "completed", -1);
+    if (auto entries = gj.find("entries"); entries != gj.end() && entries->is_array()) {
+      for (const auto& e : *entries) {
+        if (!e.is_object()) continue;
+        g.entries.push_back({int_or(e, "seq", -1), string_or(e, "op"), string_or(e, "state"),
+                             int_or(e, "created_ns", 0), string_or(e, "shape")});
+      }
+    }
+    r.groups.push_back(std::move(g));
+  }
+  return r;
+}
+
 std::vector<std::string> flight_recorder_findings(const std::vector<FlightRecord>& records, int64_t now_ns) {
   std::vector<std::string> lines;
   std::vector<std::string> ids;  // groups in the order first seen

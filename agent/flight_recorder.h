@@ -61,6 +61,14 @@ FlightRecord flight_record_from_dump(int rank, const nlohmann::json& dump);
 // it cannot be read or is not a flight-recorder pickle.
 std::optional<FlightRecord> read_flight_record(int rank, const std::string& path, std::string& error);
 
+// A record as JSON, compact: each group's counters and, of its entries, only
+// those the findings read (the last one issued, and the oldest one the GPU
+// has not finished), so that the findings on records read back are those on
+// the whole ones. Agents exchange their ranks' records so (hang_monitor.h):
+// a rank behind on another node is compared with this node's.
+nlohmann::json flight_record_to_json(const FlightRecord& record);
+FlightRecord flight_record_from_json(const nlohmann::json& j);  // tolerant: a field missing reads as its default
+
 // What the records say, one line per finding (none without records);
 // `now_ns` (wall clock) dates the pending collectives.
 std::vector<std::string> flight_recorder_findings(const std::vector<FlightRecord>& records, int64_t now_ns);

@@ -150,8 +150,8 @@ void print_stacks(const json& stacks) {
 
 }  // namespace
 
-// What the flight recorders' dumps say, and why one could not be read.
-static std::vector<std::string> read_flight_recorders(const std::vector<std::pair<int, std::string>>& dumps) {
+// The flight recorders' dumps, read; says why one could not be.
+static std::vector<FlightRecord> read_flight_recorders(const std::vector<std::pair<int, std::string>>& dumps) {
   std::vector<FlightRecord> records;
   for (const auto& [rank, path] : dumps) {
     std::string error;
@@ -161,8 +161,52 @@ static std::vector<std::string> read_flight_recorders(const std::vector<std::pai
       spdlog::warn("ccrun: rank {}'s NCCL flight recorder dump cannot be read: {}", rank, error);
     }
   }
+  return records;
+}
+
+// How long a node other than node 0 waits for the other nodes' flight
+// records: they dump as this one does, once they see the round end.
+constexpr std::chrono::milliseconds kEvidenceWait{5000};
+
+// The flight records of this node's ranks and, on a job of several nodes
+// (`hooks` set), the other nodes' that have come; what they all say, with a
+// line naming the nodes whose records did not come while this one waited.
+static std::vector<std::string> flight_findings(std::vector<FlightRecord> records, int node_rank,
+                                                const HangMonitor::Hooks& hooks) {
+  std::vector<std::string> missing;
+  try {
+    if (hooks.publish_evidence) {
+      nlohmann::json mine = nlohmann::json::array();
+      for (const auto& r : records) mine.push_back(flight_record_to_json(r));
+      hooks.publish_evidence(nlohmann::json{{"flight_records", mine}}.dump());
+    }
+    if (hooks.read_evidence && !records.empty()) {
+      // Node 0 publishes before it ends the round: no other node has dumped yet.
+      auto wait = node_rank == 0 ? std::chrono::milliseconds(0) : kEvidenceWait;
+      auto shares = hooks.read_evidence(wait);
+      for (size_t node = 0; node < shares.size(); ++node) {
+        if (int(node) == node_rank) continue;
+        auto share = nlohmann::json::parse(shares[node], nullptr, false);
+        auto theirs = share.is_object() ? share.find("flight_records") : share.end();
+        if (share.is_discarded() || theirs == share.end() || !theirs->is_array()) {
+          if (wait.count() > 0) missing.push_back(std::to_string(node));
+          continue;
+        }
+        for (const auto& r : *theirs) records.push_back(flight_record_from_json(r));
+      }
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("ccrun: the other nodes' NCCL flight records cannot be compared with this node's: {}", e.what());
+  }
+  std::sort(records.begin(), records.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
   auto now = std::chrono::system_clock::now().time_since_epoch();
-  return flight_recorder_findings(records, std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+  auto lines = flight_recorder_findings(records, std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+  if (!missing.empty()) {
+    lines.push_back(fmt::format("the flight records of node{} {} did not come within {}s: left out",
+                                missing.size() == 1 ? "" : "s", fmt::join(missing, ","),
+                                kEvidenceWait.count() / 1000));
+  }
+  return lines;
 }
 
 void HangMonitor::collect_stacks(const std::vector<RankView>& local, std::function<void(HangEvidence)> done) {
@@ -173,7 +217,8 @@ void HangMonitor::collect_stacks(const std::vector<RankView>& local, std::functi
                        watch_.dump_pid(r.local_rank), watch_.stack_file(r.local_rank)});
   }
   hooks_.off_loop([io = &io_, alive = alive_, targets, done, prefix = o_.evidence_prefix,
-                   ras_addr = o_.nccl_ras_addr] {
+                   ras_addr = o_.nccl_ras_addr, node_rank = o_.node_rank,
+                   hooks = o_.num_nodes > 1 ? hooks_ : Hooks{}] {
     // NCCL's RAS view of the job, asked while the stacks are taken.
     auto ras = std::async(std::launch::async, [ras_addr] {
       return nccl_ras_status(ras_addr, std::chrono::seconds(8));
@@ -191,7 +236,7 @@ void HangMonitor::collect_stacks(const std::vector<RankView>& local, std::functi
         if (s.rank == rank) s.nccl_trace = path;
       }
     }
-    evidence.nccl_findings = read_flight_recorders(dumped);
+    evidence.nccl_findings = flight_findings(read_flight_recorders(dumped), node_rank, hooks);
     for (const auto& s : stacks) {
       evidence.stacks.push_back({{"rank", s.rank}, {"pid", s.pid}, {"python", s.python},
                                  {"native", s.native}, {"nccl_trace", s.nccl_trace}});

@@ -76,6 +76,12 @@ class HangMonitor {
         on_hang;
     // An event for events.jsonl: its name and JSON.
     std::function<void(const std::string&, const std::string&)> event;
+    // A job of several nodes: publishes this node's share of a hang's
+    // evidence (JSON); reads every node's, by node rank ("" for a node whose
+    // share has not come), waiting at most the given time for all. Both
+    // block: called through off_loop. Unset: one node.
+    std::function<void(const std::string&)> publish_evidence;
+    std::function<std::vector<std::string>(std::chrono::milliseconds)> read_evidence;
   };
 
   HangMonitor(boost::asio::io_context& io, HangMonitorOptions options, Hooks hooks);
@@ -105,7 +111,12 @@ class HangMonitor {
   std::vector<RankView> sample() { return watch_.sample(); }
 
   // Traces `local`'s stacks and dumps their NCCL flight recorders off the
-  // loop (the three at once), logs them, then calls `done` on the loop.
+  // loop (the three at once), logs them, then calls `done` on the loop. On a
+  // job of several nodes the flight records are compared with the other
+  // nodes': node 0 dumps first (it judged the hang; the others learn of it
+  // when it ends the round) and publishes its ranks' records; every other
+  // node publishes its own and waits a few seconds for the others' (only if
+  // it has records), so each of them compares every rank's.
   void collect_stacks(const std::vector<RankView>& local, std::function<void(HangEvidence)> done);
 
   // Why worker `local_rank` (pid `pid`), killed by SIGKILL, died, if the

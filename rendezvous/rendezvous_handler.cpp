@@ -253,6 +253,28 @@ class Handler : public RendezvousHandler {
     return out;
   }
 
+  void publish_hang_evidence(const std::string& mine) override {
+    store_->set(keys_.hang_evidence(round_, info_.node_rank), mine);
+  }
+
+  std::vector<std::string> hang_evidence(milliseconds wait) override {
+    int r = round_;
+    std::vector<std::string> keys;
+    for (int i = 0; i < info_.num_nodes; ++i) keys.push_back(keys_.hang_evidence(r, i));
+    if (wait.count() > 0) {
+      try {
+        store_->wait(keys, wait);
+      } catch (const TimeoutError&) {  // some have not come: those that have
+      }
+    }
+    std::vector<std::string> out(keys.size());
+    if (!keys.empty() && store_->check(keys)) return store_->multi_get(keys);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (store_->check({keys[i]})) out[i] = store_->get(keys[i]);
+    }
+    return out;
+  }
+
  private:
   RendezvousClosedError closed_error() {
     std::string reason = ClosedRecord::from_json(store_->get(keys_.closed())).reason;

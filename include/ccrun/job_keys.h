@@ -41,6 +41,9 @@
 //                              heartbeat (wall clock), for `ccrun status`;
 //                              `ranks` its workers' progress (agent::RankView
 //                              JSON), from which node 0 judges hangs
+//   round/<R>/hang_evidence/<rank>  JSON {flight_records}: what node <rank>
+//                              found of round R's hang for the other nodes to
+//                              compare (its ranks' NCCL flight records)
 //   round/<R>/spares           JSON {closed, tokens}: agents that came to a
 //                              full round R and wait as hot spares; its ender
 //                              closes the list and admits some to R + 1
@@ -93,6 +96,7 @@ class JobKeys {
   std::string exited(int r) const { return round(r, "exited"); }
   std::string all_exited(int r) const { return round(r, kAllExited); }
   std::string status(int r, int rank) const { return round(r, "status/", rank); }
+  std::string hang_evidence(int r, int rank) const { return round(r, "hang_evidence/", rank); }
   std::string spares(int r) const { return round(r, "spares"); }
   std::string admitted(int r) const { return round(r, "admitted"); }
   std::string exclusions() const { return base_ + "exclusions"; }

@@ -188,6 +188,15 @@ class RendezvousHandler {
   // Every node's last published status in the current round, by node rank;
   // nullopt for a node that has not beaten yet.
   [[nodiscard]] virtual std::vector<std::optional<NodeStatus>> node_statuses() = 0;
+
+  // Publishes what this node found of the current round's hang (JSON), for
+  // the other nodes to compare with theirs.
+  virtual void publish_hang_evidence(const std::string& mine) = 0;
+
+  // Every node's findings of the current round's hang, by node rank (""
+  // for a node that has not published), waiting at most `wait` for all of
+  // them: each node publishes once it has its ranks' evidence.
+  [[nodiscard]] virtual std::vector<std::string> hang_evidence(std::chrono::milliseconds wait) = 0;
 };
 
 // The handler for options.backend: static rounds, or dynamic ones (c10d,

@@ -123,6 +123,8 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
   void set_attempt(int attempt) override { calls_.last_attempt = attempt; }
   void set_progress(std::vector<RankView>) override {}
   std::vector<std::optional<NodeStatus>> node_statuses() override { return {}; }
+  void publish_hang_evidence(const std::string&) override {}
+  std::vector<std::string> hang_evidence(milliseconds) override { return {}; }
 
   // Returns whether this end was the round's first, watched or not (as the
   // real one's compare-and-set: a request made after the watch stopped still

@@ -145,3 +145,34 @@ TEST_CASE("the flight recorders' findings", "[flight-recorder]") {
   }
   SECTION("no dump, nothing said") { CHECK(flight_recorder_findings({}, kNow).empty()); }
 }
+
+TEST_CASE("a record sent to another node as JSON says what the whole one says", "[flight-recorder]") {
+  json long_dump = dump(21, 21, 18, "started");  // three pending: #19 to #21
+  for (auto& e : long_dump["entries"]) {
+    if (e["collective_seq_id"] == 20) e["profiling_name"] = "nccl:broadcast";
+  }
+  std::vector<std::vector<FlightRecord>> sets = {
+      {flight_record_from_dump(0, dump(21, 21, 20, "started")), flight_record_from_dump(1, dump(20, 20, 20, "completed")),
+       flight_record_from_dump(2, long_dump)},
+      {flight_record_from_dump(0, dump(8, 8, 7, "started")), flight_record_from_dump(1, dump(8, 7, 7, "scheduled"))},
+      {flight_record_from_dump(4, dump(30, -1, 30, "completed"))},
+  };
+  for (const auto& records : sets) {
+    std::vector<FlightRecord> sent;
+    for (const auto& r : records) {
+      json j = json::parse(flight_record_to_json(r).dump());
+      for (const auto& g : j["groups"]) CHECK(g["entries"].size() <= 2);  // the last, the oldest pending
+      sent.push_back(flight_record_from_json(j));
+      CHECK(sent.back().rank == r.rank);
+    }
+    CHECK(flight_recorder_findings(sent, kNow) == flight_recorder_findings(records, kNow));
+  }
+  SECTION("anything else reads as an empty record") {
+    CHECK(flight_record_from_json(json::array()).groups.empty());
+    FlightRecord r = flight_record_from_json(json{{"rank", 3}, {"groups", {{{"id", "0"}, {"entries", 7}}}}});
+    CHECK(r.rank == 3);
+    REQUIRE(r.groups.size() == 1);
+    CHECK(r.groups[0].enqueued == -1);
+    CHECK(r.groups[0].entries.empty());
+  }
+}

@@ -1,12 +1,14 @@
 # ctest: RUN_SERIAL
 """A hang across two nodes of the namespace cluster: node 0's agent judges
 the job from both nodes' published progress and names the rank on node 1
-that holds the others up; node 1's agent reports its ranks' stacks."""
+that holds the others up; node 1's agent reports its ranks' stacks, and
+compares its ranks' NCCL flight records with node 0's."""
+import os
 import re
 
 from cluster import wait_all
 from helpers import binary
-from test_scenarios import start_static
+from test_scenarios import HERE, start_static
 
 
 def test_a_rank_on_another_node_is_named(make_cluster):
@@ -32,3 +34,27 @@ def test_a_rank_on_another_node_is_named(make_cluster):
         err1[-3000:]
     for err in (err0, err1):
         assert "cause     : hang" in err and re.search(r"rank      : 3 \(local_rank 1\)", err), err[-2000:]
+
+
+def test_nccl_flight_records_are_compared_across_nodes(make_cluster):
+    # torch's flight recorder needs a GPU: tests/integration/fake_flight_recorder.py plays it
+    # (rank 0 issued all_reduce #21, rank 1 only #20). Each node dumps its own ranks; the
+    # rank behind is on node 1, the one ahead on node 0: only the two compared say who is
+    # behind. Node 0 dumps first (it judged the hang) and publishes its ranks' records; node 1
+    # compares them with its own.
+    c = make_cluster(2)
+    fake = os.path.join(HERE, "..", "integration", "fake_flight_recorder.py")
+    prog = (f"/usr/bin/python3 -I {fake} & exec {binary('tests', 'collectives_progress_worker')} "
+            "--steps 40 --sleep-rank 1 --sleep-before 10 --sleep-s 300")
+    procs = start_static(c, ["--no-python", "/bin/sh", "-c", prog], nproc=1,
+                         extra=("--hang-timeout", "2"))
+    codes = wait_all(procs, 120)
+    err0, err1 = procs[0].err(), procs[1].err()
+    assert codes == [1, 1], err0[-3000:] + err1[-3000:]
+    behind = ("ccrun: NCCL flight recorder: rank 1 has not issued all_reduce #21 of group 0 "
+              "(default_pg), which rank 0 issued (last issued: #20)")
+    running = ("ccrun: NCCL flight recorder: rank 0: all_reduce #21 of group 0 (default_pg), "
+               "256 Float, issued ")
+    assert behind in err1 and running in err1, err1[-3000:]
+    assert running in err0 and behind not in err0, err0[-3000:]
+    assert "did not come within" not in err1

@@ -122,6 +122,26 @@ TEST_CASE("a restart request reaches every node with the failure", "[rendezvous]
   for (auto& n : nodes) CHECK(n->info.round == 1);
 }
 
+TEST_CASE("a hang's evidence: each node's share, read by every node as it comes", "[rendezvous]") {
+  auto store = std::make_shared<HashStore>();
+  auto nodes = join_all(store, std::vector<RendezvousOptions>(3, options("c10d", 3, 3)));
+  std::map<int, RendezvousHandler*> by_rank;
+  for (auto& n : nodes) by_rank[n->info.node_rank] = n->handler.get();
+  by_rank[0]->publish_hang_evidence("zero");
+  CHECK(by_rank[1]->hang_evidence(0ms) == std::vector<std::string>{"zero", "", ""});
+  // A node that waits gets a share published meanwhile, and the rest when the time is up.
+  auto read = std::async(std::launch::async, [&] { return by_rank[1]->hang_evidence(400ms); });
+  std::this_thread::sleep_for(50ms);
+  by_rank[2]->publish_hang_evidence("two");
+  auto start = std::chrono::steady_clock::now();
+  CHECK(read.get() == std::vector<std::string>{"zero", "", "two"});
+  CHECK(std::chrono::steady_clock::now() - start < 1s);
+  by_rank[1]->publish_hang_evidence("one");
+  auto all = std::async(std::launch::async, [&] { return by_rank[2]->hang_evidence(10s); });
+  CHECK(all.wait_for(2s) == std::future_status::ready);  // all there: no waiting
+  CHECK(all.get() == std::vector<std::string>{"zero", "one", "two"});
+}
+
 TEST_CASE("every node done ends the round with kAllDone", "[rendezvous]") {
   auto store = std::make_shared<HashStore>();
   auto nodes = join_all(store, std::vector<RendezvousOptions>(2, options("c10d", 2, 2)));
