@@ -15,7 +15,6 @@ load=$(cut -d' ' -f1 /proc/loadavg)
 cmake --build "$build" --target ccrun spawn_bound >/dev/null
 ccrun=$build/launcher/ccrun
 torchrun=("$python" "$here/scripts/torchrun_patched.py")
-tmp=$(mktemp -d)
 busy_pids=()
 cleanup() {
   ((${#busy_pids[@]})) && kill "${busy_pids[@]}" 2>/dev/null

@@ -17,7 +17,6 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bench_common.sh" "$@"  # here, build, python, smoke
 cmake --build "$build" --target ccrun ccrun-rendezvous store_rendezvous_bench >/dev/null
 ccrun=$build/launcher/ccrun
-tmp=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT

@@ -40,7 +40,6 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
 
-tmp=$(mktemp -d)
 trap 'cleanup; rm -rf "$tmp"' EXIT
 
 "${pin_server[@]}" "$build/store/ccrun-rendezvous" --port 0 --log-level warn >"$tmp/ccrun.out" 2>&1 &

@@ -85,6 +85,7 @@ def main():
     ccrun = os.path.join(build, "launcher", "ccrun")
     torchrun = [PY, os.path.join(HERE, "torchrun_patched.py")]
     tmp = tempfile.mkdtemp(prefix="ccrun-bench-output-")
+    os.environ["TMPDIR"] = tmp  # torchrun's torchelastic_* folders: in ours, removed with it
     try:
         script = os.path.join(tmp, "print_lines.py")
         with open(script, "w") as f:
