@@ -177,6 +177,36 @@ FlightRecord flight_record_from_json(const json& j) {
   return r;
 }
 
+std::string flight_share(const std::vector<FlightRecord>& records) {
+  json mine = json::array();
+  for (const auto& r : records) mine.push_back(flight_record_to_json(r));
+  return json{{"flight_records", mine}}.dump();
+}
+
+std::vector<std::string> job_flight_findings(std::vector<FlightRecord> mine,
+                                             const std::vector<std::string>& shares, int node_rank,
+                                             std::chrono::milliseconds waited, int64_t now_ns) {
+  std::vector<std::string> missing;
+  for (size_t node = 0; node < shares.size(); ++node) {
+    if (int(node) == node_rank) continue;
+    json share = json::parse(shares[node], nullptr, false);
+    auto theirs = share.is_object() ? share.find("flight_records") : share.end();
+    if (share.is_discarded() || theirs == share.end() || !theirs->is_array()) {
+      missing.push_back(std::to_string(node));
+      continue;
+    }
+    for (const auto& r : *theirs) mine.push_back(flight_record_from_json(r));
+  }
+  std::sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  auto lines = flight_recorder_findings(mine, now_ns);
+  if (!missing.empty()) {
+    lines.push_back(fmt::format("the flight records of node{} {} did not come within {:.0f}s: left out",
+                                missing.size() == 1 ? "" : "s", fmt::join(missing, ","),
+                                double(waited.count()) / 1000));
+  }
+  return lines;
+}
+
 std::vector<std::string> flight_recorder_findings(const std::vector<FlightRecord>& records, int64_t now_ns) {
   std::vector<std::string> lines;
   std::vector<std::string> ids;  // groups in the order first seen

@@ -164,49 +164,31 @@ static std::vector<FlightRecord> read_flight_recorders(const std::vector<std::pa
   return records;
 }
 
-// How long a node other than node 0 waits for the other nodes' flight
-// records: they dump as this one does, once they see the round end.
+// The node that compares every node's flight records, and how long it
+// waits for them: node 0 judged the hang and dumps first (no other node has
+// dumped yet); node 1 dumps with the others, once they see the round end.
+// One node, so that a job of many nodes reads the records once and says
+// the comparison once.
+constexpr int kComparingNode = 1;
 constexpr std::chrono::milliseconds kEvidenceWait{5000};
 
-// The flight records of this node's ranks and, on a job of several nodes
-// (`hooks` set), the other nodes' that have come; what they all say, with a
-// line naming the nodes whose records did not come while this one waited.
+// The flight records of this node's ranks and, on the comparing node of a
+// job of several nodes (`hooks` set), the other nodes' that have come; what
+// they all say, with a line naming the nodes whose records did not come.
 static std::vector<std::string> flight_findings(std::vector<FlightRecord> records, int node_rank,
                                                 const HangMonitor::Hooks& hooks) {
-  std::vector<std::string> missing;
+  std::vector<std::string> shares;
   try {
-    if (hooks.publish_evidence) {
-      nlohmann::json mine = nlohmann::json::array();
-      for (const auto& r : records) mine.push_back(flight_record_to_json(r));
-      hooks.publish_evidence(nlohmann::json{{"flight_records", mine}}.dump());
-    }
-    if (hooks.read_evidence && !records.empty()) {
-      // Node 0 publishes before it ends the round: no other node has dumped yet.
-      auto wait = node_rank == 0 ? std::chrono::milliseconds(0) : kEvidenceWait;
-      auto shares = hooks.read_evidence(wait);
-      for (size_t node = 0; node < shares.size(); ++node) {
-        if (int(node) == node_rank) continue;
-        auto share = nlohmann::json::parse(shares[node], nullptr, false);
-        auto theirs = share.is_object() ? share.find("flight_records") : share.end();
-        if (share.is_discarded() || theirs == share.end() || !theirs->is_array()) {
-          if (wait.count() > 0) missing.push_back(std::to_string(node));
-          continue;
-        }
-        for (const auto& r : *theirs) records.push_back(flight_record_from_json(r));
-      }
+    if (hooks.publish_evidence) hooks.publish_evidence(flight_share(records));
+    if (hooks.read_evidence && !records.empty() && node_rank == kComparingNode) {
+      shares = hooks.read_evidence(kEvidenceWait);
     }
   } catch (const std::exception& e) {
     spdlog::warn("ccrun: the other nodes' NCCL flight records cannot be compared with this node's: {}", e.what());
   }
-  std::sort(records.begin(), records.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
   auto now = std::chrono::system_clock::now().time_since_epoch();
-  auto lines = flight_recorder_findings(records, std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
-  if (!missing.empty()) {
-    lines.push_back(fmt::format("the flight records of node{} {} did not come within {}s: left out",
-                                missing.size() == 1 ? "" : "s", fmt::join(missing, ","),
-                                kEvidenceWait.count() / 1000));
-  }
-  return lines;
+  return job_flight_findings(std::move(records), shares, node_rank, kEvidenceWait,
+                             std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
 }
 
 void HangMonitor::collect_stacks(const std::vector<RankView>& local, std::function<void(HangEvidence)> done) {

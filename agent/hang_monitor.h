@@ -112,11 +112,9 @@ class HangMonitor {
 
   // Traces `local`'s stacks and dumps their NCCL flight recorders off the
   // loop (the three at once), logs them, then calls `done` on the loop. On a
-  // job of several nodes the flight records are compared with the other
-  // nodes': node 0 dumps first (it judged the hang; the others learn of it
-  // when it ends the round) and publishes its ranks' records; every other
-  // node publishes its own and waits a few seconds for the others' (only if
-  // it has records), so each of them compares every rank's.
+  // job of several nodes every node publishes its ranks' flight records
+  // (node 0, which judged the hang, before the others learn of it), and node
+  // 1 waits a few seconds for the others' and compares every rank's.
   void collect_stacks(const std::vector<RankView>& local, std::function<void(HangEvidence)> done);
 
   // Why worker `local_rank` (pid `pid`), killed by SIGKILL, died, if the
