@@ -237,15 +237,9 @@ class Handler : public RendezvousHandler {
 
   std::vector<std::optional<NodeStatus>> node_statuses() override {
     int r = round_;
-    std::vector<std::string> keys, texts(size_t(std::max(info_.num_nodes, 0)));
+    std::vector<std::string> keys;
     for (int i = 0; i < info_.num_nodes; ++i) keys.push_back(keys_.status(r, i));
-    if (!keys.empty() && store_->check(keys)) {
-      texts = store_->multi_get(keys);
-    } else {
-      for (size_t i = 0; i < keys.size(); ++i) {  // some node has not beaten yet
-        if (store_->check({keys[i]})) texts[i] = store_->get(keys[i]);
-      }
-    }
+    std::vector<std::string> texts = values_present(keys);  // "": a node that has not beaten yet
     std::vector<std::optional<NodeStatus>> out(texts.size());
     for (size_t i = 0; i < texts.size(); ++i) {
       if (!texts[i].empty()) out[i] = NodeStatus::from_json(json::parse(texts[i], nullptr, false));
@@ -267,15 +261,20 @@ class Handler : public RendezvousHandler {
       } catch (const TimeoutError&) {  // some have not come: those that have
       }
     }
-    std::vector<std::string> out(keys.size());
+    return values_present(keys);
+  }
+
+ private:
+  // The value of each key, "" for a key not set: one multi_get when all are.
+  std::vector<std::string> values_present(const std::vector<std::string>& keys) {
     if (!keys.empty() && store_->check(keys)) return store_->multi_get(keys);
+    std::vector<std::string> out(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) {
       if (store_->check({keys[i]})) out[i] = store_->get(keys[i]);
     }
     return out;
   }
 
- private:
   RendezvousClosedError closed_error() {
     std::string reason = ClosedRecord::from_json(store_->get(keys_.closed())).reason;
     return RendezvousClosedError("rendezvous '" + o_.run_id + "' is closed: " + reason);

@@ -15,7 +15,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/bench_common.sh" "$@"  # here, build, pyt
 cmake --build "$build" --target ccrun collectives_bench >/dev/null
 rounds=${ROUNDS:-3}
 if ((smoke)); then ranks=(2); max=1024; rounds=1; else ranks=(2 4); max=$((64 << 20)); fi
-trap 'rm -rf "$tmp"' EXIT
 
 for ((r = 0; r < rounds; ++r)); do
   for n in "${ranks[@]}"; do

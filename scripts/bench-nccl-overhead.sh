@@ -12,7 +12,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/bench_common.sh" "$@"  # here, build, pyt
 max=$((64 << 20))
 ((smoke)) && max=1024
 cmake --build "$build" --target nccl_overhead_bench >/dev/null
-trap 'rm -rf "$tmp"' EXIT
 
 rc=0
 "$build/tests/nccl_overhead_bench" "$max" >"$tmp/out" || rc=$?

@@ -38,8 +38,6 @@ own_torch=$([[ $python == "${CCRUN_TEST_PYTHON:-/usr/bin/python3}" && -z ${SERVE
 
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
-
 trap 'cleanup; rm -rf "$tmp"' EXIT
 
 "${pin_server[@]}" "$build/store/ccrun-rendezvous" --port 0 --log-level warn >"$tmp/ccrun.out" 2>&1 &

@@ -12,8 +12,9 @@
  * which holds the tensor, which says async), makes the slots (Slot, which its Python code
  * reads too) and falls back to its Python wrappers wherever this module does not load
  * (another Python, a build without it). Each wrapper does exactly what its Python twin does;
- * tests/integration/test_python_hook.py runs its cases on both. Never raises for its own sake: a failure inside
- * the hook leaves the call unrecorded, and torch's own errors go to the caller unchanged. */
+ * tests/integration/test_python_hook.py runs its cases on both. Never raises for its own sake:
+ * a failure inside the hook leaves the call unrecorded, and torch's own errors go to the caller
+ * unchanged. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
