@@ -106,6 +106,7 @@ void Agent::stop_with_stacks(const std::vector<RankView>& local, std::function<v
     hang["stacks"] = e.stacks;
     if (!e.ras.empty()) hang["nccl_ras"] = e.ras;
     if (!e.nccl_findings.empty()) hang["nccl_findings"] = e.nccl_findings;
+    if (e.job_stacks) hang["job_stacks"] = e.job_stacks->to_json();
     run_logs_->event("hang_stacks", restart_count_,
                      nlohmann::json{{"stacks", e.stacks}, {"nccl_findings", e.nccl_findings}}.dump());
     then();

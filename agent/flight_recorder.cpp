@@ -18,6 +18,9 @@ using nlohmann::json;
 
 namespace {
 
+// The key of a node's records in its share of a hang's evidence.
+constexpr const char* kShareKey = "flight_records";
+
 int64_t int_or(const json& j, const char* key, int64_t fallback) {
   auto it = j.find(key);
   return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
@@ -177,21 +180,20 @@ FlightRecord flight_record_from_json(const json& j) {
   return r;
 }
 
-std::string flight_share(const std::vector<FlightRecord>& records) {
+void add_flight_records(json& share, const std::vector<FlightRecord>& records) {
   json mine = json::array();
   for (const auto& r : records) mine.push_back(flight_record_to_json(r));
-  return json{{"flight_records", mine}}.dump();
+  share[kShareKey] = std::move(mine);
 }
 
-std::vector<std::string> job_flight_findings(std::vector<FlightRecord> mine,
-                                             const std::vector<std::string>& shares, int node_rank,
-                                             std::chrono::milliseconds waited, int64_t now_ns) {
+std::vector<std::string> job_flight_findings(std::vector<FlightRecord> mine, const std::vector<json>& shares,
+                                             int node_rank, std::chrono::milliseconds waited, int64_t now_ns) {
   std::vector<std::string> missing;
   for (size_t node = 0; node < shares.size(); ++node) {
     if (int(node) == node_rank) continue;
-    json share = json::parse(shares[node], nullptr, false);
-    auto theirs = share.is_object() ? share.find("flight_records") : share.end();
-    if (share.is_discarded() || theirs == share.end() || !theirs->is_array()) {
+    const json& share = shares[node];
+    auto theirs = share.is_object() ? share.find(kShareKey) : share.end();
+    if (theirs == share.end() || !theirs->is_array()) {
       missing.push_back(std::to_string(node));
       continue;
     }

@@ -70,16 +70,17 @@ std::optional<FlightRecord> read_flight_record(int rank, const std::string& path
 nlohmann::json flight_record_to_json(const FlightRecord& record);
 FlightRecord flight_record_from_json(const nlohmann::json& j);  // tolerant: a field missing reads as its default
 
-// A node's share of a hang's evidence for the other nodes (JSON text): its
-// ranks' records, compact.
-std::string flight_share(const std::vector<FlightRecord>& records);
+// Adds this node's ranks' records, compact, to `share` (its share of a
+// hang's evidence for the other nodes, a JSON object: hang_monitor.h).
+void add_flight_records(nlohmann::json& share, const std::vector<FlightRecord>& records);
 
 // What this node's records (`mine`) and the records in the other nodes'
-// shares say (`shares` by node rank, this node's own skipped; "" or a share
-// that is not one: a node whose records did not come within `waited`, named
-// in a last line). `now_ns` as flight_recorder_findings'.
+// shares say (`shares` by node rank, this node's own skipped; a share
+// without records, null or not an object: a node whose records did not come
+// within `waited`, named in a last line). `now_ns` as
+// flight_recorder_findings'.
 std::vector<std::string> job_flight_findings(std::vector<FlightRecord> mine,
-                                             const std::vector<std::string>& shares, int node_rank,
+                                             const std::vector<nlohmann::json>& shares, int node_rank,
                                              std::chrono::milliseconds waited, int64_t now_ns);
 
 // What the records say, one line per finding (none without records);

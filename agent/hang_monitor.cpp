@@ -8,6 +8,7 @@
 #include <future>
 
 #include "ccrun/error.h"
+#include "ccrun/rank_progress.h"
 #include "flight_recorder.h"
 #include "hang_evidence.h"
 #include "incident.h"
@@ -18,6 +19,14 @@ namespace {
 
 namespace asio = boost::asio;
 using json = nlohmann::json;
+
+// The node that merges every node's stacks and compares every node's
+// flight records, and how long it waits for them: node 0 judged the hang
+// and collects first (no other node has learnt of it yet); node 1 collects
+// with the others, once they see the round end. One node, so that a job of
+// many nodes reads the shares once and says what they say once.
+constexpr int kComparingNode = 1;
+constexpr std::chrono::milliseconds kEvidenceWait{5000};
 
 // How often the records are read: a record costs no system call, the RSS
 // one read per worker (bench-hang.sh measures the agent's CPU).
@@ -128,16 +137,20 @@ void HangMonitor::note_stragglers(const std::vector<RankView>& all) {
 
 namespace {
 
-// This node's stacks on the console, one block per class of identical
-// stacks (incident.h), the flight-recorder dumps named.
-void print_stacks(const json& stacks) {
+// The flight-recorder dumps named, on the console.
+void print_dumps(const json& stacks) {
   for (const auto& s : stacks) {
     std::string trace = s.value("nccl_trace", std::string());
     if (!trace.empty()) {
       spdlog::error("ccrun: rank {}'s NCCL flight recorder dumped to {}", s.value("rank", -1), trace);
     }
   }
-  for (const auto& c : stack_classes(stacks)) {
+}
+
+// This node's stacks on the console, one block per class of identical
+// stacks (incident.h).
+void print_stacks(const std::vector<StackClass>& classes) {
+  for (const auto& c : classes) {
     std::vector<std::string> pids;
     for (int p : c.pids) pids.push_back(std::to_string(p));
     std::string procs = pids.size() <= 8 ? "pid " + fmt::format("{}", fmt::join(pids, ","))
@@ -146,6 +159,57 @@ void print_stacks(const json& stacks) {
                   c.python.empty() ? "" : " (Python; native ones in the report)",
                   c.python.empty() ? c.native : c.python);
   }
+}
+
+// The job's stacks on the console, merged across its nodes (job_stacks.h).
+void print_job_stacks(const JobStacks& job) {
+  for (const auto& c : job.classes) {
+    spdlog::error("ccrun: stacks of {}{}:\n{}", c.title(),
+                  c.python ? " (Python; native ones in each node's report)" : "", c.stack);
+  }
+  if (!job.missing.empty()) {
+    spdlog::error("ccrun: the stacks of node{} {} did not come within {:.0f}s: in {} own report",
+                  job.missing.size() == 1 ? "" : "s", compress_ranks(job.missing),
+                  double(kEvidenceWait.count()) / 1000, job.missing.size() == 1 ? "its" : "their");
+  }
+}
+
+// The comparing node of a job of several nodes merges every node's stacks
+// and prints them; the others say in one line what their ranks' classes
+// are: at 128 nodes, one class's stack printed once, not 128 times.
+void print_node_summary(const std::vector<StackClass>& classes) {
+  std::vector<std::string> titles;
+  for (const auto& c : classes) titles.push_back(c.title());
+  spdlog::error("ccrun: this node's ranks' stacks: {} (node {} prints the job's, merged across nodes; "
+                "every rank's are in the report)", fmt::join(titles, "; "), kComparingNode);
+}
+
+// The other nodes' shares, parsed: null where one did not come or is not JSON.
+std::vector<json> parse_shares(const std::vector<std::string>& texts) {
+  std::vector<json> shares;
+  for (const auto& t : texts) {
+    json j = t.empty() ? json() : json::parse(t, nullptr, false);
+    shares.push_back(j.is_discarded() ? json() : std::move(j));
+  }
+  return shares;
+}
+
+// Publishes this node's share of the evidence (`hooks` set: a job of several
+// nodes) and, on the comparing node, reads every node's, waiting for them
+// at most kEvidenceWait; none elsewhere.
+std::vector<json> exchange_evidence(const std::vector<FlightRecord>& records, const std::vector<StackClass>& classes,
+                                    int node_rank, const HangMonitor::Hooks& hooks) {
+  if (!hooks.publish_evidence) return {};
+  try {
+    json share = json::object();
+    add_flight_records(share, records);
+    add_stack_classes(share, classes);
+    hooks.publish_evidence(share.dump());
+    if (hooks.read_evidence && node_rank == kComparingNode) return parse_shares(hooks.read_evidence(kEvidenceWait));
+  } catch (const std::exception& e) {
+    spdlog::warn("ccrun: this node's evidence of the hang cannot be shared with the other nodes': {}", e.what());
+  }
+  return {};
 }
 
 }  // namespace
@@ -162,33 +226,6 @@ static std::vector<FlightRecord> read_flight_recorders(const std::vector<std::pa
     }
   }
   return records;
-}
-
-// The node that compares every node's flight records, and how long it
-// waits for them: node 0 judged the hang and dumps first (no other node has
-// dumped yet); node 1 dumps with the others, once they see the round end.
-// One node, so that a job of many nodes reads the records once and says
-// the comparison once.
-constexpr int kComparingNode = 1;
-constexpr std::chrono::milliseconds kEvidenceWait{5000};
-
-// The flight records of this node's ranks and, on the comparing node of a
-// job of several nodes (`hooks` set), the other nodes' that have come; what
-// they all say, with a line naming the nodes whose records did not come.
-static std::vector<std::string> flight_findings(std::vector<FlightRecord> records, int node_rank,
-                                                const HangMonitor::Hooks& hooks) {
-  std::vector<std::string> shares;
-  try {
-    if (hooks.publish_evidence) hooks.publish_evidence(flight_share(records));
-    if (hooks.read_evidence && !records.empty() && node_rank == kComparingNode) {
-      shares = hooks.read_evidence(kEvidenceWait);
-    }
-  } catch (const std::exception& e) {
-    spdlog::warn("ccrun: the other nodes' NCCL flight records cannot be compared with this node's: {}", e.what());
-  }
-  auto now = std::chrono::system_clock::now().time_since_epoch();
-  return job_flight_findings(std::move(records), shares, node_rank, kEvidenceWait,
-                             std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
 }
 
 void HangMonitor::collect_stacks(const std::vector<RankView>& local, std::function<void(HangEvidence)> done) {
@@ -218,15 +255,30 @@ void HangMonitor::collect_stacks(const std::vector<RankView>& local, std::functi
         if (s.rank == rank) s.nccl_trace = path;
       }
     }
-    evidence.nccl_findings = flight_findings(read_flight_recorders(dumped), node_rank, hooks);
     for (const auto& s : stacks) {
       evidence.stacks.push_back({{"rank", s.rank}, {"pid", s.pid}, {"python", s.python},
                                  {"native", s.native}, {"nccl_trace", s.nccl_trace}});
     }
+    auto records = read_flight_recorders(dumped);
+    auto classes = stack_classes(evidence.stacks);
+    auto shares = exchange_evidence(records, classes, node_rank, hooks);
+    auto now = std::chrono::system_clock::now().time_since_epoch();
+    evidence.nccl_findings =
+        job_flight_findings(records, records.empty() ? std::vector<json>{} : shares, node_rank, kEvidenceWait,
+                            std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+    if (!shares.empty()) evidence.job_stacks = job_stack_classes(classes, shares, node_rank);
     evidence.ras = ras.get();
-    asio::post(*io, [alive, done, evidence = std::move(evidence)] {
+    asio::post(*io, [alive, done, evidence = std::move(evidence), classes = std::move(classes),
+                     shared = bool(hooks.publish_evidence)] {
       if (!*alive) return;
-      print_stacks(evidence.stacks);
+      print_dumps(evidence.stacks);
+      if (evidence.job_stacks) {
+        print_job_stacks(*evidence.job_stacks);
+      } else if (shared) {
+        print_node_summary(classes);
+      } else {
+        print_stacks(classes);
+      }
       for (const auto& f : evidence.nccl_findings) spdlog::error("ccrun: NCCL flight recorder: {}", f);
       if (!evidence.ras.empty()) spdlog::error("ccrun: NCCL's RAS answered (kept in the incident's folder)");
       done(evidence);

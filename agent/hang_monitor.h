@@ -35,6 +35,7 @@
 
 #include "ccrun/job_state.h"
 #include "ccrun/hang_verdict.h"
+#include "job_stacks.h"
 #include "progress_watch.h"
 
 namespace ccrun::agent {
@@ -57,6 +58,7 @@ struct HangEvidence {
   nlohmann::json stacks = nlohmann::json::array();  // per rank: rank, pid, python, native, nccl_trace
   std::string ras;                                   // NCCL's RAS status; "" when none answered
   std::vector<std::string> nccl_findings;           // what the flight recorders say (flight_recorder.h)
+  std::optional<JobStacks> job_stacks;              // the comparing node's: every node's stacks merged
 };
 
 class HangMonitor {
@@ -112,9 +114,11 @@ class HangMonitor {
 
   // Traces `local`'s stacks and dumps their NCCL flight recorders off the
   // loop (the three at once), logs them, then calls `done` on the loop. On a
-  // job of several nodes every node publishes its ranks' flight records
-  // (node 0, which judged the hang, before the others learn of it), and node
-  // 1 waits a few seconds for the others' and compares every rank's.
+  // job of several nodes every node publishes its share (its stack classes
+  // and its ranks' flight records; node 0, which judged the hang, before the
+  // others learn of it), and node 1 waits a few seconds for the others',
+  // prints the job's stacks merged (job_stacks.h) and compares every rank's
+  // flight records; the other nodes print a line on their own ranks.
   void collect_stacks(const std::vector<RankView>& local, std::function<void(HangEvidence)> done);
 
   // Why worker `local_rank` (pid `pid`), killed by SIGKILL, died, if the

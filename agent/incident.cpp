@@ -69,6 +69,20 @@ void write_stacks(const fs::path& dir, const json& stacks) {
   }
 }
 
+// The job's stacks merged across its nodes (job_stacks.h: JobStacks::to_json).
+void write_job_stacks(const fs::path& dir, const json& job) {
+  auto classes = job.find("classes");
+  if (classes == job.end() || !classes->is_array()) return;
+  std::string merged;
+  for (const auto& c : *classes) merged += c.value("title", std::string()) + "\n" + c.value("stack", std::string()) + "\n";
+  auto missing = job.find("missing");
+  if (missing != job.end() && missing->is_array() && !missing->empty()) {
+    merged += "(the stacks of nodes " + compress_ranks(missing->get<std::vector<int>>()) +
+              " did not come: in their own incident folders)\n";
+  }
+  write(dir / "job_merged.txt", merged);
+}
+
 // torch's flight-recorder dumps, copied as torch wrote them.
 void copy_flight_recorders(const fs::path& dir, const json& stacks) {
   if (!stacks.is_array()) return;
@@ -141,12 +155,14 @@ fs::path write_incident(const fs::path& run_root, const IncidentMaterial& m) {
   if (!m.hang.is_null()) {
     verdict["hang"] = m.hang;
     verdict["hang"].erase("stacks");  // they are under stacks/
+    verdict["hang"].erase("job_stacks");
   }
   write(dir / "verdict.json", verdict.dump(2) + "\n");
   if (!m.hang.is_null() && m.hang.contains("stacks")) {
     write_stacks(dir / "stacks", m.hang["stacks"]);
     copy_flight_recorders(dir / "nccl_flight_recorder", m.hang["stacks"]);
   }
+  if (!m.hang.is_null() && m.hang.contains("job_stacks")) write_job_stacks(dir / "stacks", m.hang["job_stacks"]);
   for (const auto& r : m.logs) {
     std::string text = log_tail(r.stdout_log, "stdout") + log_tail(r.stderr_log, "stderr");
     if (!text.empty()) write(dir / "logs" / ("rank_" + std::to_string(r.rank) + ".log"), text);

@@ -8,6 +8,8 @@
 //                           headline, culprits, every rank's line, the
 //                           classes, every rank's progress) when there was one
 //     stacks/merged.txt     this node's ranks merged by identical stack
+//     stacks/job_merged.txt on the node that merges a job of several nodes'
+//                           stacks (job_stacks.h): every node's
 //     stacks/rank_<R>.python.txt, rank_<R>.native.txt
 //     logs/rank_<R>.log     the last 50 lines of its stdout and of its stderr
 //     nccl_flight_recorder/ torch's NCCL flight-recorder dumps, as torch wrote

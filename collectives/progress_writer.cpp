@@ -1,16 +1,18 @@
 // A process group's calls in the progress record (see progress_writer.h).
 #include "progress_writer.h"
 
+#include <string_view>
+
+#include "ccrun/fnv1a.h"
+
 namespace ccrun::collectives {
 
 uint64_t subgroup_id(const std::vector<int>& global_ranks) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a, 64-bit
-  for (int r : global_ranks) {
+  uint64_t h = kFnv1a64Offset;
+  for (int r : global_ranks) {  // each rank's 4 bytes, little-endian
     const uint32_t v = uint32_t(r);
-    for (int byte = 0; byte < 4; ++byte) {
-      h ^= (v >> (8 * byte)) & 0xff;
-      h *= 0x100000001b3ull;
-    }
+    const char bytes[4] = {char(v & 0xff), char((v >> 8) & 0xff), char((v >> 16) & 0xff), char(v >> 24)};
+    h = fnv1a64(std::string_view(bytes, 4), h);
   }
   return h == kWorldGroupId ? 1 : h;
 }

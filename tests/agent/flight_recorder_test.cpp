@@ -181,8 +181,13 @@ TEST_CASE("the comparing node's findings take in every node's share, and name th
           "[flight-recorder]") {
   // Node 1 compares: rank 1 (its own) issued #20; rank 0 (node 0) #21; node 2's share never came.
   std::vector<FlightRecord> mine = {flight_record_from_dump(1, dump(20, 20, 20, "completed"))};
-  std::vector<std::string> shares = {flight_share({flight_record_from_dump(0, dump(21, 21, 20, "started"))}),
-                                     flight_share(mine), ""};
+  auto share_of = [](const std::vector<FlightRecord>& records) {
+    nlohmann::json share = nlohmann::json::object();
+    add_flight_records(share, records);
+    return nlohmann::json::parse(share.dump());  // as the comparing node reads it
+  };
+  std::vector<nlohmann::json> shares = {share_of({flight_record_from_dump(0, dump(21, 21, 20, "started"))}),
+                                        share_of(mine), nullptr};
   auto lines = job_flight_findings(mine, shares, 1, std::chrono::milliseconds(5000), kNow);
   REQUIRE(lines.size() == 3);
   CHECK(lines[0] == "rank 1 has not issued all_reduce #21 of group 0 (default_pg), which rank 0 issued "
@@ -190,8 +195,8 @@ TEST_CASE("the comparing node's findings take in every node's share, and name th
   CHECK_THAT(lines[1], Catch::StartsWith("rank 0: all_reduce #21 of group 0 (default_pg)"));
   CHECK(lines[2] == "the flight records of node 2 did not come within 5s: left out");
   SECTION("its own share is not counted twice, a share that is not one is a node that did not come") {
-    shares[2] = "{\"something\": 1}";
-    shares.push_back("not json");
+    shares[2] = {{"something", 1}};
+    shares.push_back("not a share");
     lines = job_flight_findings(mine, shares, 1, std::chrono::milliseconds(5000), kNow);
     REQUIRE(lines.size() == 3);
     CHECK(lines[2] == "the flight records of nodes 2,3 did not come within 5s: left out");

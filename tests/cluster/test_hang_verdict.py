@@ -11,12 +11,12 @@ from helpers import binary
 from test_scenarios import HERE, start_static
 
 
-def test_a_rank_on_another_node_is_named(make_cluster):
+def test_a_rank_on_another_node_is_named(make_cluster, tmp_path):
     c = make_cluster(2)
     timeout = 3
     worker = ["--no-python", binary("tests", "collectives_progress_worker"), "--steps", "40",
               "--sleep-rank", "3", "--sleep-before", "15", "--sleep-s", "300"]
-    procs = start_static(c, worker, nproc=2, extra=("--hang-timeout", str(timeout)))
+    procs = start_static(c, worker, nproc=2, extra=("--hang-timeout", str(timeout), "--log-dir", str(tmp_path)))
     codes = wait_all(procs, 120)
     err0, err1 = procs[0].err(), procs[1].err()
     assert codes == [1, 1], err0[-3000:] + err1[-3000:]
@@ -27,11 +27,19 @@ def test_a_rank_on_another_node_is_named(make_cluster):
     # Published with each heartbeat (0.5 s here), read by node 0 each second.
     assert float(m.group(1)) <= timeout + 2, "the verdict came late"
     assert re.search(r"rank 3 \(host \S+, node 1, pid \d+\): not in a collective", err0)
-    # Each node reports its own ranks' stacks; both name the culprit.
-    # (merged by class: ranks 0 and 1 wait in the same collective)
-    assert re.findall(r"stacks of (ranks? [\d,\-]+)", err0) == ["ranks 0,1"], err0[-3000:]
-    assert sorted(re.findall(r"stacks of (ranks? [\d,\-]+)", err1)) == ["rank 2", "rank 3"], \
-        err1[-3000:]
+    # Node 1 prints the job's stacks merged across both nodes: ranks 0-2 wait in the same
+    # collective, on two nodes; node 0 says in a line what its ranks' are.
+    assert re.findall(r"stacks of (ranks? [\d,\-]+(?: \(\d+\))? on nodes? [\d,\-]+)", err1) == \
+        ["ranks 0-2 (3) on nodes 0,1", "rank 3 on node 1"], err1[-3000:]
+    assert "ccrun: stacks of" not in err0, err0[-3000:]
+    assert re.search(r"this node's ranks' stacks: ranks 0,1 \(2\) \(node 1 prints the job's", err0), \
+        err0[-3000:]
+    assert "did not come within" not in err1
+    # ... and keeps them in its incident folder, beside its own ranks' stacks.
+    [merged] = list(tmp_path.glob("*/incident_0/stacks/job_merged.txt"))
+    assert (merged.parent / "rank_3.native.txt").exists()
+    titles = [l for l in merged.read_text().splitlines() if " on node" in l]
+    assert titles == ["ranks 0-2 (3) on nodes 0,1", "rank 3 on node 1"], merged.read_text()[-2000:]
     for err in (err0, err1):
         assert "cause     : hang" in err and re.search(r"rank      : 3 \(local_rank 1\)", err), err[-2000:]
 
