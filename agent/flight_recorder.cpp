@@ -199,6 +199,7 @@ std::vector<std::string> job_flight_findings(std::vector<FlightRecord> mine, con
     }
     for (const auto& r : *theirs) mine.push_back(flight_record_from_json(r));
   }
+  if (mine.empty()) return {};  // no flight recorder anywhere (a job without NCCL): nothing to say
   std::sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
   auto lines = flight_recorder_findings(mine, now_ns);
   if (!missing.empty()) {

@@ -77,8 +77,8 @@ void add_flight_records(nlohmann::json& share, const std::vector<FlightRecord>& 
 // What this node's records (`mine`) and the records in the other nodes'
 // shares say (`shares` by node rank, this node's own skipped; a share
 // without records, null or not an object: a node whose records did not come
-// within `waited`, named in a last line). `now_ns` as
-// flight_recorder_findings'.
+// within `waited`, named in a last line; none at all when no node has
+// records, as in a job without NCCL). `now_ns` as flight_recorder_findings'.
 std::vector<std::string> job_flight_findings(std::vector<FlightRecord> mine,
                                              const std::vector<nlohmann::json>& shares, int node_rank,
                                              std::chrono::milliseconds waited, int64_t now_ns);

@@ -174,14 +174,19 @@ void print_job_stacks(const JobStacks& job) {
   }
 }
 
-// The comparing node of a job of several nodes merges every node's stacks
-// and prints them; the others say in one line what their ranks' classes
-// are: at 128 nodes, one class's stack printed once, not 128 times.
-void print_node_summary(const std::vector<StackClass>& classes) {
+// The comparing node of a job of several nodes merges every node's stacks,
+// compares every rank's flight records, and prints both; the others say in
+// a line what their ranks' classes are, and keep their findings in their
+// report: at 128 nodes, one class's stack printed once, not 128 times.
+void print_node_summary(const std::vector<StackClass>& classes, size_t nccl_findings) {
   std::vector<std::string> titles;
   for (const auto& c : classes) titles.push_back(c.title());
   spdlog::error("ccrun: this node's ranks' stacks: {} (node {} prints the job's, merged across nodes; "
                 "every rank's are in the report)", fmt::join(titles, "; "), kComparingNode);
+  if (nccl_findings > 0) {
+    spdlog::error("ccrun: NCCL flight recorder: node {} compares every rank's records; what this node's "
+                  "say is in the report", kComparingNode);
+  }
 }
 
 // The other nodes' shares, parsed: null where one did not come or is not JSON.
@@ -263,9 +268,8 @@ void HangMonitor::collect_stacks(const std::vector<RankView>& local, std::functi
     auto classes = stack_classes(evidence.stacks);
     auto shares = exchange_evidence(records, classes, node_rank, hooks);
     auto now = std::chrono::system_clock::now().time_since_epoch();
-    evidence.nccl_findings =
-        job_flight_findings(records, records.empty() ? std::vector<json>{} : shares, node_rank, kEvidenceWait,
-                            std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+    evidence.nccl_findings = job_flight_findings(records, shares, node_rank, kEvidenceWait,
+                                                 std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
     if (!shares.empty()) evidence.job_stacks = job_stack_classes(classes, shares, node_rank);
     evidence.ras = ras.get();
     asio::post(*io, [alive, done, evidence = std::move(evidence), classes = std::move(classes),
@@ -275,11 +279,13 @@ void HangMonitor::collect_stacks(const std::vector<RankView>& local, std::functi
       if (evidence.job_stacks) {
         print_job_stacks(*evidence.job_stacks);
       } else if (shared) {
-        print_node_summary(classes);
+        print_node_summary(classes, evidence.nccl_findings.size());
       } else {
         print_stacks(classes);
       }
-      for (const auto& f : evidence.nccl_findings) spdlog::error("ccrun: NCCL flight recorder: {}", f);
+      if (!shared || evidence.job_stacks) {
+        for (const auto& f : evidence.nccl_findings) spdlog::error("ccrun: NCCL flight recorder: {}", f);
+      }
       if (!evidence.ras.empty()) spdlog::error("ccrun: NCCL's RAS answered (kept in the incident's folder)");
       done(evidence);
     });

@@ -201,6 +201,16 @@ TEST_CASE("the comparing node's findings take in every node's share, and name th
     REQUIRE(lines.size() == 3);
     CHECK(lines[2] == "the flight records of nodes 2,3 did not come within 5s: left out");
   }
+  SECTION("the comparing node without records of its own compares the others'") {
+    lines = job_flight_findings({}, shares, 1, std::chrono::milliseconds(5000), kNow);
+    REQUIRE(lines.size() == 2);
+    CHECK_THAT(lines[0], Catch::StartsWith("rank 0: all_reduce #21 of group 0 (default_pg)"));
+    CHECK(lines[1] == "the flight records of node 2 did not come within 5s: left out");
+  }
+  SECTION("no records on any node (a job without NCCL): nothing, even with a node that did not come") {
+    std::vector<nlohmann::json> none = {share_of({}), share_of({}), nullptr};
+    CHECK(job_flight_findings({}, none, 1, std::chrono::milliseconds(5000), kNow).empty());
+  }
   SECTION("without other nodes, what this node's records say") {
     CHECK(job_flight_findings(mine, {}, 0, std::chrono::milliseconds(0), kNow) ==
           flight_recorder_findings(mine, kNow));
