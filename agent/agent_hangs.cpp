@@ -67,6 +67,9 @@ std::unique_ptr<HangMonitor> Agent::make_monitor() {
   };
   h.publish_evidence = [rdzv = rdzv_.get()](const std::string& mine) { rdzv->publish_hang_evidence(mine); };
   h.read_evidence = [rdzv = rdzv_.get()](std::chrono::milliseconds wait) { return rdzv->hang_evidence(wait); };
+  h.await_evidence = [rdzv = rdzv_.get()](std::chrono::milliseconds wait) {
+    return rdzv->await_hang_evidence(wait);
+  };
   return std::make_unique<HangMonitor>(io_, o, h);
 }
 
@@ -110,7 +113,11 @@ void Agent::stop_with_stacks(const std::vector<RankView>& local, std::function<v
     run_logs_->event("hang_stacks", restart_count_,
                      nlohmann::json{{"stacks", e.stacks}, {"nccl_findings", e.nccl_findings}}.dump());
     then();
-    attempt_->workers->stop(spec_.stop_grace, [this, outcome] { finish(outcome); });
+    attempt_->monitor->after_other_nodes([this, gen, outcome] {
+      // A signal meanwhile stops the workers already, and says why.
+      if (gen != generation_ || attempt_->outcome || attempt_->workers->stopping()) return;
+      attempt_->workers->stop(spec_.stop_grace, [this, outcome] { finish(outcome); });
+    });
   });
 }
 

@@ -240,7 +240,7 @@ void HangMonitor::collect_stacks(const std::vector<RankView>& local, std::functi
     targets.push_back({r.rank, r.pid, watch_.dump_signal(r.local_rank),
                        watch_.dump_pid(r.local_rank), watch_.stack_file(r.local_rank)});
   }
-  hooks_.off_loop([io = &io_, alive = alive_, targets, done, prefix = o_.evidence_prefix,
+  hooks_.off_loop([this, io = &io_, alive = alive_, targets, done, prefix = o_.evidence_prefix,
                    ras_addr = o_.nccl_ras_addr, node_rank = o_.node_rank,
                    hooks = o_.num_nodes > 1 ? hooks_ : Hooks{}] {
     // NCCL's RAS view of the job, asked while the stacks are taken.
@@ -272,9 +272,11 @@ void HangMonitor::collect_stacks(const std::vector<RankView>& local, std::functi
                                                  std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
     if (!shares.empty()) evidence.job_stacks = job_stack_classes(classes, shares, node_rank);
     evidence.ras = ras.get();
-    asio::post(*io, [alive, done, evidence = std::move(evidence), classes = std::move(classes),
-                     shared = bool(hooks.publish_evidence)] {
+    auto deadline = std::chrono::steady_clock::now() + kEvidenceWait;
+    asio::post(*io, [this, alive, done, evidence = std::move(evidence), classes = std::move(classes),
+                     shared = bool(hooks.publish_evidence), deadline] {
       if (!*alive) return;
+      evidence_deadline_ = deadline;
       print_dumps(evidence.stacks);
       if (evidence.job_stacks) {
         print_job_stacks(*evidence.job_stacks);
@@ -288,6 +290,25 @@ void HangMonitor::collect_stacks(const std::vector<RankView>& local, std::functi
       }
       if (!evidence.ras.empty()) spdlog::error("ccrun: NCCL's RAS answered (kept in the incident's folder)");
       done(evidence);
+    });
+  });
+}
+
+void HangMonitor::after_other_nodes(std::function<void()> done) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(evidence_deadline_ -
+                                                                    std::chrono::steady_clock::now());
+  if (o_.num_nodes <= 1 || !hooks_.await_evidence || left.count() <= 0) {
+    asio::post(io_, std::move(done));
+    return;
+  }
+  hooks_.off_loop([io = &io_, alive = alive_, await = hooks_.await_evidence, left, done] {
+    try {
+      await(left);
+    } catch (const std::exception& e) {
+      spdlog::warn("ccrun: cannot learn whether the other nodes have taken their ranks' stacks: {}", e.what());
+    }
+    asio::post(*io, [alive, done] {
+      if (*alive) done();
     });
   });
 }

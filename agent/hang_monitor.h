@@ -84,6 +84,9 @@ class HangMonitor {
     // block: called through off_loop. Unset: one node.
     std::function<void(const std::string&)> publish_evidence;
     std::function<std::vector<std::string>(std::chrono::milliseconds)> read_evidence;
+    // Waits at most the given time for every node's share, without reading
+    // them (blocks: called through off_loop).
+    std::function<bool(std::chrono::milliseconds)> await_evidence;
   };
 
   HangMonitor(boost::asio::io_context& io, HangMonitorOptions options, Hooks hooks);
@@ -121,6 +124,14 @@ class HangMonitor {
   // flight records; the other nodes print a line on their own ranks.
   void collect_stacks(const std::vector<RankView>& local, std::function<void(HangEvidence)> done);
 
+  // After collect_stacks: calls `done` on the loop once every node of the
+  // job has shared its evidence, or a few seconds after this node shared
+  // its own; at once on one node. The agent stops its ranks then, not
+  // before: a rank stopped while another node still takes its ranks' stacks
+  // fails them (gloo's peers see the connection close), and their stacks
+  // would show that failure instead of the hang.
+  void after_other_nodes(std::function<void()> done);
+
   // Why worker `local_rank` (pid `pid`), killed by SIGKILL, died, if the
   // kernel's OOM killer did it; "" when nothing says so.
   std::string oom_evidence(int local_rank, pid_t pid) const;
@@ -144,6 +155,9 @@ class HangMonitor {
   std::vector<int> stragglers_;        // node 0: the stragglers last said
   std::string cgroup_;                 // the workers' memory cgroup (the agent's)
   int64_t oom_kills_ = -1;             // its OOM-kill counter as they started
+  // A job of several nodes: how long after collect_stacks shared this node's
+  // evidence it waits for the others' at most.
+  std::chrono::steady_clock::time_point evidence_deadline_{};
 };
 
 }  // namespace ccrun::agent

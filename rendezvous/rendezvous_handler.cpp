@@ -38,6 +38,7 @@
 #include <algorithm>
 #include <atomic>
 #include <optional>
+#include <mutex>
 #include <random>
 #include <condition_variable>
 #include <nlohmann/json.hpp>
@@ -252,19 +253,41 @@ class Handler : public RendezvousHandler {
   }
 
   std::vector<std::string> hang_evidence(milliseconds wait) override {
+    auto keys = hang_evidence_keys();
+    await_all(keys, wait);
+    return values_present(keys);  // those that have come
+  }
+
+  bool await_hang_evidence(milliseconds wait) override { return await_all(hang_evidence_keys(), wait); }
+
+ private:
+  std::vector<std::string> hang_evidence_keys() const {
     int r = round_;
     std::vector<std::string> keys;
     for (int i = 0; i < info_.num_nodes; ++i) keys.push_back(keys_.hang_evidence(r, i));
-    if (wait.count() > 0) {
-      try {
-        store_->wait(keys, wait);
-      } catch (const TimeoutError&) {  // some have not come: those that have
-      }
-    }
-    return values_present(keys);
+    return keys;
   }
 
- private:
+  // Waits at most `wait` for every key to be set; true when all are. On a
+  // connection of its own: a client serves one call at a time, and a wait
+  // of seconds on store_ would hold up this node's other calls meanwhile
+  // (node 0's restart request, which the other nodes wait for).
+  bool await_all(const std::vector<std::string>& keys, milliseconds wait) {
+    if (wait.count() <= 0) return store_->check(keys);
+    std::shared_ptr<store::Store> waits;
+    {
+      std::lock_guard lock(waits_mu_);
+      if (!waits_) waits_ = connect_();
+      waits = waits_;
+    }
+    try {
+      waits->wait(keys, wait);
+      return true;
+    } catch (const TimeoutError&) {
+      return false;
+    }
+  }
+
   // The value of each key, "" for a key not set: one multi_get when all are.
   std::vector<std::string> values_present(const std::vector<std::string>& keys) {
     if (!keys.empty() && store_->check(keys)) return store_->multi_get(keys);
@@ -646,6 +669,8 @@ class Handler : public RendezvousHandler {
   JobKeys keys_;
   bool dynamic_ = false;
   std::shared_ptr<store::Store> store_;
+  std::mutex waits_mu_;
+  std::shared_ptr<store::Store> waits_;  // await_all's connection, made at its first wait
   int round_ = -1;
   bool late_ = false;  // the last join attempt came after its round closed
   int resume_round_ = -1;  // a spare was admitted: the round to join (else -1)

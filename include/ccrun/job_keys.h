@@ -41,9 +41,11 @@
 //                              heartbeat (wall clock), for `ccrun status`;
 //                              `ranks` its workers' progress (agent::RankView
 //                              JSON), from which node 0 judges hangs
-//   round/<R>/hang_evidence/<rank>  JSON {flight_records}: what node <rank>
-//                              found of round R's hang for the other nodes to
-//                              compare (its ranks' NCCL flight records)
+//   round/<R>/hang_evidence/<rank>  JSON {flight_records, stack_classes}:
+//                              what node <rank> found of round R's hang, for
+//                              node 1 to compare and merge (its ranks' NCCL
+//                              flight records and stack classes); set once the
+//                              node has its ranks' stacks
 //   round/<R>/spares           JSON {closed, tokens}: agents that came to a
 //                              full round R and wait as hot spares; its ender
 //                              closes the list and admits some to R + 1

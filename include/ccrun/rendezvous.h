@@ -197,6 +197,13 @@ class RendezvousHandler {
   // for a node that has not published), waiting at most `wait` for all of
   // them: each node publishes once it has its ranks' evidence.
   [[nodiscard]] virtual std::vector<std::string> hang_evidence(std::chrono::milliseconds wait) = 0;
+
+  // Waits at most `wait` for every node's findings of the current round's
+  // hang, without reading them; true when all have come. A node holds its
+  // ranks until the others have taken their stacks: a rank stopped first
+  // would fail its peers, whose stacks would then show that failure, not
+  // the hang.
+  [[nodiscard]] virtual bool await_hang_evidence(std::chrono::milliseconds wait) = 0;
 };
 
 // The handler for options.backend: static rounds, or dynamic ones (c10d,

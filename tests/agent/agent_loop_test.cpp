@@ -125,6 +125,7 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
   std::vector<std::optional<NodeStatus>> node_statuses() override { return {}; }
   void publish_hang_evidence(const std::string&) override {}
   std::vector<std::string> hang_evidence(milliseconds) override { return {}; }
+  bool await_hang_evidence(milliseconds) override { return true; }
 
   // Returns whether this end was the round's first, watched or not (as the
   // real one's compare-and-set: a request made after the watch stopped still

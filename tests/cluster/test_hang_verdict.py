@@ -44,6 +44,26 @@ def test_a_rank_on_another_node_is_named(make_cluster, tmp_path):
         assert "cause     : hang" in err and re.search(r"rank      : 3 \(local_rank 1\)", err), err[-2000:]
 
 
+def test_four_nodes_stacks_are_printed_once_for_the_job(make_cluster):
+    # 4 nodes of 2 ranks, rank 5 (node 2) behind: node 1 prints one block per class for the
+    # whole job; nodes 0, 2 and 3 one line each about their own ranks.
+    c = make_cluster(4)
+    worker = ["--no-python", binary("tests", "collectives_progress_worker"), "--steps", "40",
+              "--sleep-rank", "5", "--sleep-before", "15", "--sleep-s", "300"]
+    procs = start_static(c, worker, nproc=2, extra=("--hang-timeout", "3"))
+    codes = wait_all(procs, 120)
+    errs = [p.err() for p in procs]
+    assert codes == [1] * 4, "".join(e[-2000:] for e in errs)
+    blocks = [re.findall(r"ccrun: stacks of (ranks? [\d,\-]+(?: \(\d+\))? on nodes? [\d,\-]+)", e)
+              for e in errs]
+    assert blocks == [[], ["ranks 0-4,6,7 (7) on nodes 0-3", "rank 5 on node 2"], [], []], errs[1][-3000:]
+    # (rank 5's node: rank 4 waits, rank 5 sleeps)
+    own = {0: "ranks 0,1 (2) (", 2: "rank 4; rank 5 (", 3: "ranks 6,7 (2) ("}
+    for node, titles in own.items():
+        assert "this node's ranks' stacks: " + titles in errs[node], errs[node][-3000:]
+    assert "did not come within" not in errs[1]
+
+
 def test_nccl_flight_records_are_compared_across_nodes(make_cluster):
     # torch's flight recorder needs a GPU: tests/integration/fake_flight_recorder.py plays it
     # (rank 0 issued all_reduce #21, rank 1 only #20). Each node dumps its own ranks; the

@@ -11,6 +11,8 @@
 #include "ccrun/hash_store.h"
 #include "ccrun/rendezvous.h"
 #include "ccrun/job_keys.h"
+#include "ccrun/store_server.h"
+#include "ccrun/tcp_store.h"
 #include "rendezvous/rendezvous_nodes.h"
 #include "round_plan.h"
 
@@ -140,6 +142,57 @@ TEST_CASE("a hang's evidence: each node's share, read by every node as it comes"
   auto all = std::async(std::launch::async, [&] { return by_rank[2]->hang_evidence(10s); });
   CHECK(all.wait_for(2s) == std::future_status::ready);  // all there: no waiting
   CHECK(all.get() == std::vector<std::string>{"zero", "one", "two"});
+  CHECK(by_rank[0]->await_hang_evidence(10s));  // all there: at once
+}
+
+TEST_CASE("a hang's evidence: a node that waits for the others' without reading them", "[rendezvous]") {
+  auto store = std::make_shared<HashStore>();
+  auto nodes = join_all(store, std::vector<RendezvousOptions>(2, options("c10d", 2, 2)));
+  std::map<int, RendezvousHandler*> by_rank;
+  for (auto& n : nodes) by_rank[n->info.node_rank] = n->handler.get();
+  by_rank[0]->publish_hang_evidence("zero");
+  CHECK_FALSE(by_rank[0]->await_hang_evidence(0ms));
+  auto start = std::chrono::steady_clock::now();
+  CHECK_FALSE(by_rank[0]->await_hang_evidence(200ms));  // node 1's never came: the time is up
+  CHECK(std::chrono::steady_clock::now() - start >= 200ms);
+  auto held = std::async(std::launch::async, [&] { return by_rank[0]->await_hang_evidence(10s); });
+  std::this_thread::sleep_for(50ms);
+  by_rank[1]->publish_hang_evidence("one");
+  CHECK(held.wait_for(2s) == std::future_status::ready);  // released when the last one comes
+  CHECK(held.get());
+}
+
+TEST_CASE("a node waiting for the others' hang evidence can still tell them to restart (a TCP store)",
+          "[rendezvous]") {
+  // A TCP client serves one call at a time: node 0's wait must not hold up its restart
+  // request, which the other nodes wait for before they take their stacks and share them.
+  StoreServer server(StoreServerOptions{});
+  server.start();
+  TcpStoreOptions tcp;
+  tcp.port = server.port();
+  tcp.connect_timeout = 10s;
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (int i = 0; i < 2; ++i) {
+    nodes.push_back(std::make_unique<Node>());
+    nodes.back()->handler =
+        create_rendezvous_handler(options("c10d", 2, 2), [tcp] { return std::make_shared<TcpStore>(tcp); });
+  }
+  std::vector<std::thread> joins;
+  for (auto& n : nodes) joins.emplace_back([&n] { n->info = n->handler->next_rendezvous(); });
+  for (auto& t : joins) t.join();
+  std::map<int, RendezvousHandler*> by_rank;
+  for (auto& n : nodes) by_rank[n->info.node_rank] = n->handler.get();
+  by_rank[0]->publish_hang_evidence("zero");
+  auto held = std::async(std::launch::async, [&] { return by_rank[0]->await_hang_evidence(5s); });
+  std::this_thread::sleep_for(100ms);  // the wait is under way
+  auto start = std::chrono::steady_clock::now();
+  Failure f;
+  f.node_rank = 0, f.rank = 1, f.cause = FailureCause::kHang, f.message = "hang: rank 1";
+  CHECK(by_rank[0]->request_restart(f, false));
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
+  by_rank[1]->publish_hang_evidence("one");
+  CHECK(held.wait_for(3s) == std::future_status::ready);
+  CHECK(held.get());
 }
 
 TEST_CASE("every node done ends the round with kAllDone", "[rendezvous]") {
