@@ -233,6 +233,44 @@ static std::vector<FlightRecord> read_flight_recorders(const std::vector<std::pa
   return records;
 }
 
+// Every target's stacks (the agent's stacks JSON), with their NCCL flight
+// recorders' dumps (under `prefix`) taken meanwhile: torch writes a dump
+// from its own thread (on torch 2.x with its C++ stacks: seconds).
+static json take_stacks(const std::vector<StackTarget>& targets, const std::string& prefix,
+                        std::vector<std::pair<int, std::string>>& dumped) {
+  std::vector<int> ranks;
+  for (const auto& t : targets) ranks.push_back(t.rank);
+  auto dumps = std::async(std::launch::async, [prefix, ranks] { return dump_flight_recorders(prefix, ranks); });
+  auto stacks = agent::collect_stacks(targets);
+  dumped = dumps.get();
+  json out = json::array();
+  for (const auto& s : stacks) {
+    std::string trace;
+    for (const auto& [rank, path] : dumped) {
+      if (rank == s.rank) trace = path;
+    }
+    out.push_back({{"rank", s.rank}, {"pid", s.pid}, {"python", s.python}, {"native", s.native}, {"nccl_trace", trace}});
+  }
+  return out;
+}
+
+// The evidence on the console: the job's stacks on the comparing node of a
+// job of several nodes (`shared`), a line on the others; this node's on one.
+static void print_evidence(const HangEvidence& evidence, const std::vector<StackClass>& classes, bool shared) {
+  print_dumps(evidence.stacks);
+  if (evidence.job_stacks) {
+    print_job_stacks(*evidence.job_stacks);
+  } else if (shared) {
+    print_node_summary(classes, evidence.nccl_findings.size());
+  } else {
+    print_stacks(classes);
+  }
+  if (!shared || evidence.job_stacks) {
+    for (const auto& f : evidence.nccl_findings) spdlog::error("ccrun: NCCL flight recorder: {}", f);
+  }
+  if (!evidence.ras.empty()) spdlog::error("ccrun: NCCL's RAS answered (kept in the incident's folder)");
+}
+
 void HangMonitor::collect_stacks(const std::vector<RankView>& local, std::function<void(HangEvidence)> done) {
   spdlog::error("ccrun: collecting the stacks of this node's ranks, then stopping them");
   std::vector<StackTarget> targets;
@@ -247,48 +285,23 @@ void HangMonitor::collect_stacks(const std::vector<RankView>& local, std::functi
     auto ras = std::async(std::launch::async, [ras_addr] {
       return nccl_ras_status(ras_addr, std::chrono::seconds(8));
     });
-    // torch writes a dump from its own thread, while the stacks are taken
-    // (on torch 2.x with its C++ stacks: seconds).
-    std::vector<int> ranks;
-    for (const auto& t : targets) ranks.push_back(t.rank);
-    auto dumps = std::async(std::launch::async, [prefix, ranks] { return dump_flight_recorders(prefix, ranks); });
-    auto stacks = agent::collect_stacks(targets);
     HangEvidence evidence;
-    auto dumped = dumps.get();
-    for (const auto& [rank, path] : dumped) {
-      for (auto& s : stacks) {
-        if (s.rank == rank) s.nccl_trace = path;
-      }
-    }
-    for (const auto& s : stacks) {
-      evidence.stacks.push_back({{"rank", s.rank}, {"pid", s.pid}, {"python", s.python},
-                                 {"native", s.native}, {"nccl_trace", s.nccl_trace}});
-    }
+    std::vector<std::pair<int, std::string>> dumped;
+    evidence.stacks = take_stacks(targets, prefix, dumped);
     auto records = read_flight_recorders(dumped);
     auto classes = stack_classes(evidence.stacks);
+    auto deadline = std::chrono::steady_clock::now() + kEvidenceWait;  // for after_other_nodes
     auto shares = exchange_evidence(records, classes, node_rank, hooks);
     auto now = std::chrono::system_clock::now().time_since_epoch();
     evidence.nccl_findings = job_flight_findings(records, shares, node_rank, kEvidenceWait,
                                                  std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
     if (!shares.empty()) evidence.job_stacks = job_stack_classes(classes, shares, node_rank);
     evidence.ras = ras.get();
-    auto deadline = std::chrono::steady_clock::now() + kEvidenceWait;
     asio::post(*io, [this, alive, done, evidence = std::move(evidence), classes = std::move(classes),
                      shared = bool(hooks.publish_evidence), deadline] {
       if (!*alive) return;
       evidence_deadline_ = deadline;
-      print_dumps(evidence.stacks);
-      if (evidence.job_stacks) {
-        print_job_stacks(*evidence.job_stacks);
-      } else if (shared) {
-        print_node_summary(classes, evidence.nccl_findings.size());
-      } else {
-        print_stacks(classes);
-      }
-      if (!shared || evidence.job_stacks) {
-        for (const auto& f : evidence.nccl_findings) spdlog::error("ccrun: NCCL flight recorder: {}", f);
-      }
-      if (!evidence.ras.empty()) spdlog::error("ccrun: NCCL's RAS answered (kept in the incident's folder)");
+      print_evidence(evidence, classes, shared);
       done(evidence);
     });
   });
