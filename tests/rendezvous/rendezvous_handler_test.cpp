@@ -127,8 +127,7 @@ TEST_CASE("a restart request reaches every node with the failure", "[rendezvous]
 TEST_CASE("a hang's evidence: each node's share, read by every node as it comes", "[rendezvous]") {
   auto store = std::make_shared<HashStore>();
   auto nodes = join_all(store, std::vector<RendezvousOptions>(3, options("c10d", 3, 3)));
-  std::map<int, RendezvousHandler*> by_rank;
-  for (auto& n : nodes) by_rank[n->info.node_rank] = n->handler.get();
+  auto by_rank = by_node_rank(nodes);
   by_rank[0]->publish_hang_evidence("zero");
   CHECK(by_rank[1]->hang_evidence(0ms) == std::vector<std::string>{"zero", "", ""});
   // A node that waits gets a share published meanwhile, and the rest when the time is up.
@@ -148,8 +147,7 @@ TEST_CASE("a hang's evidence: each node's share, read by every node as it comes"
 TEST_CASE("a hang's evidence: a node that waits for the others' without reading them", "[rendezvous]") {
   auto store = std::make_shared<HashStore>();
   auto nodes = join_all(store, std::vector<RendezvousOptions>(2, options("c10d", 2, 2)));
-  std::map<int, RendezvousHandler*> by_rank;
-  for (auto& n : nodes) by_rank[n->info.node_rank] = n->handler.get();
+  auto by_rank = by_node_rank(nodes);
   by_rank[0]->publish_hang_evidence("zero");
   CHECK_FALSE(by_rank[0]->await_hang_evidence(0ms));
   auto start = std::chrono::steady_clock::now();
@@ -180,8 +178,7 @@ TEST_CASE("a node waiting for the others' hang evidence can still tell them to r
   std::vector<std::thread> joins;
   for (auto& n : nodes) joins.emplace_back([&n] { n->info = n->handler->next_rendezvous(); });
   for (auto& t : joins) t.join();
-  std::map<int, RendezvousHandler*> by_rank;
-  for (auto& n : nodes) by_rank[n->info.node_rank] = n->handler.get();
+  auto by_rank = by_node_rank(nodes);
   by_rank[0]->publish_hang_evidence("zero");
   auto held = std::async(std::launch::async, [&] { return by_rank[0]->await_hang_evidence(5s); });
   std::this_thread::sleep_for(100ms);  // the wait is under way

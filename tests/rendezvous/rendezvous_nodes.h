@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <future>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -60,6 +61,13 @@ inline std::vector<std::unique_ptr<Node>> join_all(std::shared_ptr<store::Store>
   }
   for (auto& t : threads) t.join();
   return nodes;
+}
+
+// Each node's handler by its node rank.
+inline std::map<int, RendezvousHandler*> by_node_rank(const std::vector<std::unique_ptr<Node>>& nodes) {
+  std::map<int, RendezvousHandler*> out;
+  for (const auto& n : nodes) out[n->info.node_rank] = n->handler.get();
+  return out;
 }
 
 inline void watch_all(std::vector<std::unique_ptr<Node>>& nodes) {
