@@ -156,8 +156,7 @@ void print_stacks(const std::vector<StackClass>& classes) {
     std::string procs = pids.size() <= 8 ? "pid " + fmt::format("{}", fmt::join(pids, ","))
                                          : std::to_string(pids.size()) + " processes";
     spdlog::error("ccrun: stacks of {} ({}){}:\n{}", c.title(), procs,
-                  c.python.empty() ? "" : " (Python; native ones in the report)",
-                  c.python.empty() ? c.native : c.python);
+                  c.python.empty() ? "" : " (Python; native ones in the report)", c.shown());
   }
 }
 

@@ -9,6 +9,7 @@
 #include <regex>
 #include <sstream>
 
+#include "ccrun/fnv1a.h"
 #include "ccrun/rank_progress.h"
 
 namespace ccrun::agent {
@@ -57,7 +58,7 @@ void write_stacks(const fs::path& dir, const json& stacks) {
   if (!stacks.is_array() || stacks.empty()) return;
   std::string merged;
   for (const auto& c : stack_classes(stacks)) {
-    merged += c.title() + "\n" + (c.python.empty() ? c.native : c.python) + "\n";
+    merged += c.title() + "\n" + c.shown() + "\n";
   }
   write(dir / "merged.txt", merged);
   for (const auto& s : stacks) {
@@ -130,7 +131,7 @@ std::vector<StackClass> stack_classes(const json& stacks) {
     std::string native = s.value("native", std::string());
     std::string key = normalize_stack(python.empty() ? native : python);
     auto [it, fresh] = by_key.try_emplace(key, out.size());
-    if (fresh) out.push_back({{}, {}, python, native, innermost_frame(python)});
+    if (fresh) out.push_back({{}, {}, python, native, innermost_frame(python), fnv1a64(key)});
     StackClass& c = out[it->second];
     c.ranks.push_back(s.value("rank", -1));
     c.pids.push_back(s.value("pid", 0));

@@ -25,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -39,6 +40,9 @@ struct StackClass {
   std::string python;  // the first rank's, as captured
   std::string native;
   std::string where;   // its innermost Python frame, "train.py:88 in step"; "" when none
+  uint64_t digest = 0; // FNV-1a of its normalized stack: the same on every node (job_stacks.h)
+  // The stack it is known by: its Python one when it has one, else its native one.
+  const std::string& shown() const { return python.empty() ? native : python; }
   // "ranks 0,1,3 (3) <- train.py:88 in step"
   std::string title() const;
 };

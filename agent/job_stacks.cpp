@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <map>
 
-#include "ccrun/fnv1a.h"
 #include "ccrun/rank_progress.h"
 
 namespace ccrun::agent {
@@ -16,10 +15,8 @@ namespace {
 
 constexpr const char* kShareKey = "stack_classes";
 
-// The class's stack as printed: its Python one when it has one.
-const std::string& shown_stack(const StackClass& c) { return c.python.empty() ? c.native : c.python; }
-
-std::string digest(const std::string& stack) { return fmt::format("{:016x}", fnv1a64(normalize_stack(stack))); }
+// A class's digest as its share carries it.
+std::string digest_text(const StackClass& c) { return fmt::format("{:016x}", c.digest); }
 
 std::vector<int> int_list(const json& j) {
   std::vector<int> out;
@@ -88,11 +85,11 @@ json JobStacks::to_json() const {
 void add_stack_classes(json& share, const std::vector<StackClass>& classes, size_t cap) {
   json out = json::array();
   for (const auto& c : classes) {
-    const std::string& stack = shown_stack(c);
+    const std::string& stack = c.shown();
     std::string text = stack.size() <= cap ? stack
                                            : stack.substr(0, cap) + "\n... (cut at " + std::to_string(cap) +
                                                  " bytes: the whole is in its node's incident folder)\n";
-    out.push_back({{"key", digest(stack)}, {"ranks", c.ranks}, {"where", c.where},
+    out.push_back({{"key", digest_text(c)}, {"ranks", c.ranks}, {"where", c.where},
                    {"stack", std::move(text)}, {"python", !c.python.empty()}});
   }
   share[kShareKey] = std::move(out);
@@ -100,10 +97,7 @@ void add_stack_classes(json& share, const std::vector<StackClass>& classes, size
 
 JobStacks job_stack_classes(const std::vector<StackClass>& mine, const std::vector<json>& shares, int node_rank) {
   Merger merged;
-  for (const auto& c : mine) {
-    const std::string& stack = shown_stack(c);
-    merged.add(node_rank, digest(stack), c.ranks, c.where, stack, !c.python.empty());
-  }
+  for (const auto& c : mine) merged.add(node_rank, digest_text(c), c.ranks, c.where, c.shown(), !c.python.empty());
   JobStacks out;
   for (size_t node = 0; node < shares.size(); ++node) {
     if (int(node) == node_rank) continue;

@@ -254,7 +254,7 @@ class Handler : public RendezvousHandler {
 
   std::vector<std::string> hang_evidence(milliseconds wait) override {
     auto keys = hang_evidence_keys();
-    await_all(keys, wait);
+    if (wait.count() > 0) await_all(keys, wait);
     return values_present(keys);  // those that have come
   }
 

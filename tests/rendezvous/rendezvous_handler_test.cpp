@@ -169,15 +169,9 @@ TEST_CASE("a node waiting for the others' hang evidence can still tell them to r
   TcpStoreOptions tcp;
   tcp.port = server.port();
   tcp.connect_timeout = 10s;
-  std::vector<std::unique_ptr<Node>> nodes;
-  for (int i = 0; i < 2; ++i) {
-    nodes.push_back(std::make_unique<Node>());
-    nodes.back()->handler =
-        create_rendezvous_handler(options("c10d", 2, 2), [tcp] { return std::make_shared<TcpStore>(tcp); });
-  }
-  std::vector<std::thread> joins;
-  for (auto& n : nodes) joins.emplace_back([&n] { n->info = n->handler->next_rendezvous(); });
-  for (auto& t : joins) t.join();
+  // A connection per handler, as agents have (and a second one for a handler's waits).
+  auto nodes = join_all(StoreConnector([tcp] { return std::make_shared<TcpStore>(tcp); }),
+                        std::vector<RendezvousOptions>(2, options("c10d", 2, 2)));
   auto by_rank = by_node_rank(nodes);
   by_rank[0]->publish_hang_evidence("zero");
   auto held = std::async(std::launch::async, [&] { return by_rank[0]->await_hang_evidence(5s); });

@@ -42,13 +42,13 @@ struct Node {
   RendezvousInfo info;
 };
 
-// Starts n handlers on one store, joins them all concurrently.
-inline std::vector<std::unique_ptr<Node>> join_all(std::shared_ptr<store::Store> store,
-                                            std::vector<RendezvousOptions> opts) {
+// Starts n handlers, each with its store from `connect`, joins them all
+// concurrently.
+inline std::vector<std::unique_ptr<Node>> join_all(StoreConnector connect, std::vector<RendezvousOptions> opts) {
   std::vector<std::unique_ptr<Node>> nodes;
   for (auto& o : opts) {
     auto n = std::make_unique<Node>();
-    n->handler = create_rendezvous_handler(o, [store] { return store; });
+    n->handler = create_rendezvous_handler(o, connect);
     nodes.push_back(std::move(n));
   }
   // spdlog's registry is made at its first use; made here, before the
@@ -61,6 +61,12 @@ inline std::vector<std::unique_ptr<Node>> join_all(std::shared_ptr<store::Store>
   }
   for (auto& t : threads) t.join();
   return nodes;
+}
+
+// The same, every handler on one in-process store.
+inline std::vector<std::unique_ptr<Node>> join_all(std::shared_ptr<store::Store> store,
+                                            std::vector<RendezvousOptions> opts) {
+  return join_all(StoreConnector([store] { return store; }), std::move(opts));
 }
 
 // Each node's handler by its node rank.
