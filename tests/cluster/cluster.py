@@ -12,6 +12,7 @@ import atexit
 import os
 import random
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -19,6 +20,10 @@ import tempfile
 import time
 
 PREFIX = "ccr"
+# The agent's orphan killer (agent/orphan_killer.cpp): it outlives a killed agent by design, to
+# kill what the agent left running and remove its files (progress records, temporary run
+# folder). Teardown lets it finish: killed with the agent, it would leave those behind.
+JANITOR = "ccrun-janitor"
 
 
 def _ip(*args, check=True):
@@ -106,7 +111,13 @@ class Proc:
                 pass
 
     def kill(self):
-        self.signal_all(signal.SIGKILL)
+        """SIGKILLs this process and everything below it but the agents' janitors, which are
+        woken (SIGCONT: a test may have stopped them) to clean up after their agent."""
+        for p in [self.pid, *self.descendants()]:
+            try:
+                os.kill(p, signal.SIGCONT if _comm(p) == JANITOR else signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 class Node:
@@ -191,6 +202,9 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 pass
         self.procs = []
+        inside = {ns: subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
+                                     text=True).stdout.split() for ns in self.namespaces}
+        wait_gone([int(p) for pids in inside.values() for p in pids if _comm(p) == JANITOR], 10)
         for ns in self.namespaces:
             # Anything still inside (a stray worker) dies with its namespace's
             # processes killed first.
@@ -204,6 +218,34 @@ class Cluster:
         self.namespaces = []
         # The commands' output files: a failed test has shown what it needed by now.
         shutil.rmtree(self.logdir, ignore_errors=True)
+
+
+def _comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def wait_gone(pids, timeout):
+    """Waits until every process of `pids` has exited (their pidfds become readable), for at
+    most `timeout` seconds."""
+    poll, fds = select.poll(), []
+    for pid in pids:
+        try:
+            fds.append(os.pidfd_open(pid))
+            poll.register(fds[-1], select.POLLIN)
+        except ProcessLookupError:
+            pass
+    deadline, left = time.time() + timeout, len(fds)
+    while left and time.time() < deadline:
+        ready = poll.poll(max(1, int((deadline - time.time()) * 1000)))
+        for fd, _ in ready:
+            poll.unregister(fd)
+        left -= len(ready)
+    for fd in fds:
+        os.close(fd)
 
 
 def wait_all(procs, timeout):

@@ -1,6 +1,6 @@
 # ctest: RUN_SERIAL
-"""The cluster harness itself, with no ccrun involved: nodes reach each other,
-netem adds delay, a cut link drops traffic, teardown leaves nothing."""
+"""The cluster harness itself: nodes reach each other, netem adds delay, a cut link drops
+traffic, teardown leaves nothing (no namespace, no process, no file of a killed agent's)."""
 import os
 import subprocess
 import time
@@ -8,6 +8,7 @@ import time
 import pytest
 
 from cluster import _ip
+from helpers import binary
 
 
 def ping(node, addr, wait="1"):
@@ -49,3 +50,22 @@ def test_teardown_removes_namespaces(make_cluster):
     assert all(n not in listed for n in names)
     assert p.popen.poll() is not None
     assert not os.path.exists(c.logdir)  # nor the commands' output files
+
+
+def test_teardown_leaves_no_file_of_a_running_agent(make_cluster, tmp_path):
+    # An agent killed by the teardown leaves its workers' progress records and its temporary
+    # run folder to its janitor to remove; killing the janitor too left them behind.
+    c = make_cluster(1)
+    records, temp = tmp_path / "records", tmp_path / "temp"
+    records.mkdir()
+    temp.mkdir()
+    p = c.nodes[0].run([binary("launcher", "ccrun"), "--nproc-per-node", "2", "--no-python",
+                        "/bin/sh", "-c", "echo up; exec sleep 60"],
+                       env={"CCRUN_PROGRESS_DIR": str(records), "TMPDIR": str(temp)})
+    deadline = time.time() + 30
+    while p.out().count("up") < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    assert p.out().count("up") == 2, p.err()
+    assert os.listdir(records) and os.listdir(temp)  # what the teardown must not leave
+    c.teardown()
+    assert os.listdir(records) == [] and os.listdir(temp) == []
