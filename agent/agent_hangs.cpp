@@ -110,6 +110,7 @@ void Agent::stop_with_stacks(const std::vector<RankView>& local, std::function<v
     if (!e.ras.empty()) hang["nccl_ras"] = e.ras;
     if (!e.nccl_findings.empty()) hang["nccl_findings"] = e.nccl_findings;
     if (e.job_stacks) hang["job_stacks"] = e.job_stacks->to_json();
+    if (!e.missing_nodes.empty()) hang["missing_nodes"] = e.missing_nodes;
     run_logs_->event("hang_stacks", restart_count_,
                      nlohmann::json{{"stacks", e.stacks}, {"nccl_findings", e.nccl_findings}}.dump());
     then();

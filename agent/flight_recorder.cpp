@@ -187,27 +187,16 @@ void add_flight_records(json& share, const std::vector<FlightRecord>& records) {
 }
 
 std::vector<std::string> job_flight_findings(std::vector<FlightRecord> mine, const std::vector<json>& shares,
-                                             int node_rank, std::chrono::milliseconds waited, int64_t now_ns) {
-  std::vector<std::string> missing;
+                                             int node_rank, int64_t now_ns) {
   for (size_t node = 0; node < shares.size(); ++node) {
-    if (int(node) == node_rank) continue;
     const json& share = shares[node];
     auto theirs = share.is_object() ? share.find(kShareKey) : share.end();
-    if (theirs == share.end() || !theirs->is_array()) {
-      missing.push_back(std::to_string(node));
-      continue;
-    }
+    if (int(node) == node_rank || theirs == share.end() || !theirs->is_array()) continue;
     for (const auto& r : *theirs) mine.push_back(flight_record_from_json(r));
   }
   if (mine.empty()) return {};  // no flight recorder anywhere (a job without NCCL): nothing to say
   std::sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
-  auto lines = flight_recorder_findings(mine, now_ns);
-  if (!missing.empty()) {
-    lines.push_back(fmt::format("the flight records of node{} {} did not come within {:.0f}s: left out",
-                                missing.size() == 1 ? "" : "s", fmt::join(missing, ","),
-                                double(waited.count()) / 1000));
-  }
-  return lines;
+  return flight_recorder_findings(mine, now_ns);
 }
 
 std::vector<std::string> flight_recorder_findings(const std::vector<FlightRecord>& records, int64_t now_ns) {

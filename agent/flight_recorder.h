@@ -22,7 +22,6 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -75,13 +74,13 @@ FlightRecord flight_record_from_json(const nlohmann::json& j);  // tolerant: a f
 void add_flight_records(nlohmann::json& share, const std::vector<FlightRecord>& records);
 
 // What this node's records (`mine`) and the records in the other nodes'
-// shares say (`shares` by node rank, this node's own skipped; a share
-// without records, null or not an object: a node whose records did not come
-// within `waited`, named in a last line; none at all when no node has
-// records, as in a job without NCCL). `now_ns` as flight_recorder_findings'.
+// shares say (`shares` by node rank, this node's own skipped, as is a share
+// without records: evidence_shares.h names the nodes whose share did not
+// come); nothing when no node has records, as in a job without NCCL.
+// `now_ns` as flight_recorder_findings'.
 std::vector<std::string> job_flight_findings(std::vector<FlightRecord> mine,
                                              const std::vector<nlohmann::json>& shares, int node_rank,
-                                             std::chrono::milliseconds waited, int64_t now_ns);
+                                             int64_t now_ns);
 
 // What the records say, one line per finding (none without records);
 // `now_ns` (wall clock) dates the pending collectives.

@@ -9,6 +9,7 @@
 
 #include "ccrun/error.h"
 #include "ccrun/rank_progress.h"
+#include "evidence_shares.h"
 #include "flight_recorder.h"
 #include "hang_evidence.h"
 #include "incident.h"
@@ -166,11 +167,6 @@ void print_job_stacks(const JobStacks& job) {
     spdlog::error("ccrun: stacks of {}{}:\n{}", c.title(),
                   c.python ? " (Python; native ones in each node's report)" : "", c.stack);
   }
-  if (!job.missing.empty()) {
-    spdlog::error("ccrun: the stacks of node{} {} did not come within {:.0f}s: in {} own report",
-                  job.missing.size() == 1 ? "" : "s", compress_ranks(job.missing),
-                  double(kEvidenceWait.count()) / 1000, job.missing.size() == 1 ? "its" : "their");
-  }
 }
 
 // The comparing node of a job of several nodes merges every node's stacks,
@@ -186,16 +182,6 @@ void print_node_summary(const std::vector<StackClass>& classes, size_t nccl_find
     spdlog::error("ccrun: NCCL flight recorder: node {} compares every rank's records; what this node's "
                   "say is in the report", kComparingNode);
   }
-}
-
-// The other nodes' shares, parsed: null where one did not come or is not JSON.
-std::vector<json> parse_shares(const std::vector<std::string>& texts) {
-  std::vector<json> shares;
-  for (const auto& t : texts) {
-    json j = t.empty() ? json() : json::parse(t, nullptr, false);
-    shares.push_back(j.is_discarded() ? json() : std::move(j));
-  }
-  return shares;
 }
 
 // Publishes this node's share of the evidence (`hooks` set: a job of several
@@ -267,6 +253,9 @@ static void print_evidence(const HangEvidence& evidence, const std::vector<Stack
   if (!shared || evidence.job_stacks) {
     for (const auto& f : evidence.nccl_findings) spdlog::error("ccrun: NCCL flight recorder: {}", f);
   }
+  if (auto line = missing_shares_line(evidence.missing_nodes, kEvidenceWait); !line.empty()) {
+    spdlog::error("ccrun: {}", line);
+  }
   if (!evidence.ras.empty()) spdlog::error("ccrun: NCCL's RAS answered (kept in the incident's folder)");
 }
 
@@ -292,9 +281,10 @@ void HangMonitor::collect_stacks(const std::vector<RankView>& local, std::functi
     auto deadline = std::chrono::steady_clock::now() + kEvidenceWait;  // for after_other_nodes
     auto shares = exchange_evidence(records, classes, node_rank, hooks);
     auto now = std::chrono::system_clock::now().time_since_epoch();
-    evidence.nccl_findings = job_flight_findings(records, shares, node_rank, kEvidenceWait,
+    evidence.nccl_findings = job_flight_findings(records, shares, node_rank,
                                                  std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
     if (!shares.empty()) evidence.job_stacks = job_stack_classes(classes, shares, node_rank);
+    evidence.missing_nodes = missing_shares(shares, node_rank);
     evidence.ras = ras.get();
     asio::post(*io, [this, alive, done, evidence = std::move(evidence), classes = std::move(classes),
                      shared = bool(hooks.publish_evidence), deadline] {

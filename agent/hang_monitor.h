@@ -59,6 +59,7 @@ struct HangEvidence {
   std::string ras;                                   // NCCL's RAS status; "" when none answered
   std::vector<std::string> nccl_findings;           // what the flight recorders say (flight_recorder.h)
   std::optional<JobStacks> job_stacks;              // the comparing node's: every node's stacks merged
+  std::vector<int> missing_nodes;                    // the comparing node's: shares that did not come
 };
 
 class HangMonitor {

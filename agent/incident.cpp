@@ -70,16 +70,20 @@ void write_stacks(const fs::path& dir, const json& stacks) {
   }
 }
 
-// The job's stacks merged across its nodes (job_stacks.h: JobStacks::to_json).
-void write_job_stacks(const fs::path& dir, const json& job) {
+// The job's stacks merged across its nodes (the report's hang.job_stacks,
+// job_stacks.h: JobStacks::to_json), and the nodes whose share did not come.
+void write_job_stacks(const fs::path& dir, const json& hang) {
+  const json& job = hang["job_stacks"];
   auto classes = job.find("classes");
   if (classes == job.end() || !classes->is_array()) return;
   std::string merged;
   for (const auto& c : *classes) merged += c.value("title", std::string()) + "\n" + c.value("stack", std::string()) + "\n";
-  auto missing = job.find("missing");
-  if (missing != job.end() && missing->is_array() && !missing->empty()) {
-    merged += "(the stacks of nodes " + compress_ranks(missing->get<std::vector<int>>()) +
-              " did not come: in their own incident folders)\n";
+  auto missing = hang.find("missing_nodes");
+  if (missing != hang.end() && missing->is_array() && !missing->empty()) {
+    auto nodes = missing->get<std::vector<int>>();
+    merged += std::string(nodes.size() == 1 ? "(the stacks of node " : "(the stacks of nodes ") +
+              compress_ranks(nodes) + " did not come: in " + (nodes.size() == 1 ? "its" : "their") +
+              " own incident folder)\n";
   }
   write(dir / "job_merged.txt", merged);
 }
@@ -163,7 +167,7 @@ fs::path write_incident(const fs::path& run_root, const IncidentMaterial& m) {
     write_stacks(dir / "stacks", m.hang["stacks"]);
     copy_flight_recorders(dir / "nccl_flight_recorder", m.hang["stacks"]);
   }
-  if (!m.hang.is_null() && m.hang.contains("job_stacks")) write_job_stacks(dir / "stacks", m.hang["job_stacks"]);
+  if (!m.hang.is_null() && m.hang.contains("job_stacks")) write_job_stacks(dir / "stacks", m.hang);
   for (const auto& r : m.logs) {
     std::string text = log_tail(r.stdout_log, "stdout") + log_tail(r.stderr_log, "stderr");
     if (!text.empty()) write(dir / "logs" / ("rank_" + std::to_string(r.rank) + ".log"), text);

@@ -79,7 +79,7 @@ json JobStacks::to_json() const {
     out.push_back({{"title", c.title()}, {"ranks", c.ranks}, {"nodes", c.nodes}, {"where", c.where},
                    {"python", c.python}, {"stack", c.stack}});
   }
-  return {{"classes", out}, {"missing", missing}};
+  return {{"classes", out}};
 }
 
 void add_stack_classes(json& share, const std::vector<StackClass>& classes, size_t cap) {
@@ -98,14 +98,9 @@ void add_stack_classes(json& share, const std::vector<StackClass>& classes, size
 JobStacks job_stack_classes(const std::vector<StackClass>& mine, const std::vector<json>& shares, int node_rank) {
   Merger merged;
   for (const auto& c : mine) merged.add(node_rank, digest_text(c), c.ranks, c.where, c.shown(), !c.python.empty());
-  JobStacks out;
   for (size_t node = 0; node < shares.size(); ++node) {
-    if (int(node) == node_rank) continue;
     auto theirs = shares[node].is_object() ? shares[node].find(kShareKey) : shares[node].end();
-    if (theirs == shares[node].end() || !theirs->is_array()) {
-      out.missing.push_back(int(node));
-      continue;
-    }
+    if (int(node) == node_rank || theirs == shares[node].end() || !theirs->is_array()) continue;
     for (const auto& c : *theirs) {
       if (!c.is_object() || string_of(c, "key").empty()) continue;
       auto python = c.find("python");
@@ -113,8 +108,7 @@ JobStacks job_stack_classes(const std::vector<StackClass>& mine, const std::vect
                  string_of(c, "stack"), python != c.end() && python->is_boolean() && python->get<bool>());
     }
   }
-  out.classes = merged.take();
-  return out;
+  return JobStacks{merged.take()};
 }
 
 }  // namespace ccrun::agent

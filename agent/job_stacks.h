@@ -42,12 +42,11 @@ struct JobStackClass {
   std::string title() const;
 };
 
-// The job's classes, and the nodes whose classes did not come.
+// The job's classes.
 struct JobStacks {
   std::vector<JobStackClass> classes;  // in the order of their first rank
-  std::vector<int> missing;            // node ranks
-  // {"classes": [{title, ranks, nodes, where, python, stack}], "missing": [...]}:
-  // the report's and the incident folder's (stacks/job_merged.txt).
+  // {"classes": [{title, ranks, nodes, where, python, stack}]}: the report's
+  // and the incident folder's (stacks/job_merged.txt).
   nlohmann::json to_json() const;
 };
 
@@ -57,8 +56,9 @@ void add_stack_classes(nlohmann::json& share, const std::vector<StackClass>& cla
                        size_t cap = kSharedStackBytes);
 
 // This node's classes (`mine`, node `node_rank`) merged with those in the
-// other nodes' shares (`shares` by node rank, this node's skipped; a share
-// that is not an object with classes: a node whose classes did not come).
+// other nodes' shares (`shares` by node rank, this node's skipped, as is a
+// share without classes: evidence_shares.h names the nodes whose share did
+// not come).
 JobStacks job_stack_classes(const std::vector<StackClass>& mine, const std::vector<nlohmann::json>& shares,
                             int node_rank);
 

@@ -113,3 +113,18 @@ TEST_CASE("write_incident: verdict, merged and per-rank stacks, log tails, RAS, 
   CHECK(read(dir / "nccl_flight_recorder" / "nccl_trace_rank_0") == "flight recorder dump");
   fs::remove_all(root);
 }
+
+TEST_CASE("write_incident: the comparing node's job-wide classes, and the nodes whose share did not come") {
+  fs::path root = fs::temp_directory_path() / ("incident_job_test_" + std::to_string(::getpid()));
+  IncidentMaterial m;
+  m.attempt = 0;
+  m.hang = {{"job_stacks", {{"classes", json::array({{{"title", "ranks 0-2 (3) on nodes 0,1"}, {"stack", "S\n"}}})}}},
+            {"missing_nodes", {2}}};
+  fs::path dir = write_incident(root, m);
+  CHECK(read(dir / "stacks" / "job_merged.txt") ==
+        "ranks 0-2 (3) on nodes 0,1\nS\n\n(the stacks of node 2 did not come: in its own incident folder)\n");
+  json v = json::parse(read(dir / "verdict.json"));
+  CHECK_FALSE(v["hang"].contains("job_stacks"));  // under stacks/
+  CHECK(v["hang"]["missing_nodes"] == json{2});
+  fs::remove_all(root);
+}
