@@ -125,14 +125,14 @@ TEST_CASE("a restart request reaches every node with the failure", "[rendezvous]
 }
 
 TEST_CASE("a hang's evidence: each node's share, read by every node as it comes", "[rendezvous]") {
-  auto store = std::make_shared<HashStore>();
+  auto store = std::make_shared<EvidenceWaitWatch>(std::make_shared<HashStore>());
   auto nodes = join_all(store, std::vector<RendezvousOptions>(3, options("c10d", 3, 3)));
   auto by_rank = by_node_rank(nodes);
   by_rank[0]->publish_hang_evidence("zero");
   CHECK(by_rank[1]->hang_evidence(0ms) == std::vector<std::string>{"zero", "", ""});
   // A node that waits gets a share published meanwhile, and the rest when the time is up.
   auto read = std::async(std::launch::async, [&] { return by_rank[1]->hang_evidence(400ms); });
-  std::this_thread::sleep_for(50ms);
+  REQUIRE(store->await_begun(1));
   by_rank[2]->publish_hang_evidence("two");
   auto start = std::chrono::steady_clock::now();
   CHECK(read.get() == std::vector<std::string>{"zero", "", "two"});
@@ -145,7 +145,7 @@ TEST_CASE("a hang's evidence: each node's share, read by every node as it comes"
 }
 
 TEST_CASE("a hang's evidence: a node that waits for the others' without reading them", "[rendezvous]") {
-  auto store = std::make_shared<HashStore>();
+  auto store = std::make_shared<EvidenceWaitWatch>(std::make_shared<HashStore>());
   auto nodes = join_all(store, std::vector<RendezvousOptions>(2, options("c10d", 2, 2)));
   auto by_rank = by_node_rank(nodes);
   by_rank[0]->publish_hang_evidence("zero");
@@ -154,7 +154,7 @@ TEST_CASE("a hang's evidence: a node that waits for the others' without reading 
   CHECK_FALSE(by_rank[0]->await_hang_evidence(200ms));  // node 1's never came: the time is up
   CHECK(std::chrono::steady_clock::now() - start >= 200ms);
   auto held = std::async(std::launch::async, [&] { return by_rank[0]->await_hang_evidence(10s); });
-  std::this_thread::sleep_for(50ms);
+  REQUIRE(store->await_begun(2));  // the timed-out wait above was the first
   by_rank[1]->publish_hang_evidence("one");
   CHECK(held.wait_for(2s) == std::future_status::ready);  // released when the last one comes
   CHECK(held.get());
@@ -169,13 +169,17 @@ TEST_CASE("a node waiting for the others' hang evidence can still tell them to r
   TcpStoreOptions tcp;
   tcp.port = server.port();
   tcp.connect_timeout = 10s;
-  // A connection per handler, as agents have (and a second one for a handler's waits).
-  auto nodes = join_all(StoreConnector([tcp] { return std::make_shared<TcpStore>(tcp); }),
+  // A connection per handler, as agents have (and a second one for a handler's waits), each
+  // saying when a wait for the evidence begins on it.
+  auto begun = std::make_shared<EvidenceWaitWatch::Begun>();
+  auto nodes = join_all(StoreConnector([tcp, begun] {
+                          return std::make_shared<EvidenceWaitWatch>(std::make_shared<TcpStore>(tcp), begun);
+                        }),
                         std::vector<RendezvousOptions>(2, options("c10d", 2, 2)));
   auto by_rank = by_node_rank(nodes);
   by_rank[0]->publish_hang_evidence("zero");
   auto held = std::async(std::launch::async, [&] { return by_rank[0]->await_hang_evidence(5s); });
-  std::this_thread::sleep_for(100ms);  // the wait is under way
+  REQUIRE(begun->await(1));  // on whichever connection the wait was made
   auto start = std::chrono::steady_clock::now();
   Failure f;
   f.node_rank = 0, f.rank = 1, f.cause = FailureCause::kHang, f.message = "hang: rank 1";

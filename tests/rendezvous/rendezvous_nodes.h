@@ -5,13 +5,16 @@
 #include <catch2/catch.hpp>
 #include <spdlog/spdlog.h>
 
+#include <condition_variable>
 #include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "ccrun/prefix_store.h"
 #include "ccrun/rendezvous.h"
 #include "ccrun/store.h"
 
@@ -68,6 +71,42 @@ inline std::vector<std::unique_ptr<Node>> join_all(std::shared_ptr<store::Store>
                                             std::vector<RendezvousOptions> opts) {
   return join_all(StoreConnector([store] { return store; }), std::move(opts));
 }
+
+// A store that says when a wait for a hang's evidence begins on it, so that a
+// test acts while that wait is under way instead of sleeping first. (The
+// store's own wait follows within microseconds: a test acting at once can
+// only miss the case it looks for, never fail a correct build.)
+// Several connections may share one count (`begun`).
+class EvidenceWaitWatch : public store::PrefixStore {
+ public:
+  struct Begun {
+    std::mutex mu;
+    std::condition_variable cv;
+    int waits = 0;
+    // Blocks until `n` waits have begun in all; false after `limit`.
+    bool await(int n, std::chrono::milliseconds limit = 10s) {
+      std::unique_lock lock(mu);
+      return cv.wait_for(lock, limit, [&] { return waits >= n; });
+    }
+  };
+
+  explicit EvidenceWaitWatch(std::shared_ptr<store::Store> inner,
+                             std::shared_ptr<Begun> begun = std::make_shared<Begun>())
+      : PrefixStore("", std::move(inner)), begun_(std::move(begun)) {}
+  using PrefixStore::wait;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    if (!keys.empty() && keys[0].find("/hang_evidence/") != std::string::npos) {
+      std::lock_guard lock(begun_->mu);
+      ++begun_->waits;
+      begun_->cv.notify_all();
+    }
+    PrefixStore::wait(keys, timeout);
+  }
+  bool await_begun(int n) { return begun_->await(n); }
+
+ private:
+  std::shared_ptr<Begun> begun_;
+};
 
 // Each node's handler by its node rank.
 inline std::map<int, RendezvousHandler*> by_node_rank(const std::vector<std::unique_ptr<Node>>& nodes) {
