@@ -7,8 +7,9 @@ times each collective through the hook's wrapper and through the original functi
 (`__ccrun_wrapped__`), alternating short rounds of ROUND_CALLS calls (CALLS x ROUNDS calls of
 each in all), on one CPU: the best round of each, and the median difference between
 neighbouring rounds; once with the hook's C wrappers (agent/python/_ccrun_hook.c,
-from the build tree: $CCRUN_BUILD_DIR, or build/), once with its Python ones
-(CCRUN_PYTHON_HOOK_C=0); then the same calls in a process without the hook. The DDP
+from the build tree: $CCRUN_BUILD_DIR, or build/) built for this Python, once with its Python
+ones (CCRUN_PYTHON_HOOK_C=0), once with the C ones built on the stable ABI (the module later
+Pythons load, alone on the path); then the same calls in a process without the hook. The DDP
 forward is a Linear(16, 16) on a 4x16 input, without backward (DDP allows that when
 find_unused_parameters is off), then with it (the hook's end-of-backward callbacks included).
 Usage: /usr/bin/python3 scripts/bench_python_hook.py [CALLS]
@@ -107,11 +108,19 @@ def worker(calls, init):
 def main():
     calls = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
     build = os.environ.get("CCRUN_BUILD_DIR") or os.path.join(REPO, "build")
-    hook_path = os.path.join(REPO, "agent", "python") + ":" + os.path.join(build, "agent", "python")
+    hook_dir = os.path.join(REPO, "agent", "python")
+    ext_dir = os.path.join(build, "agent", "python")
+    hook_path = hook_dir + ":" + ext_dir
     with tempfile.TemporaryDirectory() as tmp:
+        abi3 = os.path.join(ext_dir, "_ccrun_hook.abi3.so")
+        if os.path.exists(abi3):
+            os.mkdir(os.path.join(tmp, "abi3"))
+            os.symlink(abi3, os.path.join(tmp, "abi3", "_ccrun_hook.abi3.so"))
         runs = {}
         for label, extra in (("C", {"PYTHONPATH": hook_path}),
                              ("Python", {"PYTHONPATH": hook_path, "CCRUN_PYTHON_HOOK_C": "0"}),
+                             ("C, stable ABI",
+                              {"PYTHONPATH": hook_dir + ":" + os.path.join(tmp, "abi3")}),
                              ("without hook", {})):
             record = os.path.join(tmp, f"record-{len(runs)}")
             data = bytearray(4096)
@@ -130,6 +139,7 @@ def main():
         assert runs["Python"]["hooked"] and runs["Python"]["kind"] == "function"
         assert not plain["hooked"]
         native = runs["C"]["kind"] == "Collective"  # else the C wrappers are not built
+        stable = runs["C, stable ABI"]["kind"] == "Collective"
         print(f"{calls * ROUNDS} calls in rounds of {ROUND_CALLS}, ns per call (world-size-1 "
               f"gloo, torch {__import__('torch').__version__}): the best round of each wrapper "
               "and of torch's own call in the same process, the difference of the best rounds, "
@@ -137,6 +147,7 @@ def main():
               "where the machine's speed drifts)")
         print(f"{'call':36} {'C wrapper':>10} {'original':>9} {'best':>6} {'median':>6} "
               f"{'Py wrapper':>10} {'original':>9} {'best':>6} {'median':>6} "
+              f"{'C, abi3':>10} {'original':>9} {'best':>6} {'median':>6} "
               f"{'no-hook process':>16}")
 
         def cols(r):
@@ -147,8 +158,9 @@ def main():
 
         for name, py in runs["Python"]["results"].items():
             c = runs["C"]["results"].get(name) if native else None
+            abi3 = runs["C, stable ABI"]["results"].get(name) if stable else None
             base = plain["results"].get(name, {}).get("original", float("nan"))
-            print(f"{name:36} {cols(c)} {cols(py)} {base:16.0f}")
+            print(f"{name:36} {cols(c)} {cols(py)} {cols(abi3)} {base:16.0f}")
         if not native:
             print(f"(the C wrappers are not built in {build}: Python wrappers only)")
 

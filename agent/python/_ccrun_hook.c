@@ -14,13 +14,60 @@
  * (another Python, a build without it). Each wrapper does exactly what its Python twin does;
  * tests/integration/test_python_hook.py runs its cases on both. Never raises for its own sake:
  * a failure inside the hook leaves the call unrecorded, and torch's own errors go to the caller
- * unchanged. */
+ * unchanged.
+ *
+ * Built twice from this source: for the system's Python, with the full C API (the
+ * interpreter calls the wrappers by vectorcall, they call torch's function the same way), as
+ * _ccrun_hook.cpython-3XY-*.so; and on the stable ABI of Python 3.11 (Py_LIMITED_API), as
+ * _ccrun_hook.abi3.so, which any later Python loads (a conda or venv Python 3.12 on a GPU
+ * node): there the wrappers are called by tp_call and call torch's function with a tuple, as
+ * the limited API of 3.11 has no vectorcall, which costs a little more a call. Each Python
+ * imports the first it can: its own build, else the stable one. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+
+/* What the limited API lacks, in the form the full one has. */
+#ifdef Py_LIMITED_API
+typedef PyObject* (*vectorcallfunc)(PyObject*, PyObject* const*, size_t, PyObject*);
+#define CCRUN_ARGS_OFFSET ((size_t)1 << (8 * sizeof(size_t) - 1))
+static inline Py_ssize_t nargs_of(size_t nargsf) {
+  return (Py_ssize_t)(nargsf & ~CCRUN_ARGS_OFFSET);
+}
+#define TUPLE_SIZE(t) PyTuple_Size(t)
+#define TUPLE_ITEM(t, i) PyTuple_GetItem(t, i)
+static PyObject* vectorcall(PyObject* fn, PyObject* const* args, size_t nargsf, PyObject* kwnames);
+static inline PyObject* call_one(PyObject* fn, PyObject* arg) {
+  return PyObject_CallFunctionObjArgs(fn, arg, NULL);
+}
+static inline PyObject* call_method(PyObject* o, PyObject* name) {
+  return PyObject_CallMethodObjArgs(o, name, NULL);
+}
+#else
+static inline Py_ssize_t nargs_of(size_t nargsf) { return PyVectorcall_NARGS(nargsf); }
+#define TUPLE_SIZE(t) PyTuple_GET_SIZE(t)
+#define TUPLE_ITEM(t, i) PyTuple_GET_ITEM(t, i)
+static inline PyObject* vectorcall(PyObject* fn, PyObject* const* args, size_t nargsf,
+                                   PyObject* kwnames) {
+  return PyObject_Vectorcall(fn, args, nargsf, kwnames);
+}
+static inline PyObject* call_one(PyObject* fn, PyObject* arg) {
+  return PyObject_CallOneArg(fn, arg);
+}
+static inline PyObject* call_method(PyObject* o, PyObject* name) {
+  return PyObject_CallMethodNoArgs(o, name);
+}
+#endif
+
+/* Replaces *at's reference with `value`'s (a new one). */
+static inline void set_ref(PyObject** at, PyObject* value) {
+  PyObject* old = *at;
+  *at = value;
+  Py_XDECREF(old);
+}
 
 /* progress.h's GroupSlot: byte offsets within a 64-byte slot. */
 enum {
@@ -122,18 +169,27 @@ static PyGetSetDef slot_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject SlotType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "_ccrun_hook.Slot",
-    .tp_basicsize = sizeof(Slot),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Slot(index): a group's slot in the attached record, and what this process "
-              "last wrote to it (ccrun_progress._Slot's fields).",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)slot_init,
-    .tp_members = slot_members,
-    .tp_getset = slot_getset,
+/* The dealloc of the types that hold no references (heap types: each object holds one to its
+ * type). */
+static void plain_dealloc(PyObject* self) {
+  PyTypeObject* type = Py_TYPE(self);
+  PyObject_Free(self);
+  Py_DECREF(type);
+}
+
+static PyType_Slot slot_slots[] = {
+    {Py_tp_doc, "Slot(index): a group's slot in the attached record, and what this process "
+                "last wrote to it (ccrun_progress._Slot's fields)."},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_init, slot_init},
+    {Py_tp_dealloc, plain_dealloc},
+    {Py_tp_members, slot_members},
+    {Py_tp_getset, slot_getset},
+    {0, NULL},
 };
+static PyType_Spec slot_spec = {"_ccrun_hook.Slot", sizeof(Slot), 0, Py_TPFLAGS_DEFAULT,
+                                slot_slots};
+static PyTypeObject* SlotType;
 
 /* Records the completion of call `seq`: the first time only (a Work waited twice). */
 static void complete(Slot* s, uint64_t seq, int64_t issued_ns) {
@@ -248,10 +304,96 @@ typedef struct {
                  #type " must begin as a Wrapper")
 
 static void wrapper_dealloc(PyObject* self) {
+  PyTypeObject* type = Py_TYPE(self);
   PyObject_GC_UnTrack(self);
-  Py_TYPE(self)->tp_clear(self);
-  Py_TYPE(self)->tp_free(self);
+  ((inquiry)PyType_GetSlot(type, Py_tp_clear))(self);
+  PyObject_GC_Del(self);
+  Py_DECREF(type);
 }
+
+/* Where the head's __dict__ and vectorcall are, for the types' specs. */
+static PyMemberDef wrapper_members[] = {
+    {"__dictoffset__", T_PYSSIZET, offsetof(Wrapper, dict), READONLY, NULL},
+#ifndef Py_LIMITED_API
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Wrapper, vectorcall), READONLY, NULL},
+#endif
+    {NULL, 0, 0, 0, NULL},
+};
+
+/* How the interpreter calls a wrapper type: by vectorcall, or (the stable ABI) by a tp_call
+ * that DEFINE_TP_CALL(impl) defines, passing the arguments on to impl as vectorcall would. */
+#ifndef Py_LIMITED_API
+#define WRAPPER_FLAGS (Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL)
+#define WRAPPER_TP_CALL(impl) PyVectorcall_Call
+#define DEFINE_TP_CALL(impl)
+#else
+#define WRAPPER_FLAGS (Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC)
+#define WRAPPER_TP_CALL(impl) impl##_tp_call
+#define DEFINE_TP_CALL(impl)                                                           \
+  static PyObject* impl##_tp_call(PyObject* self, PyObject* args, PyObject* kwargs) { \
+    return call_as_vector(self, args, kwargs, (vectorcallfunc)impl);                  \
+  }
+
+/* The arguments of the tp_call this thread is in, as it was called and as call_as_vector made
+ * them: a wrapper's call of the callable it wraps with the same arguments passes them on as
+ * they came (vectorcall), instead of making another tuple and dict. */
+typedef struct {
+  PyObject* const* stack;
+  PyObject *args, *kwargs, *names;
+} TpCall;
+static _Thread_local TpCall g_tp_call;
+
+/* A tp_call in the vectorcall form the wrappers are written in: the positional arguments,
+ * then the keywords' values, their names in a tuple. */
+static PyObject* call_as_vector(PyObject* self, PyObject* args, PyObject* kwargs,
+                                vectorcallfunc impl) {
+  Py_ssize_t n = PyTuple_Size(args), k = kwargs != NULL ? PyDict_Size(kwargs) : 0;
+  PyObject* small[8];
+  PyObject** stack = n + k <= 8 ? small : PyMem_Malloc(sizeof(PyObject*) * (size_t)(n + k));
+  if (stack == NULL) return PyErr_NoMemory();
+  for (Py_ssize_t i = 0; i < n; ++i) stack[i] = PyTuple_GetItem(args, i);
+  PyObject* names = k > 0 ? PyTuple_New(k) : NULL;
+  PyObject* result = NULL;
+  if (k == 0 || names != NULL) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t i = 0; k > 0 && PyDict_Next(kwargs, &pos, &key, &value); ++i) {
+      PyTuple_SetItem(names, i, Py_NewRef(key));
+      stack[n + i] = value;
+    }
+    TpCall outer = g_tp_call;
+    g_tp_call = (TpCall){stack, args, kwargs, names};
+    result = impl(self, stack, (size_t)n, names);
+    g_tp_call = outer;
+  }
+  Py_XDECREF(names);
+  if (stack != small) PyMem_Free(stack);
+  return result;
+}
+
+/* PyObject_Vectorcall's work with a tuple and a dict. */
+static PyObject* vectorcall(PyObject* fn, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  if (args == g_tp_call.stack && args != NULL && kwnames == g_tp_call.names &&
+      nargs_of(nargsf) == PyTuple_Size(g_tp_call.args)) {
+    return PyObject_Call(fn, g_tp_call.args, g_tp_call.kwargs);  /* as the wrapper was called */
+  }
+  Py_ssize_t n = nargs_of(nargsf), k = kwnames != NULL ? PyTuple_Size(kwnames) : 0;
+  PyObject* tuple = PyTuple_New(n);
+  PyObject* dict = k > 0 ? PyDict_New() : NULL;
+  PyObject* result = NULL;
+  if (tuple != NULL && (k == 0 || dict != NULL)) {
+    for (Py_ssize_t i = 0; i < n; ++i) PyTuple_SetItem(tuple, i, Py_NewRef(args[i]));
+    int ok = 1;
+    for (Py_ssize_t i = 0; i < k && ok; ++i) {
+      ok = PyDict_SetItem(dict, PyTuple_GetItem(kwnames, i), args[n + i]) == 0;
+    }
+    if (ok) result = PyObject_Call(fn, tuple, dict);
+  }
+  Py_XDECREF(tuple);
+  Py_XDECREF(dict);
+  return result;
+}
+#endif
 
 static PyObject* wrapper_repr(PyObject* self) {
   return PyUnicode_FromFormat("<ccrun hook of %R>", ((Wrapper*)self)->wrapped);
@@ -301,12 +443,12 @@ static PyObject* argument(PyObject* const* args, Py_ssize_t nargs, PyObject* kwn
                           Py_ssize_t at, PyObject* name) {
   if (at >= 0 && at < nargs) return args[at];
   if (kwnames == NULL || name == NULL) return NULL;
-  Py_ssize_t n = PyTuple_GET_SIZE(kwnames);
+  Py_ssize_t n = TUPLE_SIZE(kwnames);
   for (Py_ssize_t i = 0; i < n; ++i) {  /* keywords at call sites are interned */
-    if (PyTuple_GET_ITEM(kwnames, i) == name) return args[nargs + i];
+    if (TUPLE_ITEM(kwnames, i) == name) return args[nargs + i];
   }
   for (Py_ssize_t i = 0; i < n; ++i) {
-    if (PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, i), name) == 0) return args[nargs + i];
+    if (PyUnicode_Compare(TUPLE_ITEM(kwnames, i), name) == 0) return args[nargs + i];
   }
   return NULL;
 }
@@ -315,21 +457,18 @@ static PyObject* argument(PyObject* const* args, Py_ssize_t nargs, PyObject* kwn
 static long long elements(PyObject* x) {
   if (x == NULL || x == Py_None) return 0;
   if (PyList_Check(x) || PyTuple_Check(x)) {
-    PyObject* items = PySequence_Fast(x, "");
-    if (items == NULL) return -1;
     long long sum = 0;
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items); ++i) {
-      long long n = elements(PySequence_Fast_GET_ITEM(items, i));
-      if (n < 0) {
-        sum = -1;
-        break;
-      }
+    Py_ssize_t size = PySequence_Size(x);
+    for (Py_ssize_t i = 0; i < size; ++i) {
+      PyObject* item = PySequence_GetItem(x, i);
+      long long n = item != NULL ? elements(item) : -1;
+      Py_XDECREF(item);
+      if (n < 0) return -1;
       sum += n;
     }
-    Py_DECREF(items);
     return sum;
   }
-  PyObject* n = PyObject_CallMethodNoArgs(x, s_numel);
+  PyObject* n = call_method(x, s_numel);
   if (n == NULL) return -1;
   long long v = PyLong_AsLongLong(n);
   Py_DECREF(n);
@@ -341,7 +480,7 @@ static long long elements(PyObject* x) {
 static Slot* slot_lookup(Collective* c, PyObject* group) {
   PyObject* found = PyDict_GetItemWithError(c->slots, group);
   if (found != NULL) {
-    if (Py_IS_TYPE(found, &SlotType)) {
+    if (Py_IS_TYPE(found, SlotType)) {
       Py_INCREF(found);
       return (Slot*)found;
     }
@@ -351,12 +490,12 @@ static Slot* slot_lookup(Collective* c, PyObject* group) {
     PyErr_Clear();
     return NULL;
   }
-  PyObject* made = PyObject_CallOneArg(c->slot_for, group);
+  PyObject* made = call_one(c->slot_for, group);
   if (made == NULL) {
     PyErr_Clear();
     return NULL;
   }
-  if (Py_IS_TYPE(made, &SlotType)) return (Slot*)made;
+  if (Py_IS_TYPE(made, SlotType)) return (Slot*)made;
   Py_DECREF(made);
   return NULL;
 }
@@ -364,15 +503,15 @@ static Slot* slot_lookup(Collective* c, PyObject* group) {
 /* slot_lookup, remembering the last group's slot. */
 static Slot* slot_of(Collective* c, PyObject* group) {
   if (group == c->last_group) {
-    Py_INCREF(c->last_slot);
+    Py_INCREF((PyObject*)c->last_slot);
     return c->last_slot;
   }
   Slot* s = slot_lookup(c, group);
   if (s != NULL) {
     Py_INCREF(group);
-    Py_INCREF(s);
-    Py_XSETREF(c->last_group, group);
-    Py_XSETREF(c->last_slot, s);
+    Py_INCREF((PyObject*)s);
+    set_ref(&c->last_group, group);
+    set_ref((PyObject**)&c->last_slot, (PyObject*)s);
   }
   return s;
 }
@@ -431,8 +570,8 @@ static int tracked(Collective* c, PyObject* const* args, Py_ssize_t nargs, PyObj
 
 static PyObject* collective_call(Collective* c, PyObject* const* args, size_t nargsf,
                                  PyObject* kwnames) {
-  if (c->check_guard && g_busy) return PyObject_Vectorcall(c->fn, args, nargsf, kwnames);
-  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (c->check_guard && g_busy) return vectorcall(c->fn, args, nargsf, kwnames);
+  Py_ssize_t nargs = nargs_of(nargsf);
   uint64_t seq = 0;
   int64_t issued_ns = 0;
   Slot* s = g_record.buf != NULL ? issue(c, args, nargs, kwnames, &seq, &issued_ns) : NULL;
@@ -440,13 +579,13 @@ static PyObject* collective_call(Collective* c, PyObject* const* args, size_t na
   if (c->set_guard) {
     int was = g_busy;
     g_busy = 1;
-    result = PyObject_Vectorcall(c->fn, args, nargsf, kwnames);
+    result = vectorcall(c->fn, args, nargsf, kwnames);
     g_busy = was;
   } else {
-    result = PyObject_Vectorcall(c->fn, args, nargsf, kwnames);
+    result = vectorcall(c->fn, args, nargsf, kwnames);
   }
   if (s == NULL || result == NULL) {  /* a call that raised is never completed */
-    Py_XDECREF(s);
+    Py_XDECREF((PyObject*)s);
     return result;
   }
   if ((c->always_async || c->async_at >= 0 || kwnames != NULL) &&
@@ -489,7 +628,7 @@ static PyObject* collective_new(PyTypeObject* type, PyObject* args, PyObject* kw
     }
     return NULL;
   }
-  Collective* c = (Collective*)type->tp_alloc(type, 0);
+  Collective* c = (Collective*)PyType_GenericAlloc(type, 0);
   if (c == NULL) {
     Py_DECREF(slots);
     return NULL;
@@ -515,6 +654,7 @@ static PyObject* collective_new(PyTypeObject* type, PyObject* args, PyObject* kw
 }
 
 static int collective_traverse(Collective* c, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE((PyObject*)c));
   Py_VISIT(c->dict);
   Py_VISIT(c->fn);
   Py_VISIT(c->slots);
@@ -539,23 +679,23 @@ static int collective_clear(Collective* c) {
 }
 
 
-static PyTypeObject CollectiveType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "_ccrun_hook.Collective",
-    .tp_basicsize = sizeof(Collective),
-    .tp_dealloc = wrapper_dealloc,
-    .tp_vectorcall_offset = offsetof(Collective, vectorcall),
-    .tp_repr = wrapper_repr,
-    .tp_call = PyVectorcall_Call,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "A torch.distributed collective that records each call in its group's slot "
-              "(ccrun_progress._wrap says what each argument is).",
-    .tp_traverse = (traverseproc)collective_traverse,
-    .tp_clear = (inquiry)collective_clear,
-    .tp_getset = wrapper_getset,
-    .tp_dictoffset = offsetof(Collective, dict),
-    .tp_new = collective_new,
+DEFINE_TP_CALL(collective_call)
+
+static PyType_Slot collective_slots[] = {
+    {Py_tp_doc, "A torch.distributed collective that records each call in its group's slot "
+                "(ccrun_progress._wrap says what each argument is)."},
+    {Py_tp_new, collective_new},
+    {Py_tp_call, WRAPPER_TP_CALL(collective_call)},
+    {Py_tp_dealloc, wrapper_dealloc},
+    {Py_tp_traverse, collective_traverse},
+    {Py_tp_clear, collective_clear},
+    {Py_tp_repr, wrapper_repr},
+    {Py_tp_getset, wrapper_getset},
+    {Py_tp_members, wrapper_members},
+    {0, NULL},
 };
+static PyType_Spec collective_spec = {"_ccrun_hook.Collective", sizeof(Collective), 0,
+                                      WRAPPER_FLAGS, collective_slots};
 
 /* ---- DdpForward: DistributedDataParallel.forward, one DDP step per training forward ---- */
 
@@ -596,19 +736,19 @@ static void ddp_issue(DdpForward* d, PyObject* module) {
   PyObject* entry = PyDict_GetItemWithError(dict, d->key);  /* (id, i_issued_ns, i_issued) */
   Py_XINCREF(entry);
   Py_DECREF(dict);
-  if (entry == NULL || !PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 3 ||
-      PyLong_AsVoidPtr(PyTuple_GET_ITEM(entry, 0)) != (void*)module) {
+  if (entry == NULL || !PyTuple_Check(entry) || TUPLE_SIZE(entry) != 3 ||
+      PyLong_AsVoidPtr(TUPLE_ITEM(entry, 0)) != (void*)module) {
     Py_XDECREF(entry);  /* the first step, or a copy of a module that had one */
     PyErr_Clear();
     entry = PyObject_CallFunctionObjArgs(d->make_entry, module, d->torch, NULL);
-    if (entry == NULL || !PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 3) {
+    if (entry == NULL || !PyTuple_Check(entry) || TUPLE_SIZE(entry) != 3) {
       Py_XDECREF(entry);
       PyErr_Clear();
       return;
     }
   }
-  Py_ssize_t i_issued_ns = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 1));
-  Py_ssize_t i_issued = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 2));
+  Py_ssize_t i_issued_ns = PyLong_AsSsize_t(TUPLE_ITEM(entry, 1));
+  Py_ssize_t i_issued = PyLong_AsSsize_t(TUPLE_ITEM(entry, 2));
   Py_DECREF(entry);
   if (PyErr_Occurred() || i_issued <= 0 || i_issued_ns <= 0 ||
       (size_t)i_issued >= kRecordBytes / 8 || (size_t)i_issued_ns >= kRecordBytes / 8) {
@@ -628,8 +768,8 @@ static void ddp_issue(DdpForward* d, PyObject* module) {
 
 static PyObject* ddp_call(DdpForward* d, PyObject* const* args, size_t nargsf,
                           PyObject* kwnames) {
-  if (PyVectorcall_NARGS(nargsf) >= 1 && g_record.buf != NULL) ddp_issue(d, args[0]);
-  return PyObject_Vectorcall(d->forward, args, nargsf, kwnames);
+  if (nargs_of(nargsf) >= 1 && g_record.buf != NULL) ddp_issue(d, args[0]);
+  return vectorcall(d->forward, args, nargsf, kwnames);
 }
 
 static PyObject* ddp_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
@@ -640,7 +780,7 @@ static PyObject* ddp_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
                                    &key, &make_entry, &torch, &first)) {
     return NULL;
   }
-  DdpForward* d = (DdpForward*)type->tp_alloc(type, 0);
+  DdpForward* d = (DdpForward*)PyType_GenericAlloc(type, 0);
   if (d == NULL) return NULL;
   d->vectorcall = (vectorcallfunc)ddp_call;
   d->forward = Py_NewRef(forward);
@@ -653,6 +793,7 @@ static PyObject* ddp_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
 }
 
 static int ddp_traverse(DdpForward* d, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE((PyObject*)d));
   Py_VISIT(d->dict);
   Py_VISIT(d->forward);
   Py_VISIT(d->grad_enabled);
@@ -676,32 +817,38 @@ static int ddp_clear(DdpForward* d) {
 
 
 /* A class attribute: DDP_instance.forward is a bound method, as with a Python function. */
+#ifdef Py_LIMITED_API
+static PyObject* g_method_type;  /* types.MethodType */
+#endif
 static PyObject* method_get(PyObject* self, PyObject* obj, PyObject* type) {
   (void)type;
   if (obj == NULL || obj == Py_None) return Py_NewRef(self);
+#ifdef Py_LIMITED_API
+  return PyObject_CallFunctionObjArgs(g_method_type, self, obj, NULL);
+#else
   return PyMethod_New(self, obj);
+#endif
 }
 
 
-static PyTypeObject DdpForwardType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "_ccrun_hook.DdpForward",
-    .tp_basicsize = sizeof(DdpForward),
-    .tp_dealloc = wrapper_dealloc,
-    .tp_vectorcall_offset = offsetof(DdpForward, vectorcall),
-    .tp_repr = wrapper_repr,
-    .tp_call = PyVectorcall_Call,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
-                Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_doc = "DistributedDataParallel.forward, issuing one DDP step in the module's slot "
-              "per training forward (ccrun_progress._patch_ddp).",
-    .tp_traverse = (traverseproc)ddp_traverse,
-    .tp_clear = (inquiry)ddp_clear,
-    .tp_getset = wrapper_getset,
-    .tp_descr_get = method_get,
-    .tp_dictoffset = offsetof(DdpForward, dict),
-    .tp_new = ddp_new,
+DEFINE_TP_CALL(ddp_call)
+
+static PyType_Slot ddp_slots[] = {
+    {Py_tp_doc, "DistributedDataParallel.forward, issuing one DDP step in the module's slot "
+                "per training forward (ccrun_progress._patch_ddp)."},
+    {Py_tp_new, ddp_new},
+    {Py_tp_call, WRAPPER_TP_CALL(ddp_call)},
+    {Py_tp_descr_get, method_get},
+    {Py_tp_dealloc, wrapper_dealloc},
+    {Py_tp_traverse, ddp_traverse},
+    {Py_tp_clear, ddp_clear},
+    {Py_tp_repr, wrapper_repr},
+    {Py_tp_getset, wrapper_getset},
+    {Py_tp_members, wrapper_members},
+    {0, NULL},
 };
+static PyType_Spec ddp_spec = {"_ccrun_hook.DdpForward", sizeof(DdpForward), 0,
+                               WRAPPER_FLAGS | Py_TPFLAGS_METHOD_DESCRIPTOR, ddp_slots};
 
 /* ---- BackwardWatch: completes a DDP step when its backward has ended ---- */
 
@@ -725,7 +872,7 @@ typedef struct {
   int queued_again;
 } Completion;
 
-static PyTypeObject CompletionType;
+static PyTypeObject* CompletionType;
 
 static uint64_t* record_u64(void) { return (uint64_t*)g_record.buf; }
 
@@ -734,7 +881,7 @@ static PyObject* completion_call(Completion* c, PyObject* args, PyObject* kwargs
   (void)kwargs;
   if (!c->queued_again) {  /* the reducer's callback was queued before this one: go after it */
     c->queued_again = 1;
-    PyObject* r = PyObject_CallOneArg(c->watch->queue_callback, (PyObject*)c);
+    PyObject* r = call_one(c->watch->queue_callback, (PyObject*)c);
     if (r == NULL) PyErr_Clear();
     Py_XDECREF(r);
     Py_RETURN_NONE;
@@ -754,19 +901,18 @@ static PyObject* completion_call(Completion* c, PyObject* args, PyObject* kwargs
 }
 
 static void completion_dealloc(Completion* c) {
-  Py_XDECREF(c->watch);
-  Py_TYPE(c)->tp_free((PyObject*)c);
+  Py_XDECREF((PyObject*)c->watch);
+  plain_dealloc((PyObject*)c);
 }
 
-static PyTypeObject CompletionType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "_ccrun_hook.Completion",
-    .tp_basicsize = sizeof(Completion),
-    .tp_dealloc = (destructor)completion_dealloc,
-    .tp_call = (ternaryfunc)completion_call,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A DDP step's completion, queued as autograd final callbacks (BackwardWatch).",
+static PyType_Slot completion_slots[] = {
+    {Py_tp_doc, "A DDP step's completion, queued as autograd final callbacks (BackwardWatch)."},
+    {Py_tp_call, completion_call},
+    {Py_tp_dealloc, completion_dealloc},
+    {0, NULL},
 };
+static PyType_Spec completion_spec = {"_ccrun_hook.Completion", sizeof(Completion), 0,
+                                      Py_TPFLAGS_DEFAULT, completion_slots};
 
 static PyObject* watch_call(BackwardWatch* w, PyObject* args, PyObject* kwargs) {
   (void)args;
@@ -774,7 +920,7 @@ static PyObject* watch_call(BackwardWatch* w, PyObject* args, PyObject* kwargs) 
   uint64_t* u64 = record_u64();
   uint64_t seq = __atomic_load_n(&u64[w->i_issued], __ATOMIC_RELAXED);
   if (seq <= __atomic_load_n(&u64[w->i_completed], __ATOMIC_RELAXED)) Py_RETURN_NONE;
-  Completion* c = PyObject_New(Completion, &CompletionType);
+  Completion* c = PyObject_New(Completion, CompletionType);
   if (c == NULL) {
     PyErr_Clear();
     Py_RETURN_NONE;
@@ -783,7 +929,7 @@ static PyObject* watch_call(BackwardWatch* w, PyObject* args, PyObject* kwargs) 
   c->seq = seq;
   c->began_ns = now_ns();
   c->queued_again = 0;
-  PyObject* r = PyObject_CallOneArg(w->queue_callback, (PyObject*)c);
+  PyObject* r = call_one(w->queue_callback, (PyObject*)c);
   if (r == NULL) PyErr_Clear();  /* outside a backward: nothing to complete */
   Py_XDECREF(r);
   Py_DECREF(c);
@@ -806,7 +952,7 @@ static PyObject* watch_new(PyTypeObject* type, PyObject* args, PyObject* kwargs)
       return NULL;
     }
   }
-  BackwardWatch* w = (BackwardWatch*)type->tp_alloc(type, 0);
+  BackwardWatch* w = (BackwardWatch*)PyType_GenericAlloc(type, 0);
   if (w == NULL) return NULL;
   w->queue_callback = Py_NewRef(queue_callback);
   w->i_issued = i[0];
@@ -818,21 +964,20 @@ static PyObject* watch_new(PyTypeObject* type, PyObject* args, PyObject* kwargs)
 
 static void watch_dealloc(BackwardWatch* w) {
   Py_XDECREF(w->queue_callback);
-  Py_TYPE(w)->tp_free((PyObject*)w);
+  plain_dealloc((PyObject*)w);
 }
 
-static PyTypeObject BackwardWatchType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "_ccrun_hook.BackwardWatch",
-    .tp_basicsize = sizeof(BackwardWatch),
-    .tp_dealloc = (destructor)watch_dealloc,
-    .tp_call = (ternaryfunc)watch_call,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "BackwardWatch(queue_callback, i_issued, i_completed_ns, i_completed, i_wait_us): "
-              "the hook on a DDP module's watched gradient accumulator "
-              "(ccrun_progress._watch_backward).",
-    .tp_new = watch_new,
+static PyType_Slot watch_slots[] = {
+    {Py_tp_doc, "BackwardWatch(queue_callback, i_issued, i_completed_ns, i_completed, i_wait_us): "
+                "the hook on a DDP module's watched gradient accumulator "
+                "(ccrun_progress._watch_backward)."},
+    {Py_tp_new, watch_new},
+    {Py_tp_call, watch_call},
+    {Py_tp_dealloc, watch_dealloc},
+    {0, NULL},
 };
+static PyType_Spec watch_spec = {"_ccrun_hook.BackwardWatch", sizeof(BackwardWatch), 0,
+                                 Py_TPFLAGS_DEFAULT, watch_slots};
 
 /* ---- WorkMethod: Work.wait and Work.is_completed, completing a pending async call ---- */
 
@@ -848,8 +993,8 @@ ASSERT_WRAPPER_HEAD(WorkMethod, method);
 
 static PyObject* work_call(WorkMethod* w, PyObject* const* args, size_t nargsf,
                            PyObject* kwnames) {
-  PyObject* result = PyObject_Vectorcall(w->method, args, nargsf, kwnames);
-  if (result == NULL || PyVectorcall_NARGS(nargsf) < 1 || g_pending_count == 0) return result;
+  PyObject* result = vectorcall(w->method, args, nargsf, kwnames);
+  if (result == NULL || nargs_of(nargsf) < 1 || g_pending_count == 0) return result;
   if (w->only_if_true && result != Py_True) return result;
   Pending* found = pending_find(args[0]);
   if (found == NULL) return result;
@@ -877,7 +1022,7 @@ static PyObject* work_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) 
                                    &only_if_true)) {
     return NULL;
   }
-  WorkMethod* w = (WorkMethod*)type->tp_alloc(type, 0);
+  WorkMethod* w = (WorkMethod*)PyType_GenericAlloc(type, 0);
   if (w == NULL) return NULL;
   w->vectorcall = (vectorcallfunc)work_call;
   w->method = Py_NewRef(method);
@@ -887,6 +1032,7 @@ static PyObject* work_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) 
 }
 
 static int work_traverse(WorkMethod* w, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE((PyObject*)w));
   Py_VISIT(w->dict);
   Py_VISIT(w->method);
   Py_VISIT(w->first);
@@ -901,25 +1047,24 @@ static int work_clear(WorkMethod* w) {
 }
 
 
-static PyTypeObject WorkMethodType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "_ccrun_hook.WorkMethod",
-    .tp_basicsize = sizeof(WorkMethod),
-    .tp_dealloc = wrapper_dealloc,
-    .tp_vectorcall_offset = offsetof(WorkMethod, vectorcall),
-    .tp_repr = wrapper_repr,
-    .tp_call = PyVectorcall_Call,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
-                Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_doc = "torch's Work.wait or Work.is_completed, completing the async call the Work "
-              "belongs to (ccrun_progress._patch_work).",
-    .tp_traverse = (traverseproc)work_traverse,
-    .tp_clear = (inquiry)work_clear,
-    .tp_getset = wrapper_getset,
-    .tp_descr_get = method_get,
-    .tp_dictoffset = offsetof(WorkMethod, dict),
-    .tp_new = work_new,
+DEFINE_TP_CALL(work_call)
+
+static PyType_Slot work_slots[] = {
+    {Py_tp_doc, "torch's Work.wait or Work.is_completed, completing the async call the Work "
+                "belongs to (ccrun_progress._patch_work)."},
+    {Py_tp_new, work_new},
+    {Py_tp_call, WRAPPER_TP_CALL(work_call)},
+    {Py_tp_descr_get, method_get},
+    {Py_tp_dealloc, wrapper_dealloc},
+    {Py_tp_traverse, work_traverse},
+    {Py_tp_clear, work_clear},
+    {Py_tp_repr, wrapper_repr},
+    {Py_tp_getset, wrapper_getset},
+    {Py_tp_members, wrapper_members},
+    {0, NULL},
 };
+static PyType_Spec work_spec = {"_ccrun_hook.WorkMethod", sizeof(WorkMethod), 0,
+                                WRAPPER_FLAGS | Py_TPFLAGS_METHOD_DESCRIPTOR, work_slots};
 
 /* ---- the module ---- */
 
@@ -960,20 +1105,40 @@ PyMODINIT_FUNC PyInit__ccrun_hook(void) {
       intern(&s_training, "training") || intern(&s_require_sync, "require_backward_grad_sync")) {
     return NULL;
   }
-  if (PyType_Ready(&SlotType) < 0 || PyType_Ready(&CollectiveType) < 0 ||
-      PyType_Ready(&DdpForwardType) < 0 || PyType_Ready(&WorkMethodType) < 0 ||
-      PyType_Ready(&BackwardWatchType) < 0 || PyType_Ready(&CompletionType) < 0) {
+#ifdef Py_LIMITED_API
+  if (Py_Version < 0x030B0000) {  /* an older Python loads abi3 modules too */
+    PyErr_SetString(PyExc_ImportError, "_ccrun_hook.abi3 needs Python 3.11 or later");
     return NULL;
   }
+  PyObject* types = PyImport_ImportModule("types");
+  g_method_type = types != NULL ? PyObject_GetAttrString(types, "MethodType") : NULL;
+  Py_XDECREF(types);
+  if (g_method_type == NULL) return NULL;
+#endif
   PyObject* m = PyModule_Create(&module_def);
   if (m == NULL) return NULL;
-  if (PyModule_AddObjectRef(m, "Slot", (PyObject*)&SlotType) < 0 ||
-      PyModule_AddObjectRef(m, "Collective", (PyObject*)&CollectiveType) < 0 ||
-      PyModule_AddObjectRef(m, "DdpForward", (PyObject*)&DdpForwardType) < 0 ||
-      PyModule_AddObjectRef(m, "WorkMethod", (PyObject*)&WorkMethodType) < 0 ||
-      PyModule_AddObjectRef(m, "BackwardWatch", (PyObject*)&BackwardWatchType) < 0) {
-    Py_DECREF(m);
-    return NULL;
+  struct {
+    const char* name;
+    PyType_Spec* spec;
+    PyTypeObject** type;
+  } made[] = {{"Slot", &slot_spec, &SlotType},
+              {"Collective", &collective_spec, NULL},
+              {"DdpForward", &ddp_spec, NULL},
+              {"WorkMethod", &work_spec, NULL},
+              {"BackwardWatch", &watch_spec, NULL},
+              {NULL, &completion_spec, &CompletionType}};
+  for (size_t i = 0; i < sizeof made / sizeof made[0]; ++i) {
+    PyObject* type = PyType_FromSpec(made[i].spec);
+    int failed = type == NULL ||
+                 (made[i].name != NULL && PyModule_AddObjectRef(m, made[i].name, type) < 0);
+    if (!failed && made[i].type != NULL) {
+      *made[i].type = (PyTypeObject*)Py_NewRef(type);  /* for the module's life */
+    }
+    Py_XDECREF(type);
+    if (failed) {
+      Py_DECREF(m);
+      return NULL;
+    }
   }
   return m;
 }

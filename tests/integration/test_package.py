@@ -88,6 +88,10 @@ def test_a_job_runs_from_the_unpacked_root(root, tmp_path):
     native = glob.glob(str(root / "usr/lib/**/ccrun/python/_ccrun_hook*.so"), recursive=True)
     if native:
         hook += ":" + os.path.dirname(native[0])
+        # Both builds, as the build tree has them: the system Python's, and the stable ABI's
+        # that later Pythons load.
+        built = glob.glob(os.path.join(build_dir(), "agent", "python", "_ccrun_hook*.so"))
+        assert sorted(map(os.path.basename, native)) == sorted(map(os.path.basename, built))
     assert sorted(r.stdout.splitlines()) == [f"[0]:rank=0 of 2 path={hook}",
                                             f"[1]:rank=1 of 2 path={hook}"]
     r = subprocess.run([str(root / "usr/bin/ccrun-rendezvous"), "--help"], capture_output=True,

@@ -19,9 +19,12 @@ from helpers import build_dir, free_port
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 HOOK_DIR = os.path.join(REPO, "agent", "python")
-EXT_DIR = os.path.join(build_dir(), "agent", "python")  # the built _ccrun_hook module
-WRAPPERS = {"kind": "c"}  # the wrappers hook_env asks for: "c" or "python" (the fixture)
-KIND_TYPES = {"c": ("Collective", "DdpForward"), "python": ("function", "function")}
+EXT_DIR = os.path.join(build_dir(), "agent", "python")  # the built _ccrun_hook modules
+# The wrappers hook_env asks for (the fixture): "c" (the module built for this Python),
+# "abi3" (the stable-ABI one, alone on the path: what a later Python loads) or "python".
+WRAPPERS = {"kind": "c", "ext_dir": EXT_DIR}
+KIND_TYPES = {"c": ("Collective", "DdpForward"), "abi3": ("Collective", "DdpForward"),
+              "python": ("function", "function")}
 PYTHON = "/usr/bin/python3"  # Debian's, with torch 1.13
 MAGIC = 0x3152505255524343
 OP = {"all_reduce": 1, "barrier": 11, "send": 9, "recv": 10}
@@ -60,7 +63,7 @@ def fnv1a64_ranks(ranks):
 def hook_env(record=None, pythonpath=None, **extra):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("CCRUN_", "PYTHON"))}
-    env["PYTHONPATH"] = f"{HOOK_DIR}:{EXT_DIR}" if pythonpath is None else pythonpath
+    env["PYTHONPATH"] = f"{HOOK_DIR}:{WRAPPERS['ext_dir']}" if pythonpath is None else pythonpath
     if WRAPPERS["kind"] == "python":
         env["CCRUN_PYTHON_HOOK_C"] = "0"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -85,15 +88,21 @@ def need_torch_python():
         pytest.skip(f"skipped: {PYTHON} is missing")
 
 
-@pytest.fixture(params=["c", "python"])
-def wrappers(request):
-    """Runs a test with the C wrappers, then with the Python ones (CCRUN_PYTHON_HOOK_C=0)."""
-    if request.param == "c" and not glob.glob(os.path.join(EXT_DIR, "_ccrun_hook*.so")):
+@pytest.fixture(params=["c", "abi3", "python"])
+def wrappers(request, tmp_path_factory):
+    """Runs a test with the C wrappers built for this Python, with the stable-ABI ones alone,
+    then with the Python ones (CCRUN_PYTHON_HOOK_C=0)."""
+    built = {"c": glob.glob(os.path.join(EXT_DIR, "_ccrun_hook.cpython-*.so")),
+             "abi3": glob.glob(os.path.join(EXT_DIR, "_ccrun_hook.abi3.so")), "python": [True]}
+    if not built[request.param]:
         pytest.skip(f"the hook's C wrappers are not built in {EXT_DIR} (a sanitizer build, "
                     "or no python3-dev)")
     WRAPPERS["kind"] = request.param
+    if request.param == "abi3":
+        WRAPPERS["ext_dir"] = str(tmp_path_factory.mktemp("abi3"))
+        os.symlink(built["abi3"][0], os.path.join(WRAPPERS["ext_dir"], "_ccrun_hook.abi3.so"))
     yield request.param
-    WRAPPERS["kind"] = "c"
+    WRAPPERS.update(kind="c", ext_dir=EXT_DIR)
 
 
 TORCH_JOB = """
@@ -630,3 +639,35 @@ def test_a_rank_late_for_a_ddp_step_is_behind_in_the_ddp_slot(tmp_path, wrappers
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def other_pythons():
+    """Pythons 3.11 or later here other than Debian's (pyenv's, a python3.1X): the stable-ABI
+    module is for them."""
+    found = glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[1-9]*/bin/python3"))
+    found += glob.glob("/usr/bin/python3.1[2-9]") + glob.glob("/usr/local/bin/python3.1[1-9]")
+    return sorted(set(os.path.realpath(p) for p in found) - {os.path.realpath(PYTHON)})
+
+
+def test_the_stable_abi_module_works_in_every_other_python(tmp_path):
+    # No torch in them here: stand-ins drive each of the module's types (hook_module_check.py).
+    # Debian's own Python runs the same module with torch in the wrapper tests above.
+    abi3 = glob.glob(os.path.join(EXT_DIR, "_ccrun_hook.abi3.so"))
+    pythons = other_pythons()
+    if not abi3 or not pythons:
+        pytest.skip("no stable-ABI module built, or no other Python 3.11+ here")
+    os.symlink(abi3[0], tmp_path / "_ccrun_hook.abi3.so")
+    check = os.path.join(os.path.dirname(__file__), "hook_module_check.py")
+    for python in pythons + [PYTHON]:
+        record = make_record(tmp_path / "rec")
+        r = subprocess.run([python, check, record], capture_output=True, text=True, timeout=60,
+                           env={"PYTHONPATH": str(tmp_path), "PATH": os.environ["PATH"]})
+        assert r.returncode == 0, f"{python}: {r.stdout}{r.stderr}"
+        out = json.loads(r.stdout)
+        assert out["module"] == "_ccrun_hook.abi3.so", python
+        assert out["async"] == [3, 2], python
+        assert out["collectives"] == {"issued": 3, "completed": 3, "op": 1, "count": 6,
+                                      "op_calls": 3, "repr": True}, python
+        assert out["forward"] == [42, 2], python
+        assert out["ddp"] == {"issued": 2, "completed": 2, "entries": 1}, python
+        assert out["firsts"] == ["collective", "step"], python
