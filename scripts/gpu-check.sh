@@ -56,7 +56,10 @@
 #          and no -dev package is needed here. That script leaves out NCCL and
 #          libcudart but copies libcublas*.so (hundreds of MB): delete
 #          <dir>/lib/libcublas* before carrying it, the GPU machine's CUDA has
-#          them (same CUDA major version as the build: 13 here);
+#          them (same CUDA major version as the build: 13 here). With the
+#          hook's C wrappers in <dir>/python/ (build/agent/python/_ccrun_hook*.so:
+#          the stable-ABI one loads in this machine's Python 3.12), ccrun's torch
+#          workers get them, and their per-call cost is measured;
 #   - optional, for the torch columns and the DDP job: a python3 whose torch
 #     sees CUDA ($PYTHON_EXEC, else python3, else /usr/bin/python3); those
 #     steps are SKIPPED without it.
@@ -146,6 +149,7 @@ if [[ -n ${CCRUN_GPU_BUNDLE:-} ]]; then
   export PATH=$bundle/bin:$PATH  # eu-stack, when the bundle carries it
   ccrun=$bundle/bin/ccrun tests=$bundle/bin/ccrun_collectives_tests
   bench=$bundle/bin/nccl_overhead_bench example=$bundle/bin/train_linreg_cuda
+  hook_modules=$bundle/python
   record "binaries" PASS 0 "prebuilt: $bundle"
 else
   build=${BUILD_DIR:-$here/build-gpu}
@@ -165,6 +169,16 @@ else
   fi
   ccrun=$build/launcher/ccrun tests=$build/tests/ccrun_collectives_tests
   bench=$build/tests/nccl_overhead_bench example=$build/examples/train_linreg_cuda
+  hook_modules=$build/agent/python
+fi
+# The start-up hook for ccrun's Python workers: its sources with its C wrappers beside them,
+# where they were built (a bundle's ccrun does not know this checkout's build tree).
+hook_c=0
+if compgen -G "$hook_modules/_ccrun_hook*.so" >/dev/null; then
+  mkdir -p "$logs/hook/agent/python"
+  cp "$here"/agent/python/*.py "$hook_modules"/_ccrun_hook*.so "$logs/hook/agent/python/"
+  export CCRUN_PYTHON_HOOK_DIR=$logs/hook/agent/python
+  hook_c=1
 fi
 
 # run LOG CMD...: runs CMD with a 10-minute limit, output to LOG; returns its status.
@@ -271,6 +285,25 @@ elif ((have_bins)); then
   else
     record "torch DDP over NCCL (ccrun, $nproc_gpu ranks)" FAIL $((SECONDS - t0)) "see $logs/ddp.log"
     tail -20 "$logs/ddp.log"
+  fi
+fi
+
+# ---- 4b. the start-up hook's cost per torch call (scripts/bench_python_hook.py) ----
+if [[ -z $torch_py ]]; then
+  record "start-up hook's cost per torch call" SKIP 0 "no python3 with torch"
+else
+  t0=$SECONDS
+  calls=3000
+  ((quick)) && calls=1000
+  # Its C wrappers from $logs/hook (CCRUN_BUILD_DIR/agent/python), when there are any.
+  if run "$logs/python_hook.log" env CCRUN_BUILD_DIR="$logs/hook" "$torch_py" \
+       "$here/scripts/bench_python_hook.py" "$calls"; then
+    row=$(grep -m1 '^all_reduce(1 element) ' "$logs/python_hook.log" | tr -s ' ')
+    ((hook_c)) || row+=" (no C wrappers: none built or carried)"
+    record "start-up hook's cost per torch call" PASS $((SECONDS - t0)) "$row; all rows in $logs/python_hook.log"
+  else
+    record "start-up hook's cost per torch call" FAIL $((SECONDS - t0)) "see $logs/python_hook.log"
+    tail -20 "$logs/python_hook.log"
   fi
 fi
 
