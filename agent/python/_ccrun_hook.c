@@ -321,7 +321,8 @@ static PyMemberDef wrapper_members[] = {
 };
 
 /* How the interpreter calls a wrapper type: by vectorcall, or (the stable ABI) by a tp_call
- * that DEFINE_TP_CALL(impl) defines, passing the arguments on to impl as vectorcall would. */
+ * that DEFINE_TP_CALL(impl) defines, passing the arguments on to impl as vectorcall would.
+ * WRAPPER_SLOTS(impl): the type slots every wrapper type has, called through impl. */
 #ifndef Py_LIMITED_API
 #define WRAPPER_FLAGS (Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL)
 #define WRAPPER_TP_CALL(impl) PyVectorcall_Call
@@ -394,6 +395,11 @@ static PyObject* vectorcall(PyObject* fn, PyObject* const* args, size_t nargsf, 
   return result;
 }
 #endif
+
+#define WRAPPER_SLOTS(impl)                                                          \
+  {Py_tp_call, WRAPPER_TP_CALL(impl)}, {Py_tp_dealloc, wrapper_dealloc},              \
+      {Py_tp_repr, wrapper_repr}, {Py_tp_getset, wrapper_getset},                     \
+      {Py_tp_members, wrapper_members}
 
 static PyObject* wrapper_repr(PyObject* self) {
   return PyUnicode_FromFormat("<ccrun hook of %R>", ((Wrapper*)self)->wrapped);
@@ -685,13 +691,9 @@ static PyType_Slot collective_slots[] = {
     {Py_tp_doc, "A torch.distributed collective that records each call in its group's slot "
                 "(ccrun_progress._wrap says what each argument is)."},
     {Py_tp_new, collective_new},
-    {Py_tp_call, WRAPPER_TP_CALL(collective_call)},
-    {Py_tp_dealloc, wrapper_dealloc},
     {Py_tp_traverse, collective_traverse},
     {Py_tp_clear, collective_clear},
-    {Py_tp_repr, wrapper_repr},
-    {Py_tp_getset, wrapper_getset},
-    {Py_tp_members, wrapper_members},
+    WRAPPER_SLOTS(collective_call),
     {0, NULL},
 };
 static PyType_Spec collective_spec = {"_ccrun_hook.Collective", sizeof(Collective), 0,
@@ -837,14 +839,10 @@ static PyType_Slot ddp_slots[] = {
     {Py_tp_doc, "DistributedDataParallel.forward, issuing one DDP step in the module's slot "
                 "per training forward (ccrun_progress._patch_ddp)."},
     {Py_tp_new, ddp_new},
-    {Py_tp_call, WRAPPER_TP_CALL(ddp_call)},
     {Py_tp_descr_get, method_get},
-    {Py_tp_dealloc, wrapper_dealloc},
     {Py_tp_traverse, ddp_traverse},
     {Py_tp_clear, ddp_clear},
-    {Py_tp_repr, wrapper_repr},
-    {Py_tp_getset, wrapper_getset},
-    {Py_tp_members, wrapper_members},
+    WRAPPER_SLOTS(ddp_call),
     {0, NULL},
 };
 static PyType_Spec ddp_spec = {"_ccrun_hook.DdpForward", sizeof(DdpForward), 0,
@@ -1053,14 +1051,10 @@ static PyType_Slot work_slots[] = {
     {Py_tp_doc, "torch's Work.wait or Work.is_completed, completing the async call the Work "
                 "belongs to (ccrun_progress._patch_work)."},
     {Py_tp_new, work_new},
-    {Py_tp_call, WRAPPER_TP_CALL(work_call)},
     {Py_tp_descr_get, method_get},
-    {Py_tp_dealloc, wrapper_dealloc},
     {Py_tp_traverse, work_traverse},
     {Py_tp_clear, work_clear},
-    {Py_tp_repr, wrapper_repr},
-    {Py_tp_getset, wrapper_getset},
-    {Py_tp_members, wrapper_members},
+    WRAPPER_SLOTS(work_call),
     {0, NULL},
 };
 static PyType_Spec work_spec = {"_ccrun_hook.WorkMethod", sizeof(WorkMethod), 0,
