@@ -32,7 +32,7 @@ struct WorkerGroup::Worker {
   pid_t pid = 0;
   int64_t spawned_ns = 0;  // CLOCK_MONOTONIC
   ProcessWatch watch;  // watch.reaped(): its exit was collected
-  int err_stream = -1;
+  int out_stream = -1, err_stream = -1;
   int open_pipes = 2;
   bool reported = false;
   WorkerExit exit;
@@ -181,7 +181,7 @@ void WorkerGroup::start(int count, const std::function<WorkerSpec(int)>& make,
     w->exit.local_rank = spec.local_rank;
     w->exit.rank = spec.rank;
     w->exit.pid = pid;
-    logs_.add(out[0], spec.out, [this, w] { --w->open_pipes; maybe_finish(w); });
+    w->out_stream = logs_.add(out[0], spec.out, [this, w] { --w->open_pipes; maybe_finish(w); });
     w->err_stream = logs_.add(err[0], spec.err, [this, w] { --w->open_pipes; maybe_finish(w); });
     workers_.push_back(w);
     ++running_;
@@ -207,7 +207,8 @@ void WorkerGroup::on_reaped(const std::shared_ptr<Worker>& w, ExitStatus s) {
                  escaped > 0 ? fmt::format(", {} of them outside its process group", escaped) : "");
   }
   OrphanKiller::instance().untrack(w->pid);
-  logs_.wake_all();  // its pipes' end is seen at once, not at the output tick
+  logs_.wake(w->out_stream);  // its pipes' end is seen at once, not at the output tick
+  logs_.wake(w->err_stream);
   if (w->open_pipes > 0) rescan_holders(w, std::chrono::milliseconds(100));
   maybe_finish(w);
 }

@@ -374,6 +374,16 @@ int LogMux::add(int fd, StreamOptions options, std::function<void()> on_closed) 
   return int(streams_.size() - 1);
 }
 
+void LogMux::wake(int id) {
+  if (!ticker_ || id < 0 || size_t(id) >= streams_.size()) return;
+  auto& ticked = ticker_->streams;
+  auto it = std::find(ticked.begin(), ticked.end(), streams_[size_t(id)]);
+  if (it == ticked.end()) return;  // waiting on its own pipe already
+  auto s = *it;
+  ticked.erase(it);
+  s->wait();
+}
+
 void LogMux::wake_all() {
   if (ticker_) ticker_->release_all();
 }

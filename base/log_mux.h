@@ -20,7 +20,7 @@
 // second instead of 400 (a wake-up costs more than the lines it carries).
 // A line waits at most one tick (torchrun's --tee copies every 100 ms); a
 // stream that fills the read buffer is read at every wake-up again, at full
-// speed; a worker's exit brings its streams back at once (wake_all()).
+// speed; a worker's exit brings its streams back at once (wake()).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -162,9 +162,13 @@ class LogMux {
   // The last lines read from stream `id`, oldest first.
   std::string tail(int id) const;
 
-  // Every stream read on the shared tick waits on its own pipe again: a
-  // worker's exit calls it, so that its pipes' end is seen at once, not a
-  // tick later (a restart waits for it).
+  // Stream `id`, if it is read on the shared tick, waits on its own pipe
+  // again: a worker's exit wakes its own streams, so that their end is seen
+  // at once, not a tick later (a restart waits for it).
+  void wake(int id);
+
+  // The same for every stream: the group's stop, so that what every worker
+  // printed before it is read now.
   void wake_all();
 
   // Stops reading every stream now: pending reads are cancelled and no
