@@ -94,19 +94,19 @@ using std::chrono::milliseconds;
 
 [[gnu::cold]] Exclusion exclude_node(store::Store& store, const std::string& run_id, const std::string& host,
                        const std::string& reason, milliseconds base_cooldown) {
-  std::string key = JobKeys(run_id).exclusions();
   std::random_device rd;
-  for (;;) {  // compare-and-set: another node may be adding its own
-    std::string before = store.check({key}) ? store.get(key) : "";
+  Exclusion e;
+  // Another node may be adding its own.
+  (void)store::update_by_compare_set(store, JobKeys(run_id).exclusions(), [&](const std::string& before) {
     ExclusionList list = ExclusionList::from_json(before);
-    Exclusion e = list.add(host, reason, wall_clock_ms(), base_cooldown);
+    e = list.add(host, reason, wall_clock_ms(), base_cooldown);
     // This write's own mark: two nodes adding the same host in the same
     // millisecond would write the same text, and each take the other's
     // success for its own.
     list.write = (uint64_t(rd()) << 32 | rd()) | 1;
-    std::string after = list.to_json();
-    if (store.compare_set(key, before, after) == after) return e;
-  }
+    return std::optional<std::string>(list.to_json());
+  });
+  return e;
 }
 
 [[gnu::cold]] ExclusionList read_exclusions(store::Store& store, const std::string& run_id) {

@@ -18,13 +18,13 @@ bool rejoined_after(RoundEndKind kind) {
 // Closes r's spare list (compare-and-set against spares joining it) and
 // returns the tokens it held.
 [[gnu::cold]] std::vector<std::string> close_spares(store::Store& s, const JobKeys& keys, int r) {
-  for (;;) {
-    std::string before = s.check({keys.spares(r)}) ? s.get(keys.spares(r)) : "";
-    SpareList list = SpareList::from_json(before);
+  SpareList list;
+  (void)store::update_by_compare_set(s, keys.spares(r), [&](const std::string& before) {
+    list = SpareList::from_json(before);
     list.closed = true;
-    std::string after = list.to_json();
-    if (s.compare_set(keys.spares(r), before, after) == after) return list.tokens;
-  }
+    return std::optional<std::string>(list.to_json());
+  });
+  return list.tokens;
 }
 
 }  // namespace
@@ -65,14 +65,13 @@ bool end_round(store::Store& s, const JobKeys& keys, int r, const RoundEnd& end,
 }
 
 [[gnu::cold]] bool add_spare(store::Store& s, const JobKeys& keys, int r, const std::string& token) {
-  for (;;) {
-    std::string before = s.check({keys.spares(r)}) ? s.get(keys.spares(r)) : "";
+  auto written = store::update_by_compare_set(s, keys.spares(r), [&](const std::string& before) {
     SpareList list = SpareList::from_json(before);
-    if (list.closed) return false;
+    if (list.closed) return std::optional<std::string>();
     list.tokens.push_back(token);
-    std::string after = list.to_json();
-    if (s.compare_set(keys.spares(r), before, after) == after) return true;
-  }
+    return std::optional<std::string>(list.to_json());
+  });
+  return written.has_value();
 }
 
 }  // namespace ccrun::rendezvous

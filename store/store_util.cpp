@@ -61,6 +61,17 @@ int64_t parse_counter(const std::string& key, const std::string& value) {
   return n;
 }
 
+std::optional<std::string> update_by_compare_set(
+    Store& store, const std::string& key,
+    const std::function<std::optional<std::string>(const std::string& current)>& change) {
+  for (;;) {
+    std::string before = store.check({key}) ? store.get(key) : "";
+    std::optional<std::string> after = change(before);
+    if (!after) return std::nullopt;
+    if (store.compare_set(key, before, *after) == *after) return after;
+  }
+}
+
 std::string quote_keys(const std::vector<std::string>& keys) {
   constexpr size_t kShown = 4;
   std::string out;

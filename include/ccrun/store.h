@@ -22,6 +22,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -122,5 +123,17 @@ class Store {
 // The value of counter `key` as add() keeps it: a decimal int64, "" = 0.
 // Throws ccrun::Error naming the key when `value` is not a number.
 [[nodiscard]] int64_t parse_counter(const std::string& key, const std::string& value);
+
+// Sets `key` to what `change` makes of its value ("" when it is missing),
+// with compare_set, reading and trying again while other writers change it
+// meanwhile: the read-modify-write that a list shared in the store is kept
+// by. `change` runs once a try and returns nullopt to leave the key as it
+// is. Returns the value written, or nullopt when `change` declined. A writer
+// knows its write by the value compare_set returns, so two writers that
+// would write the same text cannot tell the other's write from their own:
+// put something of the writer's own in the text where that matters.
+std::optional<std::string> update_by_compare_set(
+    Store& store, const std::string& key,
+    const std::function<std::optional<std::string>(const std::string& current)>& change);
 
 }  // namespace ccrun::store

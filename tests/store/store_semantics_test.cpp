@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <functional>
@@ -153,6 +154,30 @@ TEST_CASE("store semantics hold for every Store implementation", "[store]") {
         CHECK(store->get("cs") == "second");
         CHECK(store->compare_set("absent", "expected", "x") == "expected");
         CHECK_FALSE(store->check({"absent"}));
+      }
+
+      SECTION("update_by_compare_set: writers on clients of their own each land every write") {
+        std::vector<std::thread> writers;
+        for (int w = 0; w < 3; ++w) {
+          writers.emplace_back([&f, w] {
+            auto mine = f.open();
+            for (int i = 0; i < 10; ++i) {
+              auto wrote = ccrun::store::update_by_compare_set(*mine, "list", [&](const std::string& now) {
+                return std::optional<std::string>(now + char('a' + w));
+              });
+              CHECK(wrote);
+            }
+          });
+        }
+        for (auto& t : writers) t.join();
+        std::string list = store->get("list");
+        CHECK(list.size() == 30);
+        for (char c : {'a', 'b', 'c'}) CHECK(std::count(list.begin(), list.end(), c) == 10);
+        // A change that declines writes nothing.
+        CHECK_FALSE(ccrun::store::update_by_compare_set(*store, "list", [](const std::string&) {
+          return std::optional<std::string>();
+        }));
+        CHECK(store->get("list") == list);
       }
 
       SECTION("check never blocks; wait blocks until all keys exist") {
