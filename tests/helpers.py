@@ -108,6 +108,7 @@ class Daemon:
 
     def __init__(self, *args, prefix=()):
         """`prefix`: a command to run it under (e.g. faketime)."""
+        self.prefixed = bool(prefix)
         self.proc = subprocess.Popen(
             [*prefix, binary("store", "ccrun-rendezvous"),
              *([] if "--port" in args else ["--port", "0"]), *args],
@@ -120,7 +121,9 @@ class Daemon:
         self.host, self.port = m.group(1), int(m.group(2))
 
     def stop(self):
-        self._signal_session(signal.SIGTERM)
+        # Under a prefix, the daemon alone first: the prefix then ends by itself and removes
+        # what it made (faketime's shared memory in /dev/shm: killed, it leaves it).
+        self._signal_session(signal.SIGTERM, spare_leader=self.prefixed)
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
@@ -128,11 +131,19 @@ class Daemon:
             self.proc.wait()
         return self.proc.returncode
 
-    def _signal_session(self, sig):
-        try:
-            os.killpg(self.proc.pid, sig)
-        except ProcessLookupError:
-            pass  # every process of it is gone
+    def _signal_session(self, sig, spare_leader=False):
+        if not spare_leader:
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass  # every process of it is gone
+            return
+        for d in os.listdir("/proc"):
+            try:
+                if d.isdigit() and int(d) != self.proc.pid and os.getpgid(int(d)) == self.proc.pid:
+                    os.kill(int(d), sig)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def __enter__(self):
         return self
