@@ -39,7 +39,8 @@ static inline Py_ssize_t nargs_of(size_t nargsf) {
 }
 #define TUPLE_SIZE(t) PyTuple_Size(t)
 #define TUPLE_ITEM(t, i) PyTuple_GetItem(t, i)
-static PyObject* vectorcall(PyObject* fn, PyObject* const* args, size_t nargsf, PyObject* kwnames);
+static PyObject* call_wrapped(PyObject* fn, PyObject* const* args, size_t nargsf,
+                              PyObject* kwnames);
 static inline PyObject* call_one(PyObject* fn, PyObject* arg) {
   return PyObject_CallFunctionObjArgs(fn, arg, NULL);
 }
@@ -50,8 +51,9 @@ static inline PyObject* call_method(PyObject* o, PyObject* name) {
 static inline Py_ssize_t nargs_of(size_t nargsf) { return PyVectorcall_NARGS(nargsf); }
 #define TUPLE_SIZE(t) PyTuple_GET_SIZE(t)
 #define TUPLE_ITEM(t, i) PyTuple_GET_ITEM(t, i)
-static inline PyObject* vectorcall(PyObject* fn, PyObject* const* args, size_t nargsf,
-                                   PyObject* kwnames) {
+/* Calls the callable a wrapper wraps with the wrapper's own arguments. */
+static inline PyObject* call_wrapped(PyObject* fn, PyObject* const* args, size_t nargsf,
+                                     PyObject* kwnames) {
   return PyObject_Vectorcall(fn, args, nargsf, kwnames);
 }
 static inline PyObject* call_one(PyObject* fn, PyObject* arg) {
@@ -336,8 +338,7 @@ static PyMemberDef wrapper_members[] = {
   }
 
 /* The arguments of the tp_call this thread is in, as it was called and as call_as_vector made
- * them: a wrapper's call of the callable it wraps with the same arguments passes them on as
- * they came (vectorcall), instead of making another tuple and dict. */
+ * them: call_wrapped passes them on to the wrapped callable as they came. */
 typedef struct {
   PyObject* const* stack;
   PyObject *args, *kwargs, *names;
@@ -372,27 +373,17 @@ static PyObject* call_as_vector(PyObject* self, PyObject* args, PyObject* kwargs
   return result;
 }
 
-/* PyObject_Vectorcall's work with a tuple and a dict. */
-static PyObject* vectorcall(PyObject* fn, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
-  if (args == g_tp_call.stack && args != NULL && kwnames == g_tp_call.names &&
-      nargs_of(nargsf) == PyTuple_Size(g_tp_call.args)) {
-    return PyObject_Call(fn, g_tp_call.args, g_tp_call.kwargs);  /* as the wrapper was called */
+/* Calls the callable a wrapper wraps with the wrapper's own arguments: the tuple and dict its
+ * tp_call got. Every wrapper passes on exactly what it was called with; anything else is a
+ * mistake here, said as one. */
+static PyObject* call_wrapped(PyObject* fn, PyObject* const* args, size_t nargsf,
+                              PyObject* kwnames) {
+  if (args != g_tp_call.stack || kwnames != g_tp_call.names ||
+      nargs_of(nargsf) != PyTuple_Size(g_tp_call.args)) {
+    PyErr_SetString(PyExc_SystemError, "_ccrun_hook: a wrapper passed on other arguments");
+    return NULL;
   }
-  Py_ssize_t n = nargs_of(nargsf), k = kwnames != NULL ? PyTuple_Size(kwnames) : 0;
-  PyObject* tuple = PyTuple_New(n);
-  PyObject* dict = k > 0 ? PyDict_New() : NULL;
-  PyObject* result = NULL;
-  if (tuple != NULL && (k == 0 || dict != NULL)) {
-    for (Py_ssize_t i = 0; i < n; ++i) PyTuple_SetItem(tuple, i, Py_NewRef(args[i]));
-    int ok = 1;
-    for (Py_ssize_t i = 0; i < k && ok; ++i) {
-      ok = PyDict_SetItem(dict, PyTuple_GetItem(kwnames, i), args[n + i]) == 0;
-    }
-    if (ok) result = PyObject_Call(fn, tuple, dict);
-  }
-  Py_XDECREF(tuple);
-  Py_XDECREF(dict);
-  return result;
+  return PyObject_Call(fn, g_tp_call.args, g_tp_call.kwargs);
 }
 #endif
 
@@ -576,7 +567,7 @@ static int tracked(Collective* c, PyObject* const* args, Py_ssize_t nargs, PyObj
 
 static PyObject* collective_call(Collective* c, PyObject* const* args, size_t nargsf,
                                  PyObject* kwnames) {
-  if (c->check_guard && g_busy) return vectorcall(c->fn, args, nargsf, kwnames);
+  if (c->check_guard && g_busy) return call_wrapped(c->fn, args, nargsf, kwnames);
   Py_ssize_t nargs = nargs_of(nargsf);
   uint64_t seq = 0;
   int64_t issued_ns = 0;
@@ -585,10 +576,10 @@ static PyObject* collective_call(Collective* c, PyObject* const* args, size_t na
   if (c->set_guard) {
     int was = g_busy;
     g_busy = 1;
-    result = vectorcall(c->fn, args, nargsf, kwnames);
+    result = call_wrapped(c->fn, args, nargsf, kwnames);
     g_busy = was;
   } else {
-    result = vectorcall(c->fn, args, nargsf, kwnames);
+    result = call_wrapped(c->fn, args, nargsf, kwnames);
   }
   if (s == NULL || result == NULL) {  /* a call that raised is never completed */
     Py_XDECREF((PyObject*)s);
@@ -771,7 +762,7 @@ static void ddp_issue(DdpForward* d, PyObject* module) {
 static PyObject* ddp_call(DdpForward* d, PyObject* const* args, size_t nargsf,
                           PyObject* kwnames) {
   if (nargs_of(nargsf) >= 1 && g_record.buf != NULL) ddp_issue(d, args[0]);
-  return vectorcall(d->forward, args, nargsf, kwnames);
+  return call_wrapped(d->forward, args, nargsf, kwnames);
 }
 
 static PyObject* ddp_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
@@ -991,7 +982,7 @@ ASSERT_WRAPPER_HEAD(WorkMethod, method);
 
 static PyObject* work_call(WorkMethod* w, PyObject* const* args, size_t nargsf,
                            PyObject* kwnames) {
-  PyObject* result = vectorcall(w->method, args, nargsf, kwnames);
+  PyObject* result = call_wrapped(w->method, args, nargsf, kwnames);
   if (result == NULL || nargs_of(nargsf) < 1 || g_pending_count == 0) return result;
   if (w->only_if_true && result != Py_True) return result;
   Pending* found = pending_find(args[0]);

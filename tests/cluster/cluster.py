@@ -102,22 +102,19 @@ class Proc:
                 todo.append(c)
         return out
 
-    def signal_all(self, sig):
-        """Sends sig to this process and everything below it."""
+    def signal_all(self, sig, to_janitors=None):
+        """Sends sig to this process and everything below it; the agents' janitors get
+        `to_janitors` instead, when given."""
         for p in [self.pid, *self.descendants()]:
             try:
-                os.kill(p, sig)
+                os.kill(p, to_janitors if to_janitors and _comm(p) == JANITOR else sig)
             except ProcessLookupError:
                 pass
 
     def kill(self):
         """SIGKILLs this process and everything below it but the agents' janitors, which are
         woken (SIGCONT: a test may have stopped them) to clean up after their agent."""
-        for p in [self.pid, *self.descendants()]:
-            try:
-                os.kill(p, signal.SIGCONT if _comm(p) == JANITOR else signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        self.signal_all(signal.SIGKILL, to_janitors=signal.SIGCONT)
 
 
 class Node:
