@@ -114,14 +114,17 @@ constexpr const char* kDumpStem = "nccl_trace_rank_";
 }  // namespace
 
 void add_flight_recorder_env(const std::string& prefix, EnvBuilder& env) {
-  auto set = [&](const char* name) { return env.get(name) != nullptr; };
-  if (!set("TORCH_NCCL_TRACE_BUFFER_SIZE") && !set("TORCH_FR_BUFFER_SIZE")) {
-    env.set("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000");
-  }
+  // Each setting under both its names, unless the user set either: the
+  // older that torch 2.x read first, and the newer that torch 2.11 reads
+  // (warning of the older, which the start-up hook then drops).
+  auto both = [&](const char* newer, const char* older, const std::string& value) {
+    if (env.get(newer) || env.get(older)) return;
+    env.set(newer, value);
+    env.set(older, value);
+  };
+  both("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE", "2000");
   env.set_default("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", prefix + kPipeStem);
-  if (!set("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") && !set("TORCH_FR_DUMP_TEMP_FILE")) {
-    env.set("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", prefix + kDumpStem);
-  }
+  both("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", prefix + kDumpStem);
 }
 
 std::vector<std::pair<int, std::string>> dump_flight_recorders(const std::string& prefix,

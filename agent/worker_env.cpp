@@ -18,13 +18,17 @@ namespace ccrun::agent {
 
 EnvBuilder node_environment(const JobSpec& spec) {
   EnvBuilder env = EnvBuilder::from_environ();
-  // torch 2.x reads TORCH_NCCL_ASYNC_ERROR_HANDLING, torch 1.13 the older
-  // name; torchrun sets each to 1 unless the user did.
-  for (const char* name : {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"}) {
-    env.set_default(name, "1");
-  }
-  if (spec.nproc_per_node > 1) env.set_default("OMP_NUM_THREADS", "1");
   for (const auto& [k, v] : spec.env) env.set(k, v);
+  // torch 2.2+ reads TORCH_NCCL_ASYNC_ERROR_HANDLING, torch 1.13 the older
+  // name; torchrun sets its torch's to 1 unless the user did. Both are set,
+  // to the user's value where they set either (whichever torch runs, it
+  // reads theirs); the start-up hook drops the older one where torch 2.2+
+  // runs, which warns of it (agent/python/ccrun_progress.py).
+  const char* names[] = {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"};
+  const std::string* theirs = env.get(names[0]) ? env.get(names[0]) : env.get(names[1]);
+  std::string async_errors = theirs ? *theirs : "1";
+  for (const char* name : names) env.set_default(name, async_errors);
+  if (spec.nproc_per_node > 1) env.set_default("OMP_NUM_THREADS", "1");
   return env;
 }
 

@@ -647,14 +647,42 @@ def _patch_torch(c10d):
                 setattr(mod, name, wrappers[id(value)][1])
 
 
+# (newer name, older name, the first torch known to read the newer one first): the agent sets
+# both (torch 1.13 reads NCCL_ASYNC_ERROR_HANDLING, earlier torch 2.x the TORCH_NCCL_ names of
+# the flight recorder), and a torch that reads the newer name warns of the older one ("Environment
+# variable ... is deprecated") at every NCCL group or dump.
+_SUPERSEDED = (
+    ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING", (2, 2)),
+    ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE", (2, 11)),
+    ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", (2, 11)),
+)
+
+
+def drop_superseded_env(torch_version, environ):
+    """Drops each older name of _SUPERSEDED where this torch reads the newer one and both say the
+    same (os.environ: torch reads the C environment, which it updates); names that differ are
+    the user's, and torch says what it reads."""
+    try:
+        version = tuple(int(x) for x in torch_version.split(".")[:2])
+    except ValueError:
+        return
+    for newer, older, since in _SUPERSEDED:
+        value = environ.get(older)
+        if version >= since and value is not None and value == environ.get(newer):
+            del environ[older]
+
+
 def _wrap_init(fn):
-    """init_process_group, marking the start-up phase "group" when it returns."""
+    """init_process_group, marking the start-up phase "group" when it returns; before, the
+    environment torch's groups read is made what this torch expects (drop_superseded_env)."""
     if not callable(fn) or hasattr(fn, "__ccrun_wrapped__"):
         return None
     import functools
 
     @functools.wraps(fn)
     def init_process_group(*args, **kwargs):
+        torch = sys.modules.get("torch")
+        drop_superseded_env(getattr(torch, "__version__", ""), os.environ)
         result = fn(*args, **kwargs)
         mark("group")
         return result

@@ -3,6 +3,7 @@
 // which torchrun's macros.substitute calls (but "$$": worker_env.h).
 #include <catch2/catch.hpp>
 
+#include "hang_evidence.h"
 #include "worker_env.h"
 
 using ccrun::agent::worker_arguments;
@@ -53,4 +54,43 @@ TEST_CASE("virtual local rank: each rank gets its entry of the agent's CUDA_VISI
   CHECK(virtual_visible_device(std::string(""), 0) == "");
   CHECK_THROWS_WITH(virtual_visible_device(std::string("4,6"), 2),
                     Catch::Contains("local rank 2 exceeds available GPUs in CUDA_VISIBLE_DEVICES=4,6"));
+}
+
+TEST_CASE("node environment: both names of NCCL's async error handling, the user's value in each", "[worker_env]") {
+  using ccrun::agent::node_environment;
+  ccrun::JobSpec spec;
+  const char* names[] = {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"};
+  for (const char* n : names) ::unsetenv(n);
+  auto env = node_environment(spec);
+  for (const char* n : names) CHECK(*env.get(n) == "1");  // torchrun's default
+  // Set under either name (the job's env, or the launcher's own), it is read under both.
+  for (const char* theirs : names) {
+    spec.env = {{theirs, "0"}};
+    env = node_environment(spec);
+    for (const char* n : names) CHECK(*env.get(n) == "0");
+    spec.env.clear();
+    ::setenv(theirs, "3", 1);
+    env = node_environment(spec);
+    for (const char* n : names) CHECK(*env.get(n) == "3");
+    ::unsetenv(theirs);
+  }
+}
+
+TEST_CASE("flight recorder environment: both names of each setting, unless the user set either", "[worker_env]") {
+  using ccrun::agent::EnvBuilder;
+  EnvBuilder env;
+  ccrun::agent::add_flight_recorder_env("/logs/a0/", env);
+  CHECK(*env.get("TORCH_FR_BUFFER_SIZE") == "2000");
+  CHECK(*env.get("TORCH_NCCL_TRACE_BUFFER_SIZE") == "2000");
+  CHECK(*env.get("TORCH_FR_DUMP_TEMP_FILE") == "/logs/a0/nccl_trace_rank_");
+  CHECK(*env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") == "/logs/a0/nccl_trace_rank_");
+  CHECK(*env.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE") == "/logs/a0/nccl_pipe_rank_");
+  EnvBuilder theirs;
+  theirs.set("TORCH_NCCL_TRACE_BUFFER_SIZE", "50");
+  theirs.set("TORCH_FR_DUMP_TEMP_FILE", "/mine/fr_");
+  ccrun::agent::add_flight_recorder_env("/logs/a0/", theirs);
+  CHECK(*theirs.get("TORCH_NCCL_TRACE_BUFFER_SIZE") == "50");
+  CHECK(theirs.get("TORCH_FR_BUFFER_SIZE") == nullptr);
+  CHECK(*theirs.get("TORCH_FR_DUMP_TEMP_FILE") == "/mine/fr_");
+  CHECK(theirs.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") == nullptr);
 }

@@ -671,3 +671,30 @@ def test_the_stable_abi_module_works_in_every_other_python(tmp_path):
         assert out["forward"] == [42, 2], python
         assert out["ddp"] == {"issued": 2, "completed": 2, "entries": 1}, python
         assert out["firsts"] == ["collective", "step"], python
+
+
+def test_a_torch_that_reads_the_newer_name_of_a_variable_loses_the_older():
+    # torch 2.2+ warns of NCCL_ASYNC_ERROR_HANDLING at every NCCL group, torch 2.11 of the
+    # flight recorder's TORCH_NCCL_ names; the agent sets both names of each, the same value.
+    sys.path.insert(0, HOOK_DIR)
+    try:
+        import ccrun_progress
+    finally:
+        sys.path.remove(HOOK_DIR)
+    pairs = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "NCCL_ASYNC_ERROR_HANDLING",
+             "TORCH_FR_BUFFER_SIZE": "TORCH_NCCL_TRACE_BUFFER_SIZE",
+             "TORCH_FR_DUMP_TEMP_FILE": "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}
+    every = {name: "v" + newer for newer, older in pairs.items() for name in (newer, older)}
+    newer_only = {newer: "v" + newer for newer in pairs}
+    since_2_2 = dict(newer_only, TORCH_NCCL_TRACE_BUFFER_SIZE="vTORCH_FR_BUFFER_SIZE",
+                     TORCH_NCCL_DEBUG_INFO_TEMP_FILE="vTORCH_FR_DUMP_TEMP_FILE")
+    for version, kept in (("1.13.1", every), ("2.1.2+cu121", every), ("2.2.0", since_2_2),
+                          ("2.10.1", since_2_2), ("2.11.0+cu130", newer_only),
+                          ("3.0.0", newer_only), ("", every), ("nightly", every)):
+        env = dict(every)
+        ccrun_progress.drop_superseded_env(version, env)
+        assert env == kept, version
+    # Values that differ are the user's: torch says what it reads.
+    env = dict(every, NCCL_ASYNC_ERROR_HANDLING="0")
+    ccrun_progress.drop_superseded_env("2.11.0", env)
+    assert env == dict(newer_only, NCCL_ASYNC_ERROR_HANDLING="0")
