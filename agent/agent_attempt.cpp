@@ -283,7 +283,7 @@ void Agent::on_round_event(const RoundEvent& ev) {
   if (ev.failure && ev.failure->cause == FailureCause::kHang) {
     // Node 0 judged the job hung: this node's ranks' stacks first.
     a.hang = nlohmann::json{{"headline", ev.failure->message}};
-    stop_with_stacks(a.monitor->sample(), [] {}, Outcome::kRoundEnded);
+    stop_with_stacks(a.monitor->sample(), [](const HangEvidence&) {}, Outcome::kRoundEnded);
     return;
   }
   a.stopping = true;

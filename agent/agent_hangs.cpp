@@ -10,6 +10,7 @@
 #include "ccrun/host_name.h"
 #include "ccrun/signal_names.h"
 #include "ccrun/hang_verdict.h"
+#include "flight_recorder.h"
 
 namespace ccrun::agent {
 
@@ -92,11 +93,17 @@ void Agent::on_hang(const HangVerdict& v, const std::vector<RankView>& all,
   }
   attempt_->local_failures.push_back(f);
   run_logs_->event("failure", restart_count_, f.to_json().dump());
-  stop_with_stacks(local, [this, f] { tell_restart(f); }, Outcome::kFailedHere);
+  size_t at = attempt_->local_failures.size() - 1;
+  stop_with_stacks(local, [this, at, named = v.cause_named](const HangEvidence& e) {
+    // A verdict that names no cause takes what the NCCL flight recorders say.
+    Failure& failure = attempt_->local_failures[at];
+    if (!named) failure.message = with_flight_finding(failure.message, e.nccl_findings);
+    tell_restart(failure);
+  }, Outcome::kFailedHere);
 }
 
-void Agent::stop_with_stacks(const std::vector<RankView>& local, std::function<void()> then,
-                      Outcome outcome) {
+void Agent::stop_with_stacks(const std::vector<RankView>& local,
+                             std::function<void(const HangEvidence&)> then, Outcome outcome) {
   Attempt& a = *attempt_;
   a.stopping = true;
   state_ = State::kStopping;
@@ -113,7 +120,7 @@ void Agent::stop_with_stacks(const std::vector<RankView>& local, std::function<v
     if (!e.missing_nodes.empty()) hang["missing_nodes"] = e.missing_nodes;
     run_logs_->event("hang_stacks", restart_count_,
                      nlohmann::json{{"stacks", e.stacks}, {"nccl_findings", e.nccl_findings}}.dump());
-    then();
+    then(e);
     attempt_->monitor->after_other_nodes([this, gen, outcome] {
       // A signal meanwhile stops the workers already, and says why.
       if (gen != generation_ || attempt_->outcome || attempt_->workers->stopping()) return;

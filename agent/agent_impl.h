@@ -314,9 +314,9 @@ class Agent {
                const std::vector<RankView>& local, const RankView& culprit);
 
   // Stops this node's workers once their stacks are taken; `then` runs
-  // first, once the stacks are in.
-  void stop_with_stacks(const std::vector<RankView>& local, std::function<void()> then,
-                        Outcome outcome);
+  // first, with the evidence, once the stacks are in.
+  void stop_with_stacks(const std::vector<RankView>& local,
+                        std::function<void(const HangEvidence&)> then, Outcome outcome);
 
   // Failures: collected, reported, and the ends that are not a decision's (agent_failures.cpp).
   // The failures of the attempt that just ended, kept for the report.

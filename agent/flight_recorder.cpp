@@ -199,6 +199,12 @@ std::vector<std::string> job_flight_findings(std::vector<FlightRecord> mine, con
   return flight_recorder_findings(mine, now_ns);
 }
 
+std::string with_flight_finding(const std::string& message, const std::vector<std::string>& findings) {
+  if (findings.empty()) return message;
+  std::string more = findings.size() > 1 ? fmt::format(" (and {} more findings in the log)", findings.size() - 1) : "";
+  return message + "; NCCL flight recorder: " + findings.front() + more;
+}
+
 std::vector<std::string> flight_recorder_findings(const std::vector<FlightRecord>& records, int64_t now_ns) {
   std::vector<std::string> lines;
   std::vector<std::string> ids;  // groups in the order first seen

@@ -82,6 +82,12 @@ std::vector<std::string> job_flight_findings(std::vector<FlightRecord> mine,
                                              const std::vector<nlohmann::json>& shares, int node_rank,
                                              int64_t now_ns);
 
+// `message`, a hang's verdict that names no cause (HangVerdict::cause_named),
+// with the first of the flight recorders' `findings` after it: "...; NCCL
+// flight recorder: rank 0: all_reduce #20 of group 0 (default_pg), 256 Float,
+// issued 10.2s ago, not completed on the GPU: ..."; as it is without findings.
+std::string with_flight_finding(const std::string& message, const std::vector<std::string>& findings);
+
 // What the records say, one line per finding (none without records);
 // `now_ns` (wall clock) dates the pending collectives.
 std::vector<std::string> flight_recorder_findings(const std::vector<FlightRecord>& records, int64_t now_ns);

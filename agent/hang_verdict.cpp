@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <set>
 #include <tuple>
 
 #include "ccrun/error.h"
@@ -50,11 +51,26 @@ struct Member {
   GroupView group;  // issued 0 when the rank holds no slot for the group
 };
 
+// The members of group `g` (by id) among `ranks`. World-group members that
+// never made the group's slot (no collective yet) count, with nothing issued.
+std::vector<Member> members_of(const std::vector<const RankView*>& ranks, const GroupView& g) {
+  std::vector<Member> members;
+  for (const auto* r : ranks) {
+    auto it = std::find_if(r->groups.begin(), r->groups.end(),
+                           [&](const GroupView& mine) { return mine.id == g.id; });
+    if (it != r->groups.end()) {
+      members.push_back({r, *it});
+    } else if (g.id == 0) {
+      members.push_back({r, GroupView{0, g.size, 0, 0, 0, 0, -1}});
+    }
+  }
+  return members;
+}
+
 // The members of the group whose unfinished call has waited longest, or
-// empty when no rank waits in a call. World-group members that never made
-// the group's slot (no collective yet) count, with nothing issued. A DDP
-// step is "in flight" through its whole forward and backward: a collective
-// waiting inside it is the better lead, so DDP slots come last.
+// empty when no rank waits in a call. A DDP step is "in flight" through its
+// whole forward and backward: a collective waiting inside it is the better
+// lead, so DDP slots come last.
 std::vector<Member> stuck_group(const std::vector<const RankView*>& ranks) {
   const GroupView* oldest = nullptr;
   for (bool ddp : {false, true}) {
@@ -66,18 +82,37 @@ std::vector<Member> stuck_group(const std::vector<const RankView*>& ranks) {
     }
     if (oldest) break;
   }
-  if (!oldest) return {};
-  std::vector<Member> members;
+  return oldest ? members_of(ranks, *oldest) : std::vector<Member>{};
+}
+
+// When no rank waits in a call, the members of the first group whose ranks
+// issued different numbers of calls, or different calls as their last: an
+// asynchronous backend's call returns once queued (NCCL's: the GPU runs it
+// later), so a rank behind leaves the others blocked outside any call, in
+// whatever waits for the GPU. The world group first, DDP modules last;
+// empty when every group agrees.
+std::vector<Member> disagreeing_group(const std::vector<const RankView*>& ranks) {
+  std::vector<const GroupView*> groups;  // one view of each group
   for (const auto* r : ranks) {
-    auto it = std::find_if(r->groups.begin(), r->groups.end(),
-                           [&](const GroupView& g) { return g.id == oldest->id; });
-    if (it != r->groups.end()) {
-      members.push_back({r, *it});
-    } else if (oldest->id == 0) {
-      members.push_back({r, GroupView{0, oldest->size, 0, 0, 0, 0, -1}});
+    for (const auto& g : r->groups) {
+      if (std::none_of(groups.begin(), groups.end(), [&](auto* o) { return o->id == g.id; })) {
+        groups.push_back(&g);
+      }
     }
   }
-  return members;
+  std::stable_sort(groups.begin(), groups.end(), [](auto* a, auto* b) {
+    return std::make_tuple(is_ddp(*a), a->id != 0) < std::make_tuple(is_ddp(*b), b->id != 0);
+  });
+  for (const auto* g : groups) {
+    std::vector<Member> members = members_of(ranks, *g);
+    auto differs = [&](const Member& m) {
+      const GroupView& a = m.group;
+      const GroupView& b = members.front().group;
+      return a.issued != b.issued || (a.issued > 0 && (a.op != b.op || a.count != b.count));
+    };
+    if (std::any_of(members.begin(), members.end(), differs)) return members;
+  }
+  return {};
 }
 
 // The call a member issued as #n of its group: op and element count.
@@ -174,6 +209,43 @@ std::string mismatch(const std::vector<Member>& members, uint64_t n, std::vector
          (culprits.size() == 1 ? "rank" : "ranks") + " named first)";
 }
 
+// When no rank waits in a call and `members` (disagreeing_group's) disagree,
+// the verdict naming the ranks behind, or those that issued another call:
+// "rank 2 has not issued all_reduce #21 of the world group (256 elements),
+// which ranks 0,1,3 issued (its last: #20); no rank has progressed for 5s
+// ..."; "" when `members` is empty.
+std::string idle_verdict(const std::vector<Member>& members, int64_t idle_ms, std::vector<int>& culprits) {
+  if (members.empty()) return "";
+  uint64_t n = 0;
+  for (const auto& m : members) n = std::max(n, m.group.issued);
+  std::vector<int> behind, ahead;
+  std::set<uint64_t> lasts;
+  const GroupView* lead = nullptr;
+  for (const auto& m : members) {
+    if (m.group.issued < n) {
+      behind.push_back(m.rank->rank);
+      lasts.insert(m.group.issued);
+    } else {
+      ahead.push_back(m.rank->rank);
+      lead = &m.group;
+    }
+  }
+  std::string why = "no rank has progressed for " + secs(idle_ms) +
+                    " (none waits in a call: an asynchronous backend's call, NCCL's, returns "
+                    "once queued)";
+  if (behind.empty()) {
+    std::string desync = mismatch(members, n, culprits);
+    return desync.empty() ? "" : desync + "; " + why;
+  }
+  culprits = behind;
+  std::string last = lasts.size() == 1 && *lasts.begin() > 0
+                         ? std::string(behind.size() == 1 ? " (its last: #" : " (their last: #") +
+                               std::to_string(*lasts.begin()) + ")"
+                         : "";
+  return ranks_named(behind) + (behind.size() == 1 ? " has" : " have") + " not issued " +
+         describe_call(*lead, n) + ", which " + ranks_named(ahead) + " issued" + last + "; " + why;
+}
+
 }  // namespace
 
 std::string process_state(const RankView& r) {
@@ -228,6 +300,8 @@ HangVerdict judge_hang(const std::vector<RankView>& ranks, int64_t timeout_ms) {
   bool all_idle = std::all_of(reporting.begin(), reporting.end(),
                               [&](const RankView* r) { return r->idle_ms >= timeout_ms; });
   std::vector<Member> members = stuck_group(reporting);
+  bool none_waits = members.empty();
+  if (none_waits && all_idle) members = disagreeing_group(reporting);
   uint64_t n = 0;
   for (const auto& m : members) n = std::max(n, m.group.issued);
   std::vector<int> behind, waiting;
@@ -247,24 +321,29 @@ HangVerdict judge_hang(const std::vector<RankView>& ranks, int64_t timeout_ms) {
   bool disagree = !behind.empty() && longest >= timeout_ms;
   if (!all_idle && !disagree) return v;
   v.hung = true;
+  int64_t least = reporting.front()->idle_ms;
+  for (const auto* r : reporting) least = std::min(least, r->idle_ms);
   std::string desync = call && behind.empty() ? mismatch(members, n, v.culprits) : "";
-  if (call && !behind.empty()) {
+  if (none_waits) {
+    v.headline = idle_verdict(members, least, v.culprits);
+  } else if (!behind.empty()) {
     v.culprits = behind;
     v.headline = ranks_named(behind) + (behind.size() == 1 ? " has" : " have") + " not issued " +
                  describe_call(*call, n) + ", which " + ranks_named(waiting) +
                  (waiting.size() == 1 ? " has" : " have") + " waited in for " + secs(longest);
   } else if (!desync.empty()) {
     v.headline = desync + "; waited for " + secs(longest);
-  } else if (call) {
+  } else {
     v.culprits = waiting;
+    v.cause_named = false;
     v.headline = "every member of " + group_name(*call) + " (" + ranks_named(waiting) +
                  ") has waited in " + describe_call(*call, n) + " for " + secs(longest) +
                  "; none is behind in it: a peer, the network or a rank in another group holds "
                  "it up";
-  } else {
+  }
+  if (v.headline.empty()) {
     for (const auto* r : reporting) v.culprits.push_back(r->rank);
-    int64_t least = reporting.front()->idle_ms;
-    for (const auto* r : reporting) least = std::min(least, r->idle_ms);
+    v.cause_named = false;
     v.headline = "no rank has progressed for " + secs(least) +
                  " (no collective in flight; no step marked)";
   }

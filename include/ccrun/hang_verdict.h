@@ -13,7 +13,10 @@
 // The ranks behind are the culprits: in the group whose call has waited
 // longest, the members that never issued the call the others wait in. When
 // every member issued it (all wait inside one collective), nobody is behind
-// in that group: the verdict says so and names them all.
+// in that group: the verdict says so and names them all. When no rank waits
+// in a call (NCCL's calls return once queued: the others block in whatever
+// waits for the GPU), the members of a group that issued fewer calls, or
+// another call as their last, are the culprits.
 // Ranks that report nothing (a program with no collectives, steps or hook)
 // are never judged: no evidence, no verdict.
 //
@@ -38,6 +41,11 @@ struct HangVerdict {
   bool hung = false;
   std::string headline;           // one line: who, what, how long
   std::vector<int> culprits;      // the ranks behind (may be all the ranks in one call)
+  // False when the records name no rank or call that holds the job up (every
+  // rank idle with nothing to tell them apart, or every member waiting in
+  // the same call): then what else is known (torch's NCCL flight recorder)
+  // belongs in the verdict.
+  bool cause_named = true;
   std::vector<std::string> lines; // one per reporting rank: where it is, for how long
   // The ranks merged into classes, one line each: the ranks in the same
   // place ("ranks 0-62,64-127 (127): waiting in all_reduce #4812 of the

@@ -96,6 +96,15 @@ TEST_CASE("torch 2.11's dump of a rank whose GPU never ran its all_reduce", "[fl
         "the GPU: queued or running (TORCH_NCCL_ENABLE_TIMING=1 makes the flight recorder tell which)");
 }
 
+TEST_CASE("a verdict that names no cause takes the first finding", "[flight-recorder]") {
+  std::string headline = "no rank has progressed for 5s (no collective in flight; no step marked)";
+  CHECK(with_flight_finding(headline, {}) == headline);
+  CHECK(with_flight_finding(headline, {"rank 0: all_reduce #20 of group 0 (default_pg), not completed"}) ==
+        headline + "; NCCL flight recorder: rank 0: all_reduce #20 of group 0 (default_pg), not completed");
+  CHECK(with_flight_finding(headline, {"a", "b", "c"}) ==
+        headline + "; NCCL flight recorder: a (and 2 more findings in the log)");
+}
+
 TEST_CASE("a file that is not a dump says why", "[flight-recorder]") {
   std::string error;
   CHECK_FALSE(read_flight_record(0, kData + "plain_data_p2.pickle", error));

@@ -147,6 +147,69 @@ TEST_CASE("judge_hang: a DDP step is named as such, and a collective inside it c
   CHECK_THAT(v.headline, Catch::Contains("all_reduce #5 of the world group"));
 }
 
+TEST_CASE("judge_hang: with no call in flight, the ranks that issued fewer calls are the culprits") {
+  // NCCL's calls return once queued: ranks 0,1,3 issued all_reduce #21 and
+  // now block on the GPU outside any call; rank 2 never issued it.
+  std::vector<RankView> ranks = {rank(0, 21, 21, 31'000, -1), rank(1, 21, 21, 31'000, -1),
+                                 rank(2, 20, 20, 32'000, -1), rank(3, 21, 21, 31'000, -1)};
+  HangVerdict v = judge_hang(ranks, 30'000);
+  REQUIRE(v.hung);
+  CHECK(v.cause_named);
+  CHECK(v.culprits == std::vector<int>{2});
+  CHECK_THAT(v.headline, Catch::StartsWith(
+      "rank 2 has not issued all_reduce #21 of the world group (1024 elements), which ranks 0,1,3 "
+      "issued (its last: #20); no rank has progressed for 31s (none waits in a call"));
+  // The culprit may be rank 0, and two behind are named together.
+  ranks = {rank(0, 20, 20, 31'000, -1), rank(1, 21, 21, 31'000, -1), rank(2, 19, 19, 31'000, -1)};
+  v = judge_hang(ranks, 30'000);
+  CHECK(v.culprits == std::vector<int>{0, 2});
+  CHECK_THAT(v.headline, Catch::StartsWith("ranks 0,2 have not issued all_reduce #21 of the world "
+                                           "group (1024 elements), which rank 1 issued;"));
+  // Not before every rank is idle for the timeout.
+  ranks[1].idle_ms = 2'000;
+  CHECK_FALSE(judge_hang(ranks, 30'000).hung);
+}
+
+TEST_CASE("judge_hang: with no call in flight, another call as the same number is a desync") {
+  std::vector<RankView> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(rank(r, 100, 100, 31'000, -1));
+  ranks[0].groups[0].op = uint32_t(ccrun::progress::Op::kBarrier);
+  ranks[0].groups[0].count = 0;
+  HangVerdict v = judge_hang(ranks, 30'000);
+  REQUIRE(v.hung);
+  CHECK(v.culprits == std::vector<int>{0});
+  CHECK_THAT(v.headline, Catch::StartsWith("rank 0 issued barrier as call #100 of the world group, "
+                                           "where ranks 1-3 issued all_reduce (1024 elements)"));
+  CHECK_THAT(v.headline, Catch::Contains("; no rank has progressed for 31s (none waits in a call"));
+}
+
+TEST_CASE("judge_hang: with no call in flight, a subgroup whose members disagree is named") {
+  RankView a = rank(0, 10, 10, 35'000, -1, 2), b = rank(1, 10, 10, 35'000, -1, 2);
+  a.groups.push_back({0xabc, 2, 3, 3, kAllReduce, 8, -1});
+  b.groups.push_back({0xabc, 2, 2, 2, kAllReduce, 8, -1});
+  HangVerdict v = judge_hang({a, b}, 30'000);
+  REQUIRE(v.hung);
+  CHECK(v.culprits == std::vector<int>{1});
+  CHECK_THAT(v.headline, Catch::StartsWith("rank 1 has not issued all_reduce #3 of group "
+                                           "0000000000000abc (2 ranks)"));
+}
+
+TEST_CASE("judge_hang: a verdict that tells no rank from another names no cause") {
+  // Every rank idle at the same count: nothing in the records tells them apart.
+  std::vector<RankView> ranks = {rank(0, 7, 7, 45'000, -1, 2), rank(1, 7, 7, 45'000, -1, 2)};
+  HangVerdict v = judge_hang(ranks, 30'000);
+  REQUIRE(v.hung);
+  CHECK_FALSE(v.cause_named);
+  CHECK(v.culprits == std::vector<int>{0, 1});
+  CHECK_THAT(v.headline, Catch::StartsWith("no rank has progressed for 45s (no collective in flight"));
+  // Every member in the same call: none behind.
+  ranks = {rank(0, 7, 6, 31'000, 31'000, 2), rank(1, 7, 6, 31'000, 31'000, 2)};
+  CHECK_FALSE(judge_hang(ranks, 30'000).cause_named);
+  // A rank behind is a cause.
+  ranks[1] = rank(1, 6, 6, 31'000, -1, 2);
+  CHECK(judge_hang(ranks, 30'000).cause_named);
+}
+
 TEST_CASE("judge_hang: a rank that issued another op at the same call number is the culprit") {
   // Rank 2 called barrier where the others called all_reduce, each as its call #100.
   std::vector<RankView> ranks;

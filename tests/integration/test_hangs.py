@@ -322,6 +322,25 @@ def test_a_hang_dumps_torchs_nccl_flight_recorders(tmp_path):
         "not completed on the GPU: its kernel runs: it waits for a peer's part, or the network")
 
 
+def test_a_verdict_that_names_no_cause_takes_the_flight_recorders_finding(tmp_path):
+    # One rank, idle outside any call: its records tell nothing more (as on a
+    # GPU, where an NCCL call returns once queued and the rank then waits for
+    # the GPU); what its flight recorder says goes into the root cause.
+    fake = os.path.join(os.path.dirname(__file__), "fake_flight_recorder.py")
+    prog = (f"/usr/bin/python3 -I {fake} & exec {binary(*WORKER)} --steps 40 --sleep-rank 0 "
+            "--sleep-before 10 --sleep-s 300")
+    r = run_ccrun("--standalone", "--nproc-per-node", "1", "--hang-timeout", "2",
+                  "--stop-grace", "2", "--log-dir", str(tmp_path), "--no-python", "/bin/sh", "-c",
+                  prog, timeout=120)
+    assert r.returncode == 1, r.stderr
+    finding = "NCCL flight recorder: rank 0: all_reduce #21 of group 0 (default_pg), 256 Float, issued "
+    assert re.search(r"error:\n\s+hang: no rank has progressed for [0-9.]+s \(no collective in "
+                     r"flight; no step marked\); " + re.escape(finding), r.stderr), r.stderr[-3000:]
+    cause = report(str(tmp_path))["root_cause"]["message"]
+    assert "; " + finding in cause and cause.endswith("its kernel runs: it waits for a peer's part, "
+                                                      "or the network"), cause
+
+
 def test_a_ddp_job_names_the_rank_that_never_began_its_step():
     # DDP's gradient all-reduces run in torch's C++ reducer, out of the hook's
     # reach: the hook records each DDP step instead.
