@@ -22,7 +22,8 @@
 #      incident folder holds torch's NCCL flight-recorder dump of that rank,
 #      ccrun says from it that all_reduce #20 never completed on the GPU, and
 #      the summary's root cause says so; torch warned of no variable ccrun set
-#      for another torch version (NCCL_ASYNC_ERROR_HANDLING);
+#      for another torch version (NCCL_ASYNC_ERROR_HANDLING, the flight
+#      recorder's TORCH_NCCL_ names);
 # prints a summary table and exits 1 if any step failed. Without a GPU
 # (nvidia-smi lists none, or CUDA_VISIBLE_DEVICES hides them all) it prints
 # "gpu-check: skipped: no GPU ..." and exits 0.
@@ -410,11 +411,11 @@ PY
   finding=$(grep -m1 -o 'NCCL flight recorder: rank 0: all_reduce #20 of group 0.*not completed on the GPU.*' "$logs/gpu_hang.log")
   # The root cause in the summary carries the finding (the hook's verdict names no cause).
   cause=$(grep -A1 '^  error:' "$logs/gpu_hang.log" | tail -1)
-  # No warning of a variable ccrun set for another torch (NCCL_ASYNC_ERROR_HANDLING).
+  # No warning of a variable ccrun set for another torch.
   deprecated=$(grep -ho 'Environment variable [A-Z_]* is deprecated' "$logs/gpu_hang.log" "$logs/ddp.log" | sort -u | tr '\n' ';')
   if ((rc != 0)) && [[ -n $verdict && -n $finding ]] && ((dumps > 0)) && grep -q "scheduled\|started" <<<"$fr" &&
      grep -q "; NCCL flight recorder: rank 0: all_reduce #20 " <<<"$cause" &&
-     ! grep -q "NCCL_ASYNC_ERROR_HANDLING" <<<"$deprecated"; then
+     ! grep -q "NCCL_ASYNC_ERROR_HANDLING\|TORCH_NCCL_TRACE_BUFFER_SIZE\|TORCH_NCCL_DEBUG_INFO_TEMP_FILE" <<<"$deprecated"; then
     record "hang on the GPU: verdict + flight recorder" PASS $((SECONDS - t0)) "$verdict; $finding; $(head -1 <<<"$fr"); torch's deprecation warnings: ${deprecated:-none}"
   else
     record "hang on the GPU: verdict + flight recorder" FAIL $((SECONDS - t0)) "exit $rc; verdict: ${verdict:-none}; root cause: ${cause:-none}; dumps $dumps: $(head -1 <<<"$fr"); deprecated: ${deprecated:-none}; see $logs/gpu_hang.log"
