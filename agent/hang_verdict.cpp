@@ -275,7 +275,7 @@ std::string rank_position(const RankView& r, bool with_times) {
   }
   std::string idle = with_times ? ", no progress for " + secs(r.idle_ms) : "";
   if (last && last->issued > 0) {
-    return "not in a collective; last completed " + describe_call(*last, last->completed) + idle;
+    return "not in a collective; last returned from " + describe_call(*last, last->completed) + idle;
   }
   return r.reporting ? "no collective yet" + idle
                      : "reports no progress (no collective, step or hook)";
@@ -345,7 +345,7 @@ HangVerdict judge_hang(const std::vector<RankView>& ranks, int64_t timeout_ms) {
     for (const auto* r : reporting) v.culprits.push_back(r->rank);
     v.cause_named = false;
     v.headline = "no rank has progressed for " + secs(least) +
-                 " (no collective in flight; no step marked)";
+                 " (no rank inside a collective call; no step marked)";
   }
   for (const auto* r : reporting) {
     if (std::find(v.culprits.begin(), v.culprits.end(), r->rank) == v.culprits.end()) continue;

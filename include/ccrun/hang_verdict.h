@@ -66,7 +66,8 @@ HangVerdict judge_hang(const std::vector<RankView>& ranks, int64_t timeout_ms);
 std::vector<int> find_stragglers(const std::vector<RankView>& ranks);
 
 // Where rank `r` is: "waiting in all_reduce #20 of the world group for 3.1s",
-// "not in a collective; last completed ...", or that it reports nothing;
+// "not in a collective; last returned from ..." (a call returns once done,
+// or, on NCCL, once queued on the GPU), or that it reports nothing;
 // without the durations when `with_times` is false (to compare places).
 std::string rank_position(const RankView& r, bool with_times = true);
 

@@ -97,7 +97,7 @@ TEST_CASE("torch 2.11's dump of a rank whose GPU never ran its all_reduce", "[fl
 }
 
 TEST_CASE("a verdict that names no cause takes the first finding", "[flight-recorder]") {
-  std::string headline = "no rank has progressed for 5s (no collective in flight; no step marked)";
+  std::string headline = "no rank has progressed for 5s (no rank inside a collective call; no step marked)";
   CHECK(with_flight_finding(headline, {}) == headline);
   CHECK(with_flight_finding(headline, {"rank 0: all_reduce #20 of group 0 (default_pg), not completed"}) ==
         headline + "; NCCL flight recorder: rank 0: all_reduce #20 of group 0 (default_pg), not completed");

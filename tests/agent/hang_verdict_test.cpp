@@ -201,7 +201,7 @@ TEST_CASE("judge_hang: a verdict that tells no rank from another names no cause"
   REQUIRE(v.hung);
   CHECK_FALSE(v.cause_named);
   CHECK(v.culprits == std::vector<int>{0, 1});
-  CHECK_THAT(v.headline, Catch::StartsWith("no rank has progressed for 45s (no collective in flight"));
+  CHECK_THAT(v.headline, Catch::StartsWith("no rank has progressed for 45s (no rank inside a collective call"));
   // Every member in the same call: none behind.
   ranks = {rank(0, 7, 6, 31'000, 31'000, 2), rank(1, 7, 6, 31'000, 31'000, 2)};
   CHECK_FALSE(judge_hang(ranks, 30'000).cause_named);
@@ -318,7 +318,7 @@ TEST_CASE("judge_hang: 256 ranks in three places make three classes and a short 
   REQUIRE(v.classes.size() == 3);
   CHECK(v.classes[0] == "ranks 0-62,64-199,201-255 (254): waiting in all_reduce #100 of the world "
                         "group (1024 elements)");
-  CHECK_THAT(v.classes[1], Catch::StartsWith("rank 63: not in a collective; last completed "
+  CHECK_THAT(v.classes[1], Catch::StartsWith("rank 63: not in a collective; last returned from "
                                              "all_reduce #99"));
   CHECK_THAT(v.classes[2], Catch::StartsWith("rank 200: not in a collective") &&
                                Catch::EndsWith("state T: SIGSTOP, or Ctrl-Z)"));

@@ -46,7 +46,7 @@ def test_a_rank_that_stops_is_named_with_its_op_and_sequence_number(tmp_path):
     assert float(m.group(1)) <= timeout + 2, "the verdict came late"
     for rank in (0, 1, 3):
         assert re.search(rf"rank {rank} \(host \S+, node 0, pid \d+\): waiting in all_reduce #20", err)
-    assert re.search(r"rank 2 \(host \S+, node 0, pid \d+\): not in a collective; last completed "
+    assert re.search(r"rank 2 \(host \S+, node 0, pid \d+\): not in a collective; last returned from "
                      r"all_reduce #19", err)
     # The stacks merged by class: ranks 0,1,3 in the collective, rank 2 in its sleep.
     stacks = re.findall(r"stacks of (ranks? [\d,\-]+)(?: \(\d+\))? \(pid [\d,]+\):", err)
@@ -334,8 +334,8 @@ def test_a_verdict_that_names_no_cause_takes_the_flight_recorders_finding(tmp_pa
                   prog, timeout=120)
     assert r.returncode == 1, r.stderr
     finding = "NCCL flight recorder: rank 0: all_reduce #21 of group 0 (default_pg), 256 Float, issued "
-    assert re.search(r"error:\n\s+hang: no rank has progressed for [0-9.]+s \(no collective in "
-                     r"flight; no step marked\); " + re.escape(finding), r.stderr), r.stderr[-3000:]
+    assert re.search(r"error:\n\s+hang: no rank has progressed for [0-9.]+s \(no rank inside a "
+                     r"collective call; no step marked\); " + re.escape(finding), r.stderr), r.stderr[-3000:]
     cause = report(str(tmp_path))["root_cause"]["message"]
     assert "; " + finding in cause and cause.endswith("its kernel runs: it waits for a peer's part, "
                                                       "or the network"), cause
@@ -483,7 +483,7 @@ def test_256_ranks_in_three_places_give_three_classes_and_a_short_console():
     classes = [l.split("ccrun:   ", 1)[1] for l in verdict[1:]]
     assert classes == [
         "ranks 0-62,64-199,201-255 (254): waiting in all_reduce #51 of the world group (1024 elements)",
-        "rank 63: not in a collective; last completed all_reduce #50 of the world group (1024 elements)",
-        "rank 200: not in a collective; last completed all_reduce #50 of the world group (1024 "
+        "rank 63: not in a collective; last returned from all_reduce #50 of the world group (1024 elements)",
+        "rank 200: not in a collective; last returned from all_reduce #50 of the world group (1024 "
         "elements); its process is stopped (state T: SIGSTOP, or Ctrl-Z)"]
     assert time.monotonic() - began < 60
