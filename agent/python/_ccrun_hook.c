@@ -345,6 +345,35 @@ typedef struct {
 } TpCall;
 static _Thread_local TpCall g_tp_call;
 
+/* The keyword names of the last call with keywords on this thread (a strong reference): most
+ * code passes a collective the same keywords every time, in the same order, as the same
+ * interned strings, so their tuple is made once, not at every call. */
+static _Thread_local PyObject* g_last_names;
+
+/* The keywords' values into stack[n..n+k), and their names as a tuple (a new reference; NULL
+ * with an error set): the last call's tuple when the names are the same objects in the same
+ * order. */
+static PyObject* keyword_names(PyObject* kwargs, Py_ssize_t k, PyObject** stack, Py_ssize_t n) {
+  PyObject* last = g_last_names;
+  int same = last != NULL && TUPLE_SIZE(last) == k;
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  for (Py_ssize_t i = 0; PyDict_Next(kwargs, &pos, &key, &value); ++i) {
+    stack[n + i] = value;
+    same = same && TUPLE_ITEM(last, i) == key;
+  }
+  if (same) return Py_NewRef(last);
+  PyObject* names = PyTuple_New(k);
+  if (names == NULL) return NULL;
+  pos = 0;
+  for (Py_ssize_t i = 0; PyDict_Next(kwargs, &pos, &key, &value); ++i) {
+    PyTuple_SetItem(names, i, Py_NewRef(key));
+  }
+  g_last_names = Py_NewRef(names);
+  Py_XDECREF(last);
+  return names;
+}
+
 /* A tp_call in the vectorcall form the wrappers are written in: the positional arguments,
  * then the keywords' values, their names in a tuple. */
 static PyObject* call_as_vector(PyObject* self, PyObject* args, PyObject* kwargs,
@@ -354,15 +383,9 @@ static PyObject* call_as_vector(PyObject* self, PyObject* args, PyObject* kwargs
   PyObject** stack = n + k <= 8 ? small : PyMem_Malloc(sizeof(PyObject*) * (size_t)(n + k));
   if (stack == NULL) return PyErr_NoMemory();
   for (Py_ssize_t i = 0; i < n; ++i) stack[i] = PyTuple_GetItem(args, i);
-  PyObject* names = k > 0 ? PyTuple_New(k) : NULL;
+  PyObject* names = k > 0 ? keyword_names(kwargs, k, stack, n) : NULL;
   PyObject* result = NULL;
   if (k == 0 || names != NULL) {
-    PyObject *key, *value;
-    Py_ssize_t pos = 0;
-    for (Py_ssize_t i = 0; k > 0 && PyDict_Next(kwargs, &pos, &key, &value); ++i) {
-      PyTuple_SetItem(names, i, Py_NewRef(key));
-      stack[n + i] = value;
-    }
     TpCall outer = g_tp_call;
     g_tp_call = (TpCall){stack, args, kwargs, names};
     result = impl(self, stack, (size_t)n, names);
