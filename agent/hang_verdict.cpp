@@ -85,12 +85,23 @@ std::vector<Member> stuck_group(const std::vector<const RankView*>& ranks) {
   return oldest ? members_of(ranks, *oldest) : std::vector<Member>{};
 }
 
+// Whether the rank made point-to-point calls in the group (its last call,
+// or its counts: send and recv are numbered with the group's collectives).
+bool has_p2p(const GroupView& g) {
+  auto p2p = [](uint32_t op) {
+    return op == uint32_t(progress::Op::kSend) || op == uint32_t(progress::Op::kRecv);
+  };
+  return (g.issued > 0 && p2p(g.op)) || g.op_calls[uint32_t(progress::Op::kSend) - 1] > 0 ||
+         g.op_calls[uint32_t(progress::Op::kRecv) - 1] > 0;
+}
+
 // When no rank waits in a call, the members of the first group whose ranks
 // issued different numbers of calls, or different calls as their last: an
 // asynchronous backend's call returns once queued (NCCL's: the GPU runs it
 // later), so a rank behind leaves the others blocked outside any call, in
 // whatever waits for the GPU. The world group first, DDP modules last;
-// empty when every group agrees.
+// groups with sends or receives are left out (a pipeline's ranks send and
+// receive different numbers of times); empty when every group agrees.
 std::vector<Member> disagreeing_group(const std::vector<const RankView*>& ranks) {
   std::vector<const GroupView*> groups;  // one view of each group
   for (const auto* r : ranks) {
@@ -105,6 +116,9 @@ std::vector<Member> disagreeing_group(const std::vector<const RankView*>& ranks)
   });
   for (const auto* g : groups) {
     std::vector<Member> members = members_of(ranks, *g);
+    if (std::any_of(members.begin(), members.end(), [](const Member& m) { return has_p2p(m.group); })) {
+      continue;  // sends and receives are the group's calls too: their counts differ by design
+    }
     auto differs = [&](const Member& m) {
       const GroupView& a = m.group;
       const GroupView& b = members.front().group;

@@ -170,6 +170,24 @@ TEST_CASE("judge_hang: with no call in flight, the ranks that issued fewer calls
   CHECK_FALSE(judge_hang(ranks, 30'000).hung);
 }
 
+TEST_CASE("judge_hang: with no call in flight, a group with sends or receives is not compared") {
+  // A pipeline: rank 0 sends to rank 1, rank 2 takes no part; their counts differ by design.
+  constexpr uint32_t kSend = uint32_t(ccrun::progress::Op::kSend);
+  std::vector<RankView> ranks = {rank(0, 25, 25, 31'000, -1, 3), rank(1, 25, 25, 31'000, -1, 3),
+                                 rank(2, 20, 20, 31'000, -1, 3)};
+  ranks[0].groups[0].op = ranks[1].groups[0].op = kSend;
+  HangVerdict v = judge_hang(ranks, 30'000);
+  REQUIRE(v.hung);
+  CHECK_FALSE(v.cause_named);
+  CHECK_THAT(v.headline, Catch::StartsWith("no rank has progressed"));
+  // Counted sends make the same call, whatever the last one was.
+  ranks[0].groups[0].op = ranks[1].groups[0].op = kAllReduce;
+  ranks[0].groups[0].op_calls[kSend - 1] = 5;
+  CHECK_FALSE(judge_hang(ranks, 30'000).cause_named);
+  ranks[0].groups[0].op_calls[kSend - 1] = 0;
+  CHECK(judge_hang(ranks, 30'000).culprits == std::vector<int>{2});
+}
+
 TEST_CASE("judge_hang: with no call in flight, another call as the same number is a desync") {
   std::vector<RankView> ranks;
   for (int r = 0; r < 4; ++r) ranks.push_back(rank(r, 100, 100, 31'000, -1));
