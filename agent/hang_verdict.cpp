@@ -18,6 +18,10 @@ using json = nlohmann::json;
 
 bool is_ddp(const GroupView& g) { return g.op == uint32_t(progress::Op::kDdpStep); }
 
+bool is_p2p(uint32_t op) {
+  return op == uint32_t(progress::Op::kSend) || op == uint32_t(progress::Op::kRecv);
+}
+
 std::string group_name(const GroupView& g) {
   if (is_ddp(g)) return "a DistributedDataParallel module (" + std::to_string(g.size) + " ranks)";
   if (g.id == 0) return "the world group";
@@ -88,10 +92,7 @@ std::vector<Member> stuck_group(const std::vector<const RankView*>& ranks) {
 // Whether the rank made point-to-point calls in the group (its last call,
 // or its counts: send and recv are numbered with the group's collectives).
 bool has_p2p(const GroupView& g) {
-  auto p2p = [](uint32_t op) {
-    return op == uint32_t(progress::Op::kSend) || op == uint32_t(progress::Op::kRecv);
-  };
-  return (g.issued > 0 && p2p(g.op)) || g.op_calls[uint32_t(progress::Op::kSend) - 1] > 0 ||
+  return (g.issued > 0 && is_p2p(g.op)) || g.op_calls[uint32_t(progress::Op::kSend) - 1] > 0 ||
          g.op_calls[uint32_t(progress::Op::kRecv) - 1] > 0;
 }
 
@@ -260,6 +261,41 @@ std::string idle_verdict(const std::vector<Member>& members, int64_t idle_ms, st
          describe_call(*lead, n) + ", which " + ranks_named(ahead) + " issued" + last + "; " + why;
 }
 
+// When the call that has waited longest is a send or a receive: only its
+// peer takes part in it, and the record does not name the peer. The ranks in no call, idle for the timeout while every
+// other rank waits in one, are then the culprits ("rank 2 is in no call,
+// while ranks 0,1,3 wait in calls (the longest: rank 3 in recv #25 ... for
+// 31s, a point-to-point call)"); else the ranks in calls, the cause unnamed.
+std::string p2p_verdict(const std::vector<const RankView*>& ranks, int64_t timeout_ms,
+                        std::vector<int>& culprits, bool& named) {
+  std::vector<int> outside, inside;
+  bool at_work = false;  // a rank outside calls that has progressed within the timeout
+  const GroupView* call = nullptr;  // the call that has waited longest, in rank call_rank
+  int call_rank = -1;
+  for (const auto* r : ranks) {
+    bool in_call = false;
+    for (const auto& g : r->groups) {
+      if (g.waiting_ms < 0) continue;
+      in_call = true;
+      if (!call || g.waiting_ms > call->waiting_ms) call = &g, call_rank = r->rank;
+    }
+    (in_call ? inside : outside).push_back(r->rank);
+    at_work = at_work || (!in_call && r->idle_ms < timeout_ms);
+  }
+  std::string longest = "rank " + std::to_string(call_rank) + " in " +
+                        describe_call(*call, call->completed + 1) + " for " +
+                        secs(call->waiting_ms) + ", a point-to-point call";
+  named = !outside.empty() && !at_work;
+  culprits = named ? outside : inside;
+  if (!named) {
+    return ranks_named(inside) + (inside.size() == 1 ? " has" : " have") +
+           " waited in calls (the longest: " + longest +
+           ", which its peer holds up: the stacks say where each rank is)";
+  }
+  return ranks_named(outside) + (outside.size() == 1 ? " is" : " are") + " in no call, while " +
+         ranks_named(inside) + " wait in calls (the longest: " + longest + ")";
+}
+
 }  // namespace
 
 std::string process_state(const RankView& r) {
@@ -340,6 +376,8 @@ HangVerdict judge_hang(const std::vector<RankView>& ranks, int64_t timeout_ms) {
   std::string desync = call && behind.empty() ? mismatch(members, n, v.culprits) : "";
   if (none_waits) {
     v.headline = idle_verdict(members, least, v.culprits);
+  } else if (call && is_p2p(call->op)) {
+    v.headline = p2p_verdict(reporting, timeout_ms, v.culprits, v.cause_named);
   } else if (!behind.empty()) {
     v.culprits = behind;
     v.headline = ranks_named(behind) + (behind.size() == 1 ? " has" : " have") + " not issued " +

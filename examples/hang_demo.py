@@ -12,6 +12,9 @@ names (docs/hangs.md). --fault says how:
              and never completes on the GPU, and the rank waits for it in
              torch.cuda.synchronize() (a hung kernel, or NCCL waiting on a peer)
 
+--pipeline makes each step pass a tensor around the ranks' ring (send to the next, receive from
+the one before, as a pipeline's stages do) instead of the all_reduce.
+
     ccrun --standalone --nproc-per-node 4 --hang-timeout 10 examples/hang_demo.py \
           --sleep-rank 2        # stalls before step 100 for 600 s
 
@@ -29,6 +32,21 @@ def wait_for_the_data_loader(seconds):
     time.sleep(seconds)
 
 
+def pass_around_the_ring(t):
+    """Sends t to the next rank and receives the one before's into it; even ranks send first,
+    odd ranks receive first, so that blocking sends and receives pair up."""
+    rank, size = dist.get_rank(), dist.get_world_size()
+    nxt, prev = (rank + 1) % size, (rank - 1) % size
+    if rank % 2 == 0:
+        dist.send(t, nxt)
+        dist.recv(t, prev)
+    else:
+        received = torch.empty_like(t)
+        dist.recv(received, prev)
+        dist.send(t, nxt)
+        t.copy_(received)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=200)
@@ -41,6 +59,9 @@ def main():
     p.add_argument("--ddp", action="store_true",
                    help="train a DistributedDataParallel model (its all-reduces run in torch's "
                         "C++ reducer) instead of calling all_reduce")
+    p.add_argument("--pipeline", action="store_true",
+                   help="pass a tensor around the ring of ranks each step (send, recv) instead "
+                        "of calling all_reduce")
     a = p.parse_args()
     if a.fault == "gpu" and a.device != "cuda":
         p.error("--fault gpu needs --device cuda")
@@ -64,6 +85,8 @@ def main():
                 torch.cuda._sleep(1 << 62)  # spins for years on this rank's stream
         if model:
             model(torch.randn(8, 16, device=a.device)).sum().backward()
+        elif a.pipeline:
+            pass_around_the_ring(t)
         else:
             dist.all_reduce(t)
         if a.device == "cuda":

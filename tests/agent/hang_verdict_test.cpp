@@ -188,6 +188,37 @@ TEST_CASE("judge_hang: with no call in flight, a group with sends or receives is
   CHECK(judge_hang(ranks, 30'000).culprits == std::vector<int>{2});
 }
 
+TEST_CASE("judge_hang: a rank waiting in a receive names the rank in no call, not the group's") {
+  // Rank 1 waits for rank 0's send; rank 0 sleeps outside any call; rank 2 takes no part in the
+  // pipeline and waits in a send to rank 3, which waits for it.
+  constexpr uint32_t kRecv = uint32_t(ccrun::progress::Op::kRecv);
+  constexpr uint32_t kSend = uint32_t(ccrun::progress::Op::kSend);
+  std::vector<RankView> ranks = {rank(0, 24, 24, 31'000, -1), rank(1, 25, 24, 31'000, 31'000),
+                                 rank(2, 20, 19, 31'000, 30'500), rank(3, 20, 19, 31'000, 30'500)};
+  ranks[1].groups[0].op = ranks[3].groups[0].op = kRecv;
+  ranks[2].groups[0].op = kSend;
+  HangVerdict v = judge_hang(ranks, 30'000);
+  REQUIRE(v.hung);
+  CHECK(v.cause_named);
+  CHECK(v.culprits == std::vector<int>{0});
+  CHECK(v.headline == "rank 0 is in no call, while ranks 1-3 wait in calls (the longest: rank 1 "
+                      "in recv #25 of the world group (1024 elements) for 31s, a point-to-point "
+                      "call)");
+  // Every rank in a call: who waits, no culprit named.
+  ranks[0] = rank(0, 25, 24, 31'000, 30'000);
+  ranks[0].groups[0].op = kSend;
+  v = judge_hang(ranks, 30'000);
+  REQUIRE(v.hung);
+  CHECK_FALSE(v.cause_named);
+  CHECK(v.culprits == std::vector<int>{0, 1, 2, 3});
+  CHECK_THAT(v.headline, Catch::StartsWith("ranks 0-3 have waited in calls (the longest: rank 1 in "
+                                           "recv #25 of the world group (1024 elements) for 31s, "
+                                           "a point-to-point call, which its peer holds up"));
+  // A rank outside calls that is still at work is not judged so.
+  ranks[0] = rank(0, 24, 24, 2'000, -1);
+  CHECK_FALSE(judge_hang(ranks, 30'000).cause_named);
+}
+
 TEST_CASE("judge_hang: with no call in flight, another call as the same number is a desync") {
   std::vector<RankView> ranks;
   for (int r = 0; r < 4; ++r) ranks.push_back(rank(r, 100, 100, 31'000, -1));

@@ -370,18 +370,24 @@ FAULTS = {
                        rf"which ranks {others(c)} have waited in for [\d.]+s; rank {c}: its process "
                        rf"is stopped \(state T"),
     "sleep": lambda c: rf"rank {c} has not issued all_reduce #30 of the world group",
+    # A ring of sends and receives (--pipeline), the culprit asleep before its step's.
+    "pipeline": lambda c: (rf"rank {c} is in no call, while ranks {others(c)} wait in calls \(the "
+                           rf"longest: rank \d in (send|recv) #\d+ of the world group \(256 "
+                           rf"elements\) for [\d.]+s, a point-to-point call\)"),
 }
 
 
 @pytest.mark.parametrize("fault,culprit", [("barrier", 2), ("barrier", 0), ("skip", 2),
-                                           ("stop", 2), ("sleep", 0)])
+                                           ("stop", 2), ("sleep", 0), ("pipeline", 2),
+                                           ("pipeline", 1)])
 def test_the_fault_matrix_names_each_culprit(tmp_path, fault, culprit):
     script = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "hang_demo.py")
     began = time.monotonic()
     # --stop-grace 60: a stopped rank that ignored the stop would hold the job that long.
     r = run_ccrun("--standalone", "--nproc-per-node", "4", "--hang-timeout", "4",
                   "--stop-grace", "60", "--log-dir", str(tmp_path), script, "--steps", "60",
-                  "--sleep-rank", str(culprit), "--sleep-before", "30", "--fault", fault,
+                  "--sleep-rank", str(culprit), "--sleep-before", "30",
+                  *(["--fault", "sleep", "--pipeline"] if fault == "pipeline" else ["--fault", fault]),
                   env={"PYTHON_EXEC": "/usr/bin/python3"}, timeout=180)
     took = time.monotonic() - began
     err = r.stderr

@@ -469,8 +469,10 @@ def test_time_in_synchronous_collectives_is_counted_for_stragglers(tmp_path, wra
     n = 10
     records, _, _ = run_ranks(tmp_path, "wait.py", WAIT_JOB, 2, n)
     waited = [read_record(records[r])["slots"][0]["wait_us"] for r in range(2)]
-    assert waited[0] >= n * 50_000 * 0.6, waited
-    assert waited[1] < waited[0] / 3, waited
+    # The waiter's extra time is the straggler's sleeps; on a loaded machine both ranks' calls
+    # also take longer (the other is not running), so the bounds are on the difference.
+    assert waited[0] - waited[1] >= n * 50_000 * 0.6, waited
+    assert waited[1] < waited[0] / 2, waited
 
 
 DDP_WAIT_JOB = """
@@ -496,8 +498,8 @@ def test_a_ddp_steps_wait_for_its_last_all_reduces_is_counted_for_stragglers(tmp
     slots = [read_record(records[r])["slots"][0] for r in range(2)]
     assert all(s["op"] == DDP_STEP and s["completed"] == n for s in slots), slots
     waited = [s["wait_us"] for s in slots]
-    assert waited[0] >= (n - 1) * 50_000 * 0.6, waited
-    assert waited[1] < waited[0] / 3, waited
+    assert waited[0] - waited[1] >= (n - 1) * 50_000 * 0.6, waited  # as in the test above
+    assert waited[1] < waited[0] / 2, waited
 
 
 DDP_STEP = 13
