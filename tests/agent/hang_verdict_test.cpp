@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <tuple>
+
 #include "ccrun/progress.h"
 
 using namespace ccrun::agent;
@@ -25,6 +27,16 @@ RankView rank(int r, uint64_t issued, uint64_t completed, int64_t idle_ms, int64
   v.idle_ms = idle_ms;
   v.groups.push_back({0, size, issued, completed, kAllReduce, 1024, waiting_ms});
   return v;
+}
+
+// Four ranks that issued call #100, rank `culprit` a barrier where the others
+// issued all_reduce; waiting in it for `waiting_ms`, or (-1) returned from it.
+std::vector<RankView> desynced(int culprit, int64_t waiting_ms) {
+  std::vector<RankView> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(rank(r, 100, waiting_ms < 0 ? 100 : 99, 31'000, waiting_ms));
+  ranks[culprit].groups[0].op = uint32_t(ccrun::progress::Op::kBarrier);
+  ranks[culprit].groups[0].count = 0;
+  return ranks;
 }
 
 }  // namespace
@@ -219,19 +231,6 @@ TEST_CASE("judge_hang: a rank waiting in a receive names the rank in no call, no
   CHECK_FALSE(judge_hang(ranks, 30'000).cause_named);
 }
 
-TEST_CASE("judge_hang: with no call in flight, another call as the same number is a desync") {
-  std::vector<RankView> ranks;
-  for (int r = 0; r < 4; ++r) ranks.push_back(rank(r, 100, 100, 31'000, -1));
-  ranks[0].groups[0].op = uint32_t(ccrun::progress::Op::kBarrier);
-  ranks[0].groups[0].count = 0;
-  HangVerdict v = judge_hang(ranks, 30'000);
-  REQUIRE(v.hung);
-  CHECK(v.culprits == std::vector<int>{0});
-  CHECK_THAT(v.headline, Catch::StartsWith("rank 0 issued barrier as call #100 of the world group, "
-                                           "where ranks 1-3 issued all_reduce (1024 elements)"));
-  CHECK_THAT(v.headline, Catch::Contains("; no rank has progressed for 31s (none waits in a call"));
-}
-
 TEST_CASE("judge_hang: with no call in flight, a subgroup whose members disagree is named") {
   RankView a = rank(0, 10, 10, 35'000, -1, 2), b = rank(1, 10, 10, 35'000, -1, 2);
   a.groups.push_back({0xabc, 2, 3, 3, kAllReduce, 8, -1});
@@ -260,17 +259,21 @@ TEST_CASE("judge_hang: a verdict that tells no rank from another names no cause"
 }
 
 TEST_CASE("judge_hang: a rank that issued another op at the same call number is the culprit") {
-  // Rank 2 called barrier where the others called all_reduce, each as its call #100.
-  std::vector<RankView> ranks;
-  for (int r = 0; r < 4; ++r) ranks.push_back(rank(r, 100, 99, 31'000, 31'000));
-  ranks[2].groups[0].op = uint32_t(ccrun::progress::Op::kBarrier);
-  ranks[2].groups[0].count = 0;
-  HangVerdict v = judge_hang(ranks, 30'000);
-  REQUIRE(v.hung);
-  CHECK(v.culprits == std::vector<int>{2});
-  CHECK_THAT(v.headline, Catch::StartsWith("rank 2 issued barrier as call #100 of the world group, "
-                                           "where ranks 0,1,3 issued all_reduce (1024 elements)"));
-  CHECK_THAT(v.headline, Catch::Contains("a desync"));
+  // Rank 2 (then rank 0) called barrier where the others called all_reduce, each as its call
+  // #100: every rank waiting in it, or every call returned (NCCL's return once queued).
+  for (auto [culprit, waiting_ms, others] : {std::tuple{2, int64_t(31'000), "0,1,3"},
+                                             std::tuple{0, int64_t(-1), "1-3"}}) {
+    HangVerdict v = judge_hang(desynced(culprit, waiting_ms), 30'000);
+    REQUIRE(v.hung);
+    CHECK(v.culprits == std::vector<int>{culprit});
+    CHECK_THAT(v.headline, Catch::StartsWith("rank " + std::to_string(culprit) +
+                                             " issued barrier as call #100 of the world group, "
+                                             "where ranks " + others +
+                                             " issued all_reduce (1024 elements)"));
+    CHECK_THAT(v.headline, Catch::Contains(waiting_ms < 0 ? "; no rank has progressed for 31s "
+                                                            "(none waits in a call"
+                                                          : "a desync"));
+  }
 }
 
 TEST_CASE("judge_hang: per-op counts say which calls a desynced rank made fewer or more of") {

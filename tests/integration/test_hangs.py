@@ -294,16 +294,23 @@ def test_an_expired_torch_file_timer_kills_its_worker_and_says_so():
     assert "warmup" not in err  # released in time
 
 
-def test_a_hang_dumps_torchs_nccl_flight_recorders(tmp_path):
-    # torch's ProcessGroupNCCL needs a GPU; its dump protocol (a FIFO per
-    # rank, a dump file per rank) is played by tests/integration/fake_flight_recorder.py.
+def hang_with_fake_flight_recorders(tmp_path, nproc, sleep_rank):
+    """A job of `nproc` ranks of the progress worker whose rank `sleep_rank` stalls before step
+    10, under --hang-timeout 2, each rank with a stand-in for torch's NCCL flight recorder:
+    torch's ProcessGroupNCCL needs a GPU; its dump protocol (a FIFO per rank, a dump file per
+    rank) is played by tests/integration/fake_flight_recorder.py."""
     fake = os.path.join(os.path.dirname(__file__), "fake_flight_recorder.py")
-    prog = (f"/usr/bin/python3 -I {fake} & exec {binary(*WORKER)} --steps 40 --sleep-rank 1 "
-            "--sleep-before 10 --sleep-s 300")
-    r = run_ccrun("--standalone", "--nproc-per-node", "2", "--hang-timeout", "2",
+    prog = (f"/usr/bin/python3 -I {fake} & exec {binary(*WORKER)} --steps 40 --sleep-rank "
+            f"{sleep_rank} --sleep-before 10 --sleep-s 300")
+    r = run_ccrun("--standalone", "--nproc-per-node", str(nproc), "--hang-timeout", "2",
                   "--stop-grace", "2", "--log-dir", str(tmp_path), "--no-python", "/bin/sh", "-c",
                   prog, timeout=120)
     assert r.returncode == 1, r.stderr
+    return r
+
+
+def test_a_hang_dumps_torchs_nccl_flight_recorders(tmp_path):
+    r = hang_with_fake_flight_recorders(tmp_path, 2, 1)
     rep = report(str(tmp_path))
     traces = {s["rank"]: s["nccl_trace"] for s in rep["hang"]["stacks"]}
     for rank in (0, 1):
@@ -326,13 +333,7 @@ def test_a_verdict_that_names_no_cause_takes_the_flight_recorders_finding(tmp_pa
     # One rank, idle outside any call: its records tell nothing more (as on a
     # GPU, where an NCCL call returns once queued and the rank then waits for
     # the GPU); what its flight recorder says goes into the root cause.
-    fake = os.path.join(os.path.dirname(__file__), "fake_flight_recorder.py")
-    prog = (f"/usr/bin/python3 -I {fake} & exec {binary(*WORKER)} --steps 40 --sleep-rank 0 "
-            "--sleep-before 10 --sleep-s 300")
-    r = run_ccrun("--standalone", "--nproc-per-node", "1", "--hang-timeout", "2",
-                  "--stop-grace", "2", "--log-dir", str(tmp_path), "--no-python", "/bin/sh", "-c",
-                  prog, timeout=120)
-    assert r.returncode == 1, r.stderr
+    r = hang_with_fake_flight_recorders(tmp_path, 1, 0)
     finding = "NCCL flight recorder: rank 0: all_reduce #21 of group 0 (default_pg), 256 Float, issued "
     assert re.search(r"error:\n\s+hang: no rank has progressed for [0-9.]+s \(no rank inside a "
                      r"collective call; no step marked\); " + re.escape(finding), r.stderr), r.stderr[-3000:]
