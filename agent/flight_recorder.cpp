@@ -201,7 +201,8 @@ std::vector<std::string> job_flight_findings(std::vector<FlightRecord> mine, con
 
 std::string with_flight_finding(const std::string& message, const std::vector<std::string>& findings) {
   if (findings.empty()) return message;
-  std::string more = findings.size() > 1 ? fmt::format(" (and {} more findings in the log)", findings.size() - 1) : "";
+  std::string more =
+      findings.size() > 1 ? fmt::format(" (and {} more findings in the log)", findings.size() - 1) : "";
   return message + "; NCCL flight recorder: " + findings.front() + more;
 }
 

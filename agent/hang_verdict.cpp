@@ -261,11 +261,13 @@ std::string idle_verdict(const std::vector<Member>& members, int64_t idle_ms, st
          describe_call(*lead, n) + ", which " + ranks_named(ahead) + " issued" + last + "; " + why;
 }
 
-// When the call that has waited longest is a send or a receive: only its
-// peer takes part in it, and the record does not name the peer. The ranks in no call, idle for the timeout while every
-// other rank waits in one, are then the culprits ("rank 2 is in no call,
-// while ranks 0,1,3 wait in calls (the longest: rank 3 in recv #25 ... for
-// 31s, a point-to-point call)"); else the ranks in calls, the cause unnamed.
+// When the call that has waited longest is a send or a receive, only its
+// peer takes part in it, and the record does not name the peer: the ranks of
+// its group that never issued it are not behind in it. The ranks in no call,
+// idle for the timeout while every other rank waits in one, are then the
+// culprits ("rank 2 is in no call, while ranks 0,1,3 wait in calls (the
+// longest: rank 3 in recv #25 ... for 31s, a point-to-point call)"); with
+// none, the ranks in calls, and `named` is false.
 std::string p2p_verdict(const std::vector<const RankView*>& ranks, int64_t timeout_ms,
                         std::vector<int>& culprits, bool& named) {
   std::vector<int> outside, inside;
@@ -282,18 +284,21 @@ std::string p2p_verdict(const std::vector<const RankView*>& ranks, int64_t timeo
     (in_call ? inside : outside).push_back(r->rank);
     at_work = at_work || (!in_call && r->idle_ms < timeout_ms);
   }
+  if (!call) return "";
   std::string longest = "rank " + std::to_string(call_rank) + " in " +
                         describe_call(*call, call->completed + 1) + " for " +
-                        secs(call->waiting_ms) + ", a point-to-point call";
+                        secs(call->waiting_ms) + (is_p2p(call->op) ? ", a point-to-point call" : "");
   named = !outside.empty() && !at_work;
   culprits = named ? outside : inside;
   if (!named) {
     return ranks_named(inside) + (inside.size() == 1 ? " has" : " have") +
            " waited in calls (the longest: " + longest +
-           ", which its peer holds up: the stacks say where each rank is)";
+           (is_p2p(call->op) ? ", which its peer holds up" : "") +
+           ": the stacks say where each rank is)";
   }
   return ranks_named(outside) + (outside.size() == 1 ? " is" : " are") + " in no call, while " +
-         ranks_named(inside) + " wait in calls (the longest: " + longest + ")";
+         ranks_named(inside) + (inside.size() == 1 ? " waits" : " wait") +
+         " in calls (the longest: " + longest + ")";
 }
 
 }  // namespace
@@ -376,7 +381,9 @@ HangVerdict judge_hang(const std::vector<RankView>& ranks, int64_t timeout_ms) {
   std::string desync = call && behind.empty() ? mismatch(members, n, v.culprits) : "";
   if (none_waits) {
     v.headline = idle_verdict(members, least, v.culprits);
-  } else if (call && is_p2p(call->op)) {
+  } else if (!call || is_p2p(call->op)) {
+    // No member waits in the group's last call: a send or receive behind (only a peer takes
+    // part in it), as when the call that waited longest is one.
     v.headline = p2p_verdict(reporting, timeout_ms, v.culprits, v.cause_named);
   } else if (!behind.empty()) {
     v.culprits = behind;

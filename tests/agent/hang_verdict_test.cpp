@@ -229,6 +229,16 @@ TEST_CASE("judge_hang: a rank waiting in a receive names the rank in no call, no
   // A rank outside calls that is still at work is not judged so.
   ranks[0] = rank(0, 24, 24, 2'000, -1);
   CHECK_FALSE(judge_hang(ranks, 30'000).cause_named);
+  // The rank waiting in a receive made fewer calls than the others, which all returned.
+  ranks = {rank(0, 27, 27, 31'000, -1, 3), rank(1, 25, 24, 31'000, 31'000, 3),
+           rank(2, 27, 27, 31'000, -1, 3)};
+  ranks[0].groups[0].op = kSend;
+  ranks[1].groups[0].op = kRecv;
+  v = judge_hang(ranks, 30'000);
+  REQUIRE(v.hung);
+  CHECK(v.culprits == std::vector<int>{0, 2});
+  CHECK_THAT(v.headline, Catch::StartsWith("ranks 0,2 are in no call, while rank 1 waits in calls "
+                                           "(the longest: rank 1 in recv #25"));
 }
 
 TEST_CASE("judge_hang: with no call in flight, a subgroup whose members disagree is named") {
@@ -249,7 +259,8 @@ TEST_CASE("judge_hang: a verdict that tells no rank from another names no cause"
   REQUIRE(v.hung);
   CHECK_FALSE(v.cause_named);
   CHECK(v.culprits == std::vector<int>{0, 1});
-  CHECK_THAT(v.headline, Catch::StartsWith("no rank has progressed for 45s (no rank inside a collective call"));
+  CHECK_THAT(v.headline,
+             Catch::StartsWith("no rank has progressed for 45s (no rank inside a collective call"));
   // Every member in the same call: none behind.
   ranks = {rank(0, 7, 6, 31'000, 31'000, 2), rank(1, 7, 6, 31'000, 31'000, 2)};
   CHECK_FALSE(judge_hang(ranks, 30'000).cause_named);
