@@ -65,12 +65,14 @@ def test_a_program_named_status_still_runs(tmp_path):
     assert "I am a program named status" in r.stdout
 
 
-def test_forming_running_restarting_failed():
+def test_forming_running_restarting_failed(tmp_path):
+    fail = tmp_path / "fail"  # rank 0 of the first attempt fails once the test made this file
     with start_daemon("--host", "127.0.0.1") as d:
         # The second node's workers ignore SIGTERM: its stop lasts the grace
         # period, long enough to see the job restarting.
         first = agent(d, "st1", 'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "$RANK" = 0 ]; '
-                                'then sleep 1.5; exit 3; fi; sleep 30', restarts=1)
+                                f'then while [ ! -e {fail} ]; do sleep 0.05; done; exit 3; fi; '
+                                'sleep 30', restarts=1)
         rc, st = wait_state(d, "st1", "forming")
         assert rc == 0 and st["joined"] == 1
         second = agent(d, "st1", 'trap "" TERM; sleep 30', restarts=1)
@@ -85,6 +87,7 @@ def test_forming_running_restarting_failed():
         # Answers within 100 ms of work; the rest is process start-up, which an instrumented
         # (sanitizer) build takes longer over, beside the suite's heavier tests.
         assert took < (2.0 if os.environ.get("CCRUN_SANITIZED") else 0.5)
+        fail.touch()
         rc, st = wait_state(d, "st1", "restarting")
         assert rc == 0 and st["last_failure"]["exit_code"] == 3
         # The second attempt fails for good when the first node is stopped.
