@@ -107,7 +107,7 @@ class Proc:
         `to_janitors` instead, when given."""
         for p in [self.pid, *self.descendants()]:
             try:
-                os.kill(p, to_janitors if to_janitors and _comm(p) == JANITOR else sig)
+                os.kill(p, to_janitors if to_janitors and is_janitor(p) else sig)
             except ProcessLookupError:
                 pass
 
@@ -201,7 +201,7 @@ class Cluster:
         self.procs = []
         inside = {ns: subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
                                      text=True).stdout.split() for ns in self.namespaces}
-        wait_gone([int(p) for pids in inside.values() for p in pids if _comm(p) == JANITOR], 10)
+        wait_gone([int(p) for pids in inside.values() for p in pids if is_janitor(p)], 10)
         for ns in self.namespaces:
             # Anything still inside (a stray worker) dies with its namespace's
             # processes killed first.
@@ -215,6 +215,12 @@ class Cluster:
         self.namespaces = []
         # The commands' output files: a failed test has shown what it needed by now.
         shutil.rmtree(self.logdir, ignore_errors=True)
+
+
+def is_janitor(pid):
+    """Whether pid is an agent's ccrun-janitor (it removes the agent's files once the agent is
+    gone, however it ended)."""
+    return _comm(pid) == JANITOR
 
 
 def _comm(pid):

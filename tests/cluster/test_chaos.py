@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 
+from cluster import is_janitor
 from helpers import binary
 
 CHAOS_SECONDS = float(os.environ.get("CCRUN_CHAOS_SECONDS", "60"))
@@ -101,7 +102,10 @@ def test_chaos(make_cluster):
             target = a.proc.pid
             a.signals.append(sig)
         else:
-            workers = [p for a in agents if alive(a.proc) for p in a.proc.descendants()]
+            # Not the agents' janitors: one killed, and its agent killed later, leaves the
+            # agent's files in /dev/shm and /tmp with nobody to remove them.
+            workers = [p for a in agents if alive(a.proc) for p in a.proc.descendants()
+                       if not is_janitor(p)]
             if not workers:
                 continue
             target = rng.choice(workers)
