@@ -224,12 +224,22 @@ std::string mismatch(const std::vector<Member>& members, uint64_t n, std::vector
          (culprits.size() == 1 ? "rank" : "ranks") + " named first)";
 }
 
+// "rank 2 has not issued all_reduce #21 of the world group (256 elements),
+// which ranks 0,1,3": the ranks `behind` that never issued `call` as #n, and
+// the `others` that did (the caller says what they did with it).
+std::string not_issued(const std::vector<int>& behind, const GroupView& call, uint64_t n,
+                       const std::vector<int>& others) {
+  return ranks_named(behind) + (behind.size() == 1 ? " has" : " have") + " not issued " +
+         describe_call(call, n) + ", which " + ranks_named(others);
+}
+
 // When no rank waits in a call and `members` (disagreeing_group's) disagree,
 // the verdict naming the ranks behind, or those that issued another call:
 // "rank 2 has not issued all_reduce #21 of the world group (256 elements),
 // which ranks 0,1,3 issued (its last: #20); no rank has progressed for 5s
 // ..."; "" when `members` is empty.
-std::string idle_verdict(const std::vector<Member>& members, int64_t idle_ms, std::vector<int>& culprits) {
+std::string idle_verdict(const std::vector<Member>& members, int64_t idle_ms,
+                         std::vector<int>& culprits) {
   if (members.empty()) return "";
   uint64_t n = 0;
   for (const auto& m : members) n = std::max(n, m.group.issued);
@@ -257,8 +267,7 @@ std::string idle_verdict(const std::vector<Member>& members, int64_t idle_ms, st
                          ? std::string(behind.size() == 1 ? " (its last: #" : " (their last: #") +
                                std::to_string(*lasts.begin()) + ")"
                          : "";
-  return ranks_named(behind) + (behind.size() == 1 ? " has" : " have") + " not issued " +
-         describe_call(*lead, n) + ", which " + ranks_named(ahead) + " issued" + last + "; " + why;
+  return not_issued(behind, *lead, n, ahead) + " issued" + last + "; " + why;
 }
 
 // When the call that has waited longest is a send or a receive, only its
@@ -378,7 +387,6 @@ HangVerdict judge_hang(const std::vector<RankView>& ranks, int64_t timeout_ms) {
   v.hung = true;
   int64_t least = reporting.front()->idle_ms;
   for (const auto* r : reporting) least = std::min(least, r->idle_ms);
-  std::string desync = call && behind.empty() ? mismatch(members, n, v.culprits) : "";
   if (none_waits) {
     v.headline = idle_verdict(members, least, v.culprits);
   } else if (!call || is_p2p(call->op)) {
@@ -387,10 +395,9 @@ HangVerdict judge_hang(const std::vector<RankView>& ranks, int64_t timeout_ms) {
     v.headline = p2p_verdict(reporting, timeout_ms, v.culprits, v.cause_named);
   } else if (!behind.empty()) {
     v.culprits = behind;
-    v.headline = ranks_named(behind) + (behind.size() == 1 ? " has" : " have") + " not issued " +
-                 describe_call(*call, n) + ", which " + ranks_named(waiting) +
-                 (waiting.size() == 1 ? " has" : " have") + " waited in for " + secs(longest);
-  } else if (!desync.empty()) {
+    v.headline = not_issued(behind, *call, n, waiting) + (waiting.size() == 1 ? " has" : " have") +
+                 " waited in for " + secs(longest);
+  } else if (std::string desync = mismatch(members, n, v.culprits); !desync.empty()) {
     v.headline = desync + "; waited for " + secs(longest);
   } else {
     v.culprits = waiting;
