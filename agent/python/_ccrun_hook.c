@@ -16,12 +16,10 @@
  * a failure inside the hook leaves the call unrecorded, and torch's own errors go to the caller
  * unchanged.
  *
- * Built twice from this source: for the system's Python, with the full C API (the
- * interpreter calls the wrappers by vectorcall, they call torch's function the same way), as
+ * Built twice from this source: for the system's Python, with the full C API, as
  * _ccrun_hook.cpython-3XY-*.so; and on the stable ABI of Python 3.11 (Py_LIMITED_API), as
  * _ccrun_hook.abi3.so, which any later Python loads (a conda or venv Python 3.12 on a GPU
- * node): there the wrappers are called by tp_call and call torch's function with a tuple, as
- * the limited API of 3.11 has no vectorcall, which costs a little more a call. Each Python
+ * node). Both are called by vectorcall and call torch's functions the same way. Each Python
  * imports the first it can: its own build, else the stable one. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -30,39 +28,47 @@
 #include <string.h>
 #include <time.h>
 
-/* What the limited API lacks, in the form the full one has. */
-#ifdef Py_LIMITED_API
+/* Vectorcall: how the interpreter calls the wrappers and how they call torch's functions, in
+ * both builds. The stable ABI has it from Python 3.12; Python 3.11, the oldest this module
+ * loads in (PyInit__ccrun_hook checks), exports the same functions with the same signatures
+ * and honours the same type flag and __vectorcalloffset__ member, but its limited API does
+ * not declare them: declared here as 3.12's stable ABI has them. (Through tp_call, the
+ * stable-ABI build cost 50-250 ns a call more: a tuple and a dict made at every call.) */
+#if defined(Py_LIMITED_API) && Py_LIMITED_API + 0 < 0x030C0000
 typedef PyObject* (*vectorcallfunc)(PyObject*, PyObject* const*, size_t, PyObject*);
-#define CCRUN_ARGS_OFFSET ((size_t)1 << (8 * sizeof(size_t) - 1))
-static inline Py_ssize_t nargs_of(size_t nargsf) {
-  return (Py_ssize_t)(nargsf & ~CCRUN_ARGS_OFFSET);
-}
+#define PY_VECTORCALL_ARGUMENTS_OFFSET ((size_t)1 << (8 * sizeof(size_t) - 1))
+#define Py_TPFLAGS_HAVE_VECTORCALL (1UL << 11)
+PyAPI_FUNC(PyObject*) PyObject_Vectorcall(PyObject* callable, PyObject* const* args,
+                                          size_t nargsf, PyObject* kwnames);
+PyAPI_FUNC(PyObject*) PyObject_VectorcallMethod(PyObject* name, PyObject* const* args,
+                                                size_t nargsf, PyObject* kwnames);
+PyAPI_FUNC(PyObject*) PyVectorcall_Call(PyObject* callable, PyObject* tuple, PyObject* dict);
+#endif
+#ifdef Py_LIMITED_API
 #define TUPLE_SIZE(t) PyTuple_Size(t)
 #define TUPLE_ITEM(t, i) PyTuple_GetItem(t, i)
-static PyObject* call_wrapped(PyObject* fn, PyObject* const* args, size_t nargsf,
-                              PyObject* kwnames);
-static inline PyObject* call_one(PyObject* fn, PyObject* arg) {
-  return PyObject_CallFunctionObjArgs(fn, arg, NULL);
-}
-static inline PyObject* call_method(PyObject* o, PyObject* name) {
-  return PyObject_CallMethodObjArgs(o, name, NULL);
-}
 #else
-static inline Py_ssize_t nargs_of(size_t nargsf) { return PyVectorcall_NARGS(nargsf); }
 #define TUPLE_SIZE(t) PyTuple_GET_SIZE(t)
 #define TUPLE_ITEM(t, i) PyTuple_GET_ITEM(t, i)
+#endif
+
+static inline Py_ssize_t nargs_of(size_t nargsf) {
+  return (Py_ssize_t)(nargsf & ~PY_VECTORCALL_ARGUMENTS_OFFSET);
+}
 /* Calls the callable a wrapper wraps with the wrapper's own arguments. */
 static inline PyObject* call_wrapped(PyObject* fn, PyObject* const* args, size_t nargsf,
                                      PyObject* kwnames) {
   return PyObject_Vectorcall(fn, args, nargsf, kwnames);
 }
+/* fn(arg); the slot before arg's is the callee's to use (the offset flag). */
 static inline PyObject* call_one(PyObject* fn, PyObject* arg) {
-  return PyObject_CallOneArg(fn, arg);
+  PyObject* stack[2] = {NULL, arg};
+  return PyObject_Vectorcall(fn, stack + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
+/* o.name() */
 static inline PyObject* call_method(PyObject* o, PyObject* name) {
-  return PyObject_CallMethodNoArgs(o, name);
+  return PyObject_VectorcallMethod(name, &o, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
-#endif
 
 /* Replaces *at's reference with `value`'s (a new one). */
 static inline void set_ref(PyObject** at, PyObject* value) {
@@ -316,102 +322,16 @@ static void wrapper_dealloc(PyObject* self) {
 /* Where the head's __dict__ and vectorcall are, for the types' specs. */
 static PyMemberDef wrapper_members[] = {
     {"__dictoffset__", T_PYSSIZET, offsetof(Wrapper, dict), READONLY, NULL},
-#ifndef Py_LIMITED_API
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(Wrapper, vectorcall), READONLY, NULL},
-#endif
     {NULL, 0, 0, 0, NULL},
 };
 
-/* How the interpreter calls a wrapper type: by vectorcall, or (the stable ABI) by a tp_call
- * that DEFINE_TP_CALL(impl) defines, passing the arguments on to impl as vectorcall would.
- * WRAPPER_SLOTS(impl): the type slots every wrapper type has, called through impl. */
-#ifndef Py_LIMITED_API
+/* How the interpreter calls a wrapper type: by its vectorcall; tp_call too, which passes the
+ * arguments on in the same form. WRAPPER_SLOTS: the type slots every wrapper type has. */
 #define WRAPPER_FLAGS (Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL)
-#define WRAPPER_TP_CALL(impl) PyVectorcall_Call
-#define DEFINE_TP_CALL(impl)
-#else
-#define WRAPPER_FLAGS (Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC)
-#define WRAPPER_TP_CALL(impl) impl##_tp_call
-#define DEFINE_TP_CALL(impl)                                                           \
-  static PyObject* impl##_tp_call(PyObject* self, PyObject* args, PyObject* kwargs) { \
-    return call_as_vector(self, args, kwargs, (vectorcallfunc)impl);                  \
-  }
 
-/* The arguments of the tp_call this thread is in, as it was called and as call_as_vector made
- * them: call_wrapped passes them on to the wrapped callable as they came. */
-typedef struct {
-  PyObject* const* stack;
-  PyObject *args, *kwargs, *names;
-} TpCall;
-static _Thread_local TpCall g_tp_call;
-
-/* The keyword names of the last call with keywords on this thread (a strong reference): most
- * code passes a collective the same keywords every time, in the same order, as the same
- * interned strings, so their tuple is made once, not at every call. */
-static _Thread_local PyObject* g_last_names;
-
-/* The keywords' values into stack[n..n+k), and their names as a tuple (a new reference; NULL
- * with an error set): the last call's tuple when the names are the same objects in the same
- * order. */
-static PyObject* keyword_names(PyObject* kwargs, Py_ssize_t k, PyObject** stack, Py_ssize_t n) {
-  PyObject* last = g_last_names;
-  int same = last != NULL && TUPLE_SIZE(last) == k;
-  PyObject *key, *value;
-  Py_ssize_t pos = 0;
-  for (Py_ssize_t i = 0; PyDict_Next(kwargs, &pos, &key, &value); ++i) {
-    stack[n + i] = value;
-    same = same && TUPLE_ITEM(last, i) == key;
-  }
-  if (same) return Py_NewRef(last);
-  PyObject* names = PyTuple_New(k);
-  if (names == NULL) return NULL;
-  pos = 0;
-  for (Py_ssize_t i = 0; PyDict_Next(kwargs, &pos, &key, &value); ++i) {
-    PyTuple_SetItem(names, i, Py_NewRef(key));
-  }
-  g_last_names = Py_NewRef(names);
-  Py_XDECREF(last);
-  return names;
-}
-
-/* A tp_call in the vectorcall form the wrappers are written in: the positional arguments,
- * then the keywords' values, their names in a tuple. */
-static PyObject* call_as_vector(PyObject* self, PyObject* args, PyObject* kwargs,
-                                vectorcallfunc impl) {
-  Py_ssize_t n = PyTuple_Size(args), k = kwargs != NULL ? PyDict_Size(kwargs) : 0;
-  PyObject* small[8];
-  PyObject** stack = n + k <= 8 ? small : PyMem_Malloc(sizeof(PyObject*) * (size_t)(n + k));
-  if (stack == NULL) return PyErr_NoMemory();
-  for (Py_ssize_t i = 0; i < n; ++i) stack[i] = PyTuple_GetItem(args, i);
-  PyObject* names = k > 0 ? keyword_names(kwargs, k, stack, n) : NULL;
-  PyObject* result = NULL;
-  if (k == 0 || names != NULL) {
-    TpCall outer = g_tp_call;
-    g_tp_call = (TpCall){stack, args, kwargs, names};
-    result = impl(self, stack, (size_t)n, names);
-    g_tp_call = outer;
-  }
-  Py_XDECREF(names);
-  if (stack != small) PyMem_Free(stack);
-  return result;
-}
-
-/* Calls the callable a wrapper wraps with the wrapper's own arguments: the tuple and dict its
- * tp_call got. Every wrapper passes on exactly what it was called with; anything else is a
- * mistake here, said as one. */
-static PyObject* call_wrapped(PyObject* fn, PyObject* const* args, size_t nargsf,
-                              PyObject* kwnames) {
-  if (args != g_tp_call.stack || kwnames != g_tp_call.names ||
-      nargs_of(nargsf) != PyTuple_Size(g_tp_call.args)) {
-    PyErr_SetString(PyExc_SystemError, "_ccrun_hook: a wrapper passed on other arguments");
-    return NULL;
-  }
-  return PyObject_Call(fn, g_tp_call.args, g_tp_call.kwargs);
-}
-#endif
-
-#define WRAPPER_SLOTS(impl)                                                          \
-  {Py_tp_call, WRAPPER_TP_CALL(impl)}, {Py_tp_dealloc, wrapper_dealloc},              \
+#define WRAPPER_SLOTS                                                                \
+  {Py_tp_call, PyVectorcall_Call}, {Py_tp_dealloc, wrapper_dealloc},                  \
       {Py_tp_repr, wrapper_repr}, {Py_tp_getset, wrapper_getset},                     \
       {Py_tp_members, wrapper_members}
 
@@ -698,16 +618,13 @@ static int collective_clear(Collective* c) {
   return 0;
 }
 
-
-DEFINE_TP_CALL(collective_call)
-
 static PyType_Slot collective_slots[] = {
     {Py_tp_doc, "A torch.distributed collective that records each call in its group's slot "
                 "(ccrun_progress._wrap says what each argument is)."},
     {Py_tp_new, collective_new},
     {Py_tp_traverse, collective_traverse},
     {Py_tp_clear, collective_clear},
-    WRAPPER_SLOTS(collective_call),
+    WRAPPER_SLOTS,
     {0, NULL},
 };
 static PyType_Spec collective_spec = {"_ccrun_hook.Collective", sizeof(Collective), 0,
@@ -731,38 +648,59 @@ ASSERT_WRAPPER_HEAD(DdpForward, forward);
 static PyObject* s_training;
 static PyObject* s_require_sync;
 
-/* Issues one DDP step of `module` if this forward is one; never leaves an error. */
-static void ddp_issue(DdpForward* d, PyObject* module) {
-  if (truthy_attr(module, s_training) <= 0 || truthy_attr(module, s_require_sync) <= 0) {
-    PyErr_Clear();
-    return;
-  }
-  PyObject* enabled = PyObject_CallNoArgs(d->grad_enabled);
-  int on = enabled == Py_True;
-  Py_XDECREF(enabled);
-  if (!on) {
-    PyErr_Clear();
-    return;
-  }
+/* bool(module.name): from the module's __dict__, where nn.Module keeps `training` and DDP
+ * `require_backward_grad_sync` (a dict lookup, not getattr's walk of DDP's classes first),
+ * else by getattr; -1 with an error set. */
+static int truthy_in(PyObject* dict, PyObject* module, PyObject* name) {
+  PyObject* v = PyDict_GetItemWithError(dict, name);
+  if (v == Py_True) return 1;
+  if (v == Py_False) return 0;
+  if (v != NULL) return PyObject_IsTrue(v);
+  return PyErr_Occurred() ? -1 : truthy_attr(module, name);
+}
+
+/* Whether this forward of `module` is a DDP step (a training forward, grad enabled, outside
+ * no_sync()), and then its entry in the module's __dict__ (a new reference); NULL: not a
+ * step, or not recorded. Leaves no error. */
+static PyObject* ddp_entry(DdpForward* d, PyObject* module) {
   PyObject* dict = PyObject_GenericGetDict(module, NULL);
   if (dict == NULL) {
     PyErr_Clear();
-    return;
+    return NULL;
   }
-  PyObject* entry = PyDict_GetItemWithError(dict, d->key);  /* (id, i_issued_ns, i_issued) */
-  Py_XINCREF(entry);
+  int step = truthy_in(dict, module, s_training) > 0 &&
+             truthy_in(dict, module, s_require_sync) > 0;
+  if (step) {
+    PyObject* enabled = PyObject_CallNoArgs(d->grad_enabled);
+    step = enabled == Py_True;
+    Py_XDECREF(enabled);
+  }
+  PyObject* entry = step ? Py_XNewRef(PyDict_GetItemWithError(dict, d->key)) : NULL;
   Py_DECREF(dict);
-  if (entry == NULL || !PyTuple_Check(entry) || TUPLE_SIZE(entry) != 3 ||
-      PyLong_AsVoidPtr(TUPLE_ITEM(entry, 0)) != (void*)module) {
-    Py_XDECREF(entry);  /* the first step, or a copy of a module that had one */
+  if (!step || PyErr_Occurred()) {  /* an error reading an attribute: not a step either */
+    Py_XDECREF(entry);
     PyErr_Clear();
-    entry = PyObject_CallFunctionObjArgs(d->make_entry, module, d->torch, NULL);
-    if (entry == NULL || !PyTuple_Check(entry) || TUPLE_SIZE(entry) != 3) {
-      Py_XDECREF(entry);
-      PyErr_Clear();
-      return;
-    }
+    return NULL;
   }
+  if (entry != NULL && PyTuple_Check(entry) && TUPLE_SIZE(entry) == 3 &&
+      PyLong_AsVoidPtr(TUPLE_ITEM(entry, 0)) == (void*)module) {
+    return entry;
+  }
+  Py_XDECREF(entry);  /* the first step, or a copy of a module that had one */
+  PyErr_Clear();
+  entry = PyObject_CallFunctionObjArgs(d->make_entry, module, d->torch, NULL);
+  if (entry == NULL || !PyTuple_Check(entry) || TUPLE_SIZE(entry) != 3) {
+    Py_XDECREF(entry);
+    PyErr_Clear();
+    return NULL;
+  }
+  return entry;
+}
+
+/* Issues one DDP step of `module` if this forward is one; never leaves an error. */
+static void ddp_issue(DdpForward* d, PyObject* module) {
+  PyObject* entry = ddp_entry(d, module);
+  if (entry == NULL) return;
   Py_ssize_t i_issued_ns = PyLong_AsSsize_t(TUPLE_ITEM(entry, 1));
   Py_ssize_t i_issued = PyLong_AsSsize_t(TUPLE_ITEM(entry, 2));
   Py_DECREF(entry);
@@ -831,7 +769,6 @@ static int ddp_clear(DdpForward* d) {
   return 0;
 }
 
-
 /* A class attribute: DDP_instance.forward is a bound method, as with a Python function. */
 #ifdef Py_LIMITED_API
 static PyObject* g_method_type;  /* types.MethodType */
@@ -846,9 +783,6 @@ static PyObject* method_get(PyObject* self, PyObject* obj, PyObject* type) {
 #endif
 }
 
-
-DEFINE_TP_CALL(ddp_call)
-
 static PyType_Slot ddp_slots[] = {
     {Py_tp_doc, "DistributedDataParallel.forward, issuing one DDP step in the module's slot "
                 "per training forward (ccrun_progress._patch_ddp)."},
@@ -856,7 +790,7 @@ static PyType_Slot ddp_slots[] = {
     {Py_tp_descr_get, method_get},
     {Py_tp_traverse, ddp_traverse},
     {Py_tp_clear, ddp_clear},
-    WRAPPER_SLOTS(ddp_call),
+    WRAPPER_SLOTS,
     {0, NULL},
 };
 static PyType_Spec ddp_spec = {"_ccrun_hook.DdpForward", sizeof(DdpForward), 0,
@@ -1058,9 +992,6 @@ static int work_clear(WorkMethod* w) {
   return 0;
 }
 
-
-DEFINE_TP_CALL(work_call)
-
 static PyType_Slot work_slots[] = {
     {Py_tp_doc, "torch's Work.wait or Work.is_completed, completing the async call the Work "
                 "belongs to (ccrun_progress._patch_work)."},
@@ -1068,7 +999,7 @@ static PyType_Slot work_slots[] = {
     {Py_tp_descr_get, method_get},
     {Py_tp_traverse, work_traverse},
     {Py_tp_clear, work_clear},
-    WRAPPER_SLOTS(work_call),
+    WRAPPER_SLOTS,
     {0, NULL},
 };
 static PyType_Spec work_spec = {"_ccrun_hook.WorkMethod", sizeof(WorkMethod), 0,
