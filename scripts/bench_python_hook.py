@@ -38,7 +38,7 @@ def worker(calls, init):
     dist.init_process_group("gloo", init_method=init, rank=0, world_size=1)
     from torch.distributed import distributed_c10d as c10d
     from torch.nn.parallel import DistributedDataParallel as DDP
-    t = torch.ones(1)
+    t, t_out, gathered = torch.ones(1), torch.ones(1), [torch.ones(1)]
     sub = dist.new_group([0])
     ddp, x = DDP(torch.nn.Linear(16, 16)), torch.randn(4, 16)
     ddp_forward = DDP.forward
@@ -76,6 +76,14 @@ def worker(calls, init):
                                              lambda f: f(t, async_op=True).wait()),
         "barrier()": (dist.barrier, lambda f: f()),
         "broadcast(1 element)": (dist.broadcast, lambda f: f(t, 0)),
+        "reduce(1 element)": (dist.reduce, lambda f: f(t, 0)),
+        "all_gather(1 element)": (dist.all_gather, lambda f: f(gathered, t)),
+        "all_gather_into_tensor(1 element)": (getattr(dist, "all_gather_into_tensor", None),
+                                              lambda f: f(t_out, t)),
+        "gather(1 element)": (dist.gather, lambda f: f(t, gathered, 0)),
+        "scatter(1 element)": (dist.scatter, lambda f: f(t_out, [t], 0)),
+        "reduce_scatter(1 element)": (dist.reduce_scatter, lambda f: f(t_out, [t])),
+        "all_to_all_single(1 element)": (dist.all_to_all_single, lambda f: f(t_out, t)),
         "DDP forward (Linear 16x16)": (ddp_forward, lambda f: f(ddp, x)),
         "DDP forward + backward": (ddp_forward, lambda f: f(ddp, x).sum().backward()),
     }
@@ -84,6 +92,10 @@ def worker(calls, init):
         cases["collective wrapper, add_(0) inside"] = (noop_collective, lambda f: f(t))
     out = {}
     for name, (fn, call) in cases.items():
+        try:  # what this torch or gloo lacks (gloo has no reduce_scatter) is left out
+            call(fn)
+        except (TypeError, RuntimeError, ValueError):
+            continue
         original = getattr(fn, "__ccrun_wrapped__", None)
         variants = {"hooked": fn, "original": original} if original else {"original": fn}
         rounds = {k: [] for k in variants}

@@ -296,7 +296,7 @@ if [[ -z $torch_py ]]; then
   record "start-up hook's cost per torch call" SKIP 0 "no python3 with torch"
 else
   t0=$SECONDS
-  calls=3000
+  calls=2000
   ((quick)) && calls=1000
   # Its C wrappers from $logs/hook (CCRUN_BUILD_DIR/agent/python), when there are any.
   if run "$logs/python_hook.log" env CCRUN_BUILD_DIR="$logs/hook" "$torch_py" \
