@@ -405,6 +405,45 @@ def test_the_fault_matrix_names_each_culprit(tmp_path, fault, culprit):
         assert "kill" in stacks[culprit]["native"], stacks[culprit]["native"]
 
 
+# The same matrix where calls return once queued, as NCCL's do through torch
+# (tools/collectives_queued_worker.cpp: the job's store stands in for the GPUs,
+# which a machine with one GPU cannot give several NCCL ranks): no rank waits in
+# a call, so the verdict reads the ranks' counts of calls issued.
+QUEUED_FAULTS = {
+    "skip": (["--skip-rank", "{c}", "--skip-at", "21"],
+             lambda c: (rf"rank {c} has not issued all_reduce #21 of the world group \(1024 "
+                        rf"elements\), which ranks {others(c)} issued \(its last: #20\)")),
+    "barrier": (["--barrier-rank", "{c}", "--barrier-at", "21"],
+                lambda c: (rf"rank {c} issued barrier as call #21 of the world group, where ranks "
+                           rf"{others(c)} issued all_reduce \(1024 elements\): a desync; rank "
+                           rf"{c} made one all_reduce fewer \(20 against 21\)")),
+    "size": (["--count-rank", "{c}", "--count-at", "21", "--other-count", "512"],
+             lambda c: (rf"rank {c} issued all_reduce with 512 elements as call #21 of the world "
+                        rf"group, where ranks {others(c)} issued all_reduce \(1024 elements\): "
+                        rf"a desync")),
+}
+
+
+@pytest.mark.parametrize("fault,culprit", [("skip", 2), ("skip", 0), ("barrier", 2),
+                                           ("size", 0)])
+def test_calls_that_return_once_queued_name_the_rank_behind_or_apart(tmp_path, fault, culprit):
+    timeout = 3
+    args, expected = QUEUED_FAULTS[fault]
+    r = run_ccrun("--standalone", "--nproc-per-node", "4", "--hang-timeout", str(timeout),
+                  "--stop-grace", "5", "--log-dir", str(tmp_path),
+                  "--no-python", binary("tests", "collectives_queued_worker"), "--steps", "40",
+                  *[a.format(c=culprit) for a in args], timeout=120)
+    err = r.stderr
+    assert r.returncode == 1, err[-4000:]
+    m = re.search(rf"the job is hung \(--hang-timeout {timeout}s\): {expected(culprit)}.*; no rank "
+                  r"has progressed for ([\d.]+)s \(none waits in a call", err)
+    assert m, err[-4000:]
+    assert float(m.group(1)) <= timeout + 2, "the verdict came late"
+    rep = report(str(tmp_path))
+    assert rep["hang"]["culprits"] == [culprit]
+    assert rep["root_cause"]["cause"] == "hang" and rep["root_cause"]["rank"] == culprit
+
+
 class StandInRas:
     """NCCL's RAS server as a 2.24+ NCCL process answers `ncclras` (nccl_ras.h):
     the protocol handshake, OK to TIMEOUT, then the status, then EOF."""
