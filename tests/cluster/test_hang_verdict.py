@@ -44,6 +44,26 @@ def test_a_rank_on_another_node_is_named(make_cluster, tmp_path):
         assert "cause     : hang" in err and re.search(r"rank      : 3 \(local_rank 1\)", err), err[-2000:]
 
 
+def test_a_rank_on_another_node_behind_in_calls_that_return_once_queued_is_named(make_cluster):
+    # NCCL's case across nodes (tests/tools/collectives_queued_worker.cpp): every rank's calls
+    # return once queued, so no rank waits in one; rank 3, on node 1, never issues call #15.
+    c = make_cluster(2)
+    timeout = 3
+    worker = ["--no-python", binary("tests", "collectives_queued_worker"), "--steps", "40",
+              "--skip-rank", "3", "--skip-at", "15"]
+    procs = start_static(c, worker, nproc=2, extra=("--hang-timeout", str(timeout)))
+    codes = wait_all(procs, 120)
+    err0, err1 = procs[0].err(), procs[1].err()
+    assert codes == [1, 1], err0[-3000:] + err1[-3000:]
+    m = re.search(r"the job is hung \(--hang-timeout 3s\): rank 3 has not issued all_reduce #15 "
+                  r"of the world group \(1024 elements\), which ranks 0-2 issued \(its last: "
+                  r"#14\); no rank has progressed for ([\d.]+)s \(none waits in a call", err0)
+    assert m, err0[-3000:]
+    assert float(m.group(1)) <= timeout + 2, "the verdict came late"
+    for err in (err0, err1):
+        assert "cause     : hang" in err and re.search(r"rank      : 3 \(local_rank 1\)", err), err[-2000:]
+
+
 def test_four_nodes_stacks_are_printed_once_for_the_job(make_cluster):
     # 4 nodes of 2 ranks, rank 5 (node 2) behind: node 1 prints one block per class for the
     # whole job; nodes 0, 2 and 3 one line each about their own ranks.
