@@ -11,21 +11,32 @@ from helpers import binary
 from test_scenarios import HERE, start_static
 
 
-def test_a_rank_on_another_node_is_named(make_cluster, tmp_path):
+def hang_on_two_nodes(make_cluster, worker, timeout, *extra):
+    """Runs `worker` on two nodes of two ranks under --hang-timeout; both agents end with 1:
+    their stderr."""
     c = make_cluster(2)
-    timeout = 3
-    worker = ["--no-python", binary("tests", "collectives_progress_worker"), "--steps", "40",
-              "--sleep-rank", "3", "--sleep-before", "15", "--sleep-s", "300"]
-    procs = start_static(c, worker, nproc=2, extra=("--hang-timeout", str(timeout), "--log-dir", str(tmp_path)))
+    procs = start_static(c, worker, nproc=2, extra=("--hang-timeout", str(timeout), *extra))
     codes = wait_all(procs, 120)
     err0, err1 = procs[0].err(), procs[1].err()
     assert codes == [1, 1], err0[-3000:] + err1[-3000:]
-    m = re.search(r"the job is hung \(--hang-timeout 3s\): rank 3 has not issued all_reduce #15 "
-                  r"of the world group \(1024 elements\), which ranks 0-2 have waited in for "
-                  r"([\d.]+)s", err0)
-    assert m, err0[-3000:]
-    # Published with each heartbeat (0.5 s here), read by node 0 each second.
+    return err0, err1
+
+
+def assert_verdict_in_time(err, timeout, verdict):
+    """`verdict` (a pattern whose group 1 is the seconds it gives) is node 0's, in time: the
+    ranks' progress is published with each heartbeat (0.5 s here), read by node 0 each second."""
+    m = re.search(rf"the job is hung \(--hang-timeout {timeout}s\): {verdict}", err)
+    assert m, err[-3000:]
     assert float(m.group(1)) <= timeout + 2, "the verdict came late"
+
+
+def test_a_rank_on_another_node_is_named(make_cluster, tmp_path):
+    timeout = 3
+    worker = ["--no-python", binary("tests", "collectives_progress_worker"), "--steps", "40",
+              "--sleep-rank", "3", "--sleep-before", "15", "--sleep-s", "300"]
+    err0, err1 = hang_on_two_nodes(make_cluster, worker, timeout, "--log-dir", str(tmp_path))
+    assert_verdict_in_time(err0, timeout, r"rank 3 has not issued all_reduce #15 of the world "
+                           r"group \(1024 elements\), which ranks 0-2 have waited in for ([\d.]+)s")
     assert re.search(r"rank 3 \(host \S+, node 1, pid \d+\): not in a collective", err0)
     # Node 1 prints the job's stacks merged across both nodes: ranks 0-2 wait in the same
     # collective, on two nodes; node 0 says in a line what its ranks' are.
@@ -47,19 +58,13 @@ def test_a_rank_on_another_node_is_named(make_cluster, tmp_path):
 def test_a_rank_on_another_node_behind_in_calls_that_return_once_queued_is_named(make_cluster):
     # NCCL's case across nodes (tests/tools/collectives_queued_worker.cpp): every rank's calls
     # return once queued, so no rank waits in one; rank 3, on node 1, never issues call #15.
-    c = make_cluster(2)
     timeout = 3
     worker = ["--no-python", binary("tests", "collectives_queued_worker"), "--steps", "40",
               "--skip-rank", "3", "--skip-at", "15"]
-    procs = start_static(c, worker, nproc=2, extra=("--hang-timeout", str(timeout)))
-    codes = wait_all(procs, 120)
-    err0, err1 = procs[0].err(), procs[1].err()
-    assert codes == [1, 1], err0[-3000:] + err1[-3000:]
-    m = re.search(r"the job is hung \(--hang-timeout 3s\): rank 3 has not issued all_reduce #15 "
-                  r"of the world group \(1024 elements\), which ranks 0-2 issued \(its last: "
-                  r"#14\); no rank has progressed for ([\d.]+)s \(none waits in a call", err0)
-    assert m, err0[-3000:]
-    assert float(m.group(1)) <= timeout + 2, "the verdict came late"
+    err0, err1 = hang_on_two_nodes(make_cluster, worker, timeout)
+    assert_verdict_in_time(err0, timeout, r"rank 3 has not issued all_reduce #15 of the world "
+                           r"group \(1024 elements\), which ranks 0-2 issued \(its last: #14\); "
+                           r"no rank has progressed for ([\d.]+)s \(none waits in a call")
     for err in (err0, err1):
         assert "cause     : hang" in err and re.search(r"rank      : 3 \(local_rank 1\)", err), err[-2000:]
 
