@@ -12,7 +12,10 @@ ones (CCRUN_PYTHON_HOOK_C=0), once with the C ones built on the stable ABI (the 
 Pythons load, alone on the path); then the same calls in a process without the hook. The DDP
 forward is a Linear(16, 16) on a 4x16 input, without backward (DDP allows that when
 find_unused_parameters is off), then with it (the hook's end-of-backward callbacks included).
-Usage: /usr/bin/python3 scripts/bench_python_hook.py [CALLS]
+With --backend nccl (a machine with a GPU), the same calls on one GPU's buffers in a
+world-size-1 NCCL group, timed as issued: an NCCL call returns once queued, and what the hook
+adds is on the CPU; the GPU is synchronised between rounds.
+Usage: /usr/bin/python3 scripts/bench_python_hook.py [CALLS] [--backend gloo|nccl]
 """
 import json
 import os
@@ -28,19 +31,27 @@ ROUNDS = 7
 ROUND_CALLS = 50  # short rounds, alternating: the best of many is steadier on a busy machine
 
 
-def worker(calls, init):
+def worker(calls, init, backend):
     # One CPU for the process and gloo's threads: unpinned, a world-size-1 gloo call takes 10
     # or 35 us by chance (where its threads wake up), which hides the wrapper's cost.
     os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     import torch
     import torch.distributed as dist
     hooked = hasattr(dist.all_reduce, "__ccrun_wrapped__")
-    dist.init_process_group("gloo", init_method=init, rank=0, world_size=1)
+    # nccl: the calls on one GPU's buffers, timed as issued (an NCCL call returns once queued:
+    # the hook's cost is on the CPU), the GPU synchronised after each round.
+    device = "cuda" if backend == "nccl" else "cpu"
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    if device == "cuda":
+        torch.cuda.set_device(0)
+    dist.init_process_group(backend, init_method=init, rank=0, world_size=1)
     from torch.distributed import distributed_c10d as c10d
     from torch.nn.parallel import DistributedDataParallel as DDP
-    t, t_out, gathered = torch.ones(1), torch.ones(1), [torch.ones(1)]
+    ones = lambda: torch.ones(1, device=device)  # noqa: E731
+    t, t_out, gathered = ones(), ones(), [ones()]
     sub = dist.new_group([0])
-    ddp, x = DDP(torch.nn.Linear(16, 16)), torch.randn(4, 16)
+    ddp = DDP(torch.nn.Linear(16, 16).to(device), device_ids=[0] if device == "cuda" else None)
+    x = torch.randn(4, 16, device=device)
     ddp_forward = DDP.forward
     # The wrapper alone: the hook's DDP wrapper around a forward that does nothing.
     noop_forward = None
@@ -51,7 +62,7 @@ def worker(calls, init):
         class NoopDDP(torch.nn.Module):
             def __init__(self):
                 super().__init__()
-                self.module = torch.nn.Linear(16, 16)
+                self.module = torch.nn.Linear(16, 16).to(device)
                 self.process_group = None
                 self.require_backward_grad_sync = True
 
@@ -60,7 +71,7 @@ def worker(calls, init):
 
         ccrun_progress._patch_ddp(types.SimpleNamespace(DistributedDataParallel=NoopDDP,
                                                         torch=torch))
-        noop, noop_forward = NoopDDP(), NoopDDP.forward
+        noop, noop_forward = NoopDDP().to(device), NoopDDP.forward
 
         # The same for the collectives' wrapper: around a collective whose own work is one
         # in-place add, the wrapper's cost with the least of anything else around it.
@@ -108,6 +119,7 @@ def worker(calls, init):
                 for _ in range(ROUND_CALLS):
                     call(f)
                 rounds[k].append((time.perf_counter_ns() - start) / ROUND_CALLS)
+                sync()
         out[name] = {k: min(v) for k, v in rounds.items()}
         if original:  # the median of the differences between neighbouring rounds
             out[name]["paired"] = statistics.median(
@@ -118,7 +130,15 @@ def worker(calls, init):
 
 
 def main():
-    calls = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
+    args = sys.argv[1:]
+    backend = "gloo"
+    if "--backend" in args:
+        at = args.index("--backend")
+        backend = args[at + 1] if at + 1 < len(args) else ""
+        del args[at:at + 2]
+        if backend not in ("gloo", "nccl"):
+            sys.exit("bench_python_hook: --backend takes gloo or nccl")
+    calls = int(args[0]) if args else 10000
     build = os.environ.get("CCRUN_BUILD_DIR") or os.path.join(REPO, "build")
     hook_dir = os.path.join(REPO, "agent", "python")
     ext_dir = os.path.join(build, "agent", "python")
@@ -144,7 +164,8 @@ def main():
             if extra:
                 env["CCRUN_PROGRESS_FILE"] = record
             init = f"file://{tmp}/init-{len(runs)}"
-            r = subprocess.run([sys.executable, __file__, "--worker", str(calls), init], env=env,
+            r = subprocess.run([sys.executable, __file__, "--worker", str(calls), init, backend],
+                               env=env,
                                capture_output=True, text=True, check=True)
             runs[label] = json.loads(r.stdout.strip().splitlines()[-1])
         plain = runs["without hook"]
@@ -153,7 +174,8 @@ def main():
         native = runs["C"]["kind"] == "Collective"  # else the C wrappers are not built
         stable = runs["C, stable ABI"]["kind"] == "Collective"
         print(f"{calls * ROUNDS} calls in rounds of {ROUND_CALLS}, ns per call (world-size-1 "
-              f"gloo, torch {__import__('torch').__version__}): the best round of each wrapper "
+              f"{backend}, torch {__import__('torch').__version__}"
+              f"{', as issued' if backend == 'nccl' else ''}): the best round of each wrapper "
               "and of torch's own call in the same process, the difference of the best rounds, "
               "and the median difference between neighbouring rounds (the typical cost, steadier "
               "where the machine's speed drifts)")
@@ -179,6 +201,6 @@ def main():
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        worker(int(sys.argv[2]), sys.argv[3])
+        worker(int(sys.argv[2]), sys.argv[3], sys.argv[4])
     else:
         main()

@@ -10,7 +10,9 @@
 #   3. examples/train_linreg_cuda (C++, CUDA buffers, cuBLAS) launched by
 #      `ccrun --standalone --nproc-per-node <GPUs>`;
 #   4. examples/ddp_logreg.py --device cuda (torch DDP over NCCL) launched by
-#      ccrun, when a torch with CUDA is importable;
+#      ccrun, when a torch with CUDA is importable; then (4b) what the start-up
+#      hook adds to each torch call (scripts/bench_python_hook.py) on gloo and
+#      on NCCL;
 #   5. the health gate's GPU checks through the driver's NVML (docs/health.md):
 #      a passing gate on every GPU, a CUDA_VISIBLE_DEVICES naming one GPU more
 #      than the machine has (the gate fails: missing), and GPU memory held by
@@ -292,22 +294,26 @@ elif ((have_bins)); then
 fi
 
 # ---- 4b. the start-up hook's cost per torch call (scripts/bench_python_hook.py) ----
+# On gloo, then on NCCL (one GPU's buffers, the calls timed as issued).
 if [[ -z $torch_py ]]; then
   record "start-up hook's cost per torch call" SKIP 0 "no python3 with torch"
 else
-  t0=$SECONDS
   calls=2000
   ((quick)) && calls=1000
-  # Its C wrappers from $logs/hook (CCRUN_BUILD_DIR/agent/python), when there are any.
-  if run "$logs/python_hook.log" env CCRUN_BUILD_DIR="$logs/hook" "$torch_py" \
-       "$here/scripts/bench_python_hook.py" "$calls"; then
-    row=$(grep -m1 '^all_reduce(1 element) ' "$logs/python_hook.log" | tr -s ' ')
-    ((hook_c)) || row+=" (no C wrappers: none built or carried)"
-    record "start-up hook's cost per torch call" PASS $((SECONDS - t0)) "$row; all rows in $logs/python_hook.log"
-  else
-    record "start-up hook's cost per torch call" FAIL $((SECONDS - t0)) "see $logs/python_hook.log"
-    tail -20 "$logs/python_hook.log"
-  fi
+  for backend in gloo nccl; do
+    t0=$SECONDS
+    log=$logs/python_hook_$backend.log
+    # Its C wrappers from $logs/hook (CCRUN_BUILD_DIR/agent/python), when there are any.
+    if run "$log" env CCRUN_BUILD_DIR="$logs/hook" "$torch_py" \
+         "$here/scripts/bench_python_hook.py" "$calls" --backend "$backend"; then
+      row=$(grep -m1 '^all_reduce(1 element) ' "$log" | tr -s ' ')
+      ((hook_c)) || row+=" (no C wrappers: none built or carried)"
+      record "start-up hook's cost per torch call ($backend)" PASS $((SECONDS - t0)) "$row; all rows in $log"
+    else
+      record "start-up hook's cost per torch call ($backend)" FAIL $((SECONDS - t0)) "see $log"
+      tail -20 "$log"
+    fi
+  done
 fi
 
 # ---- 5. the health gate's GPU checks, through NVML ----------------------
