@@ -70,7 +70,7 @@ std::string shape(Op op, uint64_t count) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   CLI::App app{"collectives_queued_worker"};
   int steps = 40, skip_rank = -1, skip_at = 0, barrier_rank = -1, barrier_at = 0;
   int count_rank = -1, count_at = 0;
@@ -109,4 +109,13 @@ int main(int argc, char** argv) {
   }
   if (rank == 0) std::printf("done\n");
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // the store gone, a bad address: said, not a crash
+    std::fprintf(stderr, "collectives_queued_worker: %s\n", e.what());
+    return 1;
+  }
 }
