@@ -130,15 +130,14 @@ def worker(calls, init, backend):
 
 
 def main():
-    args = sys.argv[1:]
-    backend = "gloo"
-    if "--backend" in args:
-        at = args.index("--backend")
-        backend = args[at + 1] if at + 1 < len(args) else ""
-        del args[at:at + 2]
-        if backend not in ("gloo", "nccl"):
-            sys.exit("bench_python_hook: --backend takes gloo or nccl")
-    calls = int(args[0]) if args else 10000
+    import argparse
+    parser = argparse.ArgumentParser(description="The start-up hook's cost per torch call.")
+    parser.add_argument("calls", type=int, nargs="?", default=10000,
+                        help="calls of each case per round set (default 10000)")
+    parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo",
+                        help="nccl: on one GPU's buffers, timed as issued")
+    opts = parser.parse_args()
+    calls, backend = opts.calls, opts.backend
     build = os.environ.get("CCRUN_BUILD_DIR") or os.path.join(REPO, "build")
     hook_dir = os.path.join(REPO, "agent", "python")
     ext_dir = os.path.join(build, "agent", "python")
