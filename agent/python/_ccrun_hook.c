@@ -808,6 +808,7 @@ typedef struct {
   PyObject_HEAD
   PyObject* queue_callback;  /* torch's autograd engine's queue_callback */
   Py_ssize_t i_issued, i_completed_ns, i_completed, i_wait_us;
+  int armed;  /* 0 once disarm()ed: its module is gone and the slot may be another's */
 } BackwardWatch;
 
 typedef struct {
@@ -833,7 +834,8 @@ static PyObject* completion_call(Completion* c, PyObject* args, PyObject* kwargs
     Py_RETURN_NONE;
   }
   uint64_t* u64 = record_u64();
-  if (c->seq > __atomic_load_n(&u64[c->watch->i_completed], __ATOMIC_RELAXED)) {
+  if (c->watch->armed &&
+      c->seq > __atomic_load_n(&u64[c->watch->i_completed], __ATOMIC_RELAXED)) {
     int64_t now = now_ns();
     uint32_t* wait_us = (uint32_t*)g_record.buf + c->watch->i_wait_us;
     if (now > c->began_ns) {
@@ -863,6 +865,7 @@ static PyType_Spec completion_spec = {"_ccrun_hook.Completion", sizeof(Completio
 static PyObject* watch_call(BackwardWatch* w, PyObject* args, PyObject* kwargs) {
   (void)args;
   (void)kwargs;
+  if (!w->armed) Py_RETURN_NONE;
   uint64_t* u64 = record_u64();
   uint64_t seq = __atomic_load_n(&u64[w->i_issued], __ATOMIC_RELAXED);
   if (seq <= __atomic_load_n(&u64[w->i_completed], __ATOMIC_RELAXED)) Py_RETURN_NONE;
@@ -905,8 +908,22 @@ static PyObject* watch_new(PyTypeObject* type, PyObject* args, PyObject* kwargs)
   w->i_completed_ns = i[1];
   w->i_completed = i[2];
   w->i_wait_us = i[3];
+  w->armed = 1;
   return (PyObject*)w;
 }
+
+static PyObject* watch_disarm(BackwardWatch* w, PyObject* unused) {
+  (void)unused;
+  w->armed = 0;
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef watch_methods[] = {
+    {"disarm", (PyCFunction)watch_disarm, METH_NOARGS,
+     "disarm(): write nothing more (its module is gone: the node it hooks may outlive it, and "
+     "its slot may be another module's)."},
+    {NULL, NULL, 0, NULL},
+};
 
 static void watch_dealloc(BackwardWatch* w) {
   Py_XDECREF(w->queue_callback);
@@ -919,6 +936,7 @@ static PyType_Slot watch_slots[] = {
                 "(ccrun_progress._watch_backward)."},
     {Py_tp_new, watch_new},
     {Py_tp_call, watch_call},
+    {Py_tp_methods, watch_methods},
     {Py_tp_dealloc, watch_dealloc},
     {0, NULL},
 };

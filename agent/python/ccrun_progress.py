@@ -363,21 +363,53 @@ class _Slot:
 
 
 def _new_slot(group_id, size):
-    """The next free slot (groups_used read, then written +1); False past the 48th."""
-    index = _u32[10]
-    _u32[10] = index + 1
-    if index >= MAX_GROUPS:
-        return False
+    """The next free slot, a gone DDP module's (_retire_ddp_slot) first, else the record's
+    next (groups_used read, then written +1); False past the 48th. Its size is written last:
+    the agent skips a slot of size 0, one being made."""
+    reused = bool(_free_slots)
+    if reused:
+        index = _free_slots.pop()
+    else:
+        index = _u32[10]
+        _u32[10] = index + 1
+        if index >= MAX_GROUPS:
+            return False
     base = 64 + 64 * index
+    wait_us = 0
+    if reused:  # a DDP module's: its steps go to the record's (the agent counts a rank's steps
+        _u32[(base + 8) // 4] = 0  # as those plus its DDP slots' issued), its time waited
+        _u64[3] += _u64[base // 8 + 2]  # stays (the agent sums every slot's wait_us)
+        wait_us = _u32[(base + 36) // 4]
     for i in range(base // 8 + 2, (base + 64) // 8):  # issued .. completed_ns
         _u64[i] = 0
+    _u32[(base + 36) // 4] = wait_us
     if index < OP_COUNT_GROUPS:
         for i in range(COUNTED_OPS):
             _u32[OP_CALLS_BASE // 4 + COUNTED_OPS * index + i] = 0
     _u32[(base + 12) // 4] = SOURCE_TORCH
-    _u32[(base + 8) // 4] = size
     _u64[base // 8] = group_id
+    _u32[(base + 8) // 4] = size
     return _native.Slot(index) if _native else _Slot(index)
+
+
+_free_slots = []  # slots of DDP modules that are gone, for the next groups and DDP modules
+
+
+def _retire_ddp_slot(index, unwatch):
+    """A DDP module is gone (a finalizer): its slot goes to the next group or DDP module that
+    needs one (_new_slot), so a program that wraps its model in DDP again every epoch never
+    runs out of the 48; until then the agent reads it as it was, its last step completed (the
+    module's backward will not come). Its watch comes off the gradient accumulator it hooks,
+    which outlives the module under the next DDP of the same model (each would add a hook that
+    runs at every backward), and writes nothing more (a backward in flight may still call it)."""
+    try:
+        if unwatch is not None:
+            unwatch()
+        base = 64 + 64 * index
+        _u64[base // 8 + 3] = _u64[base // 8 + 2]  # completed = issued
+        _free_slots.append(index)
+    except Exception:
+        pass
 
 
 class _Hook:
@@ -735,15 +767,20 @@ def _ddp_slot(module, torch):
                    if p.requires_grad and name not in ignore]
         slot = _new_slot(group_id ^ DDP_ID_XOR ^ ordinal, size)
         if slot:
+            import weakref
             i_op, i_count, i_issued_ns, i_issued = slot.index[:4]
             _u32[i_op] = OPS["ddp_step"]
             _u64[i_count] = sum(p.numel() for p in reduced)
             entry = (id(module), i_issued_ns, i_issued)
-            if reduced:
+            accumulator, unwatch = (_watch_backward(slot, reduced[0], torch) if reduced
+                                    else (None, None))
+            if accumulator is not None:
                 if _ddp_watched is None:
-                    import weakref
                     _ddp_watched = weakref.WeakKeyDictionary()
-                _ddp_watched[module] = _watch_backward(slot, reduced[0], torch)
+                _ddp_watched[module] = accumulator
+            retire = weakref.finalize(module, _retire_ddp_slot, (i_issued * 8 - 16 - 64) // 64,
+                                      unwatch)
+            retire.atexit = False
     except Exception:
         pass
     module.__dict__[_DDP_KEY] = entry
@@ -751,10 +788,10 @@ def _ddp_slot(module, torch):
 
 
 def _watch_backward(slot, param, torch):
-    """Completes the slot's last issued step when a backward has ended, and returns the node it
-    hooks (None: the parameter has no gradient accumulator). The hook is on the gradient
-    accumulator of one parameter DDP reduces (the module's first: the input side, whose gradient
-    comes late in a backward): it runs once that gradient is in and queues an autograd final
+    """Completes the slot's last issued step when a backward has ended; returns the node it
+    hooks (None: the parameter has no gradient accumulator) and what takes the hook off it and
+    disarms it. The hook is on the gradient accumulator of one parameter DDP reduces (the
+    module's first: the input side, whose gradient comes late in a backward): it runs once that gradient is in and queues an autograd final
     callback, which queues another, which runs after DDP's reducer's own end-of-backward
     callback (queued during the backward) has waited for the step's gradient all-reduces. It is
     registered once per module, not once a step: DDP's reducer keeps every parameter's
@@ -771,14 +808,18 @@ def _watch_backward(slot, param, torch):
     if native is not None:
         gradient_accumulated = native.BackwardWatch(queue_callback, i_issued, i_completed_ns,
                                                     i_completed, i_wait_us)
+        disarm = gradient_accumulated.disarm
     else:
+        armed = [True]
+        disarm = armed.clear
+
         def gradient_accumulated(grad_inputs, grad_outputs):
             seq = u64[i_issued]
-            if seq > u64[i_completed]:
+            if armed and seq > u64[i_completed]:
                 began = gettime(clock)
 
                 def completed():  # the reducer's finalize_backward has returned
-                    if seq > u64[i_completed]:
+                    if armed and seq > u64[i_completed]:
                         i64[i_completed_ns] = now = gettime(clock)
                         u32[i_wait_us] = (u32[i_wait_us] + (now - began) // 1000) & 0xFFFFFFFF
                         u64[i_completed] = seq
@@ -791,9 +832,13 @@ def _watch_backward(slot, param, torch):
         grad_fn = param.view_as(param).grad_fn
     accumulator = grad_fn.next_functions[0][0] if grad_fn is not None else None
     if accumulator is None:
-        return None
-    accumulator.register_hook(gradient_accumulated)
-    return accumulator
+        return None, None
+    handle = accumulator.register_hook(gradient_accumulated)
+
+    def unwatch():
+        disarm()
+        handle.remove()
+    return accumulator, unwatch
 
 
 def _patch_ddp(ddp_module):

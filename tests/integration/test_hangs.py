@@ -104,6 +104,30 @@ def test_a_healthy_job_whose_steps_vary_by_half_is_never_hung():
     assert "hung" not in r.stderr
 
 
+REWRAP_JOB = """
+import time, torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+dist.init_process_group("gloo")
+net = torch.nn.Linear(8, 8)
+for epoch in range(52):
+    model = DDP(net)  # wrapped again every epoch
+    for step in range(5 if epoch < 50 else 150):
+        model(torch.randn(4, 8)).sum().backward()
+        time.sleep(0.03)
+"""
+
+
+def test_a_torch_job_that_wraps_its_model_in_ddp_every_epoch_is_never_hung(tmp_path):
+    # Its DDP steps are its only progress; from the 48th module on, the record once had no
+    # slot left for them, and the job read as hung during its last epochs (4.5 s each).
+    script = tmp_path / "rewrap.py"
+    script.write_text(REWRAP_JOB)
+    r = run_ccrun("--standalone", "--nproc-per-node", "2", "--hang-timeout", "3", str(script),
+                  env={"PYTHON_EXEC": "/usr/bin/python3"}, timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "hung" not in r.stderr
+
+
 def test_hang_timeout_0_never_judges():
     r = run_ccrun("--standalone", "--nproc-per-node", "2", "--hang-timeout", "0",
                   *worker("--steps", "10", "--sleep-rank", "1", "--sleep-before", "5",

@@ -584,6 +584,41 @@ def test_ddp_steps_are_recorded_in_a_slot_per_ddp_module(tmp_path, wrappers):
         assert (rec["steps"], rec["step_ns"]) == (0, 0)
 
 
+DDP_REWRAP_JOB = """
+    import json, sys, torch, torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    import ccrun_progress as cp
+    rank, world, init, n = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    net = torch.nn.Linear(6, 5)
+    for epoch in range(n):
+        model = DDP(net)  # the model wrapped again every epoch: the last one gone
+        for _ in range(2):
+            model(torch.randn(4, 6)).sum().backward()
+    # The watches of the modules gone came off the accumulator the last one watches too: its
+    # Python hooks are the last module's watch and this probe, not one for every module made.
+    acc = net.weight.view_as(net.weight).grad_fn.next_functions[0][0]
+    hooks = len(acc.register_hook(lambda *_: None).hooks_dict_ref())
+    print("RESULT " + json.dumps({"hooks": hooks}), flush=True)
+    dist.destroy_process_group()
+"""
+
+
+def test_a_model_wrapped_in_ddp_every_epoch_never_runs_out_of_slots(tmp_path, wrappers):
+    # 60 DDP modules one after another, past the record's 48 slots: each takes the slot of the
+    # one before, gone; its steps stay counted; every step of the last is recorded.
+    n, world = 60, 2
+    records, outs, _ = run_ranks(tmp_path, "rewrap.py", DDP_REWRAP_JOB, world, n)
+    for r in range(world):
+        rec = read_record(records[r])
+        assert rec["groups_used"] == 1, rec
+        [slot] = rec["slots"]
+        assert slot["id"] == DDP_ID_XOR ^ (n - 1) and slot["size"] == world, slot
+        assert (slot["issued"], slot["completed"]) == (2, 2), slot
+        assert rec["steps"] + slot["issued"] == 2 * n, rec  # steps as the agent counts them
+        assert json.loads(outs[r].split("RESULT ", 1)[1]) == {"hooks": 2}
+
+
 DDP_HANG_JOB = """
     import os, sys, time, torch, torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
