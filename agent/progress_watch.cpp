@@ -100,7 +100,9 @@ struct ProgressWatch::Worker {
   // collectives), over a window of at least kRateWindowNs; the first call
   // opens the window.
   void update_rates(int64_t now, uint64_t steps_now, uint32_t wait_us) {
-    if (window_ns == 0) {
+    // Fewer steps than at the window's start: a slot passing from a gone DDP module to the
+    // next, read between its writes (ccrun_progress._new_slot); the window starts again.
+    if (window_ns == 0 || steps_now < window_steps) {
       window_ns = now, window_steps = steps_now, window_wait_us = wait_us;
     } else if (now - window_ns >= kRateWindowNs) {
       double span = double(now - window_ns);
