@@ -71,6 +71,16 @@ std::vector<Member> members_of(const std::vector<const RankView*>& ranks, const 
   return members;
 }
 
+// Whether `r` has made no progress for `timeout_ms` as far as anyone can tell: a rank with
+// process groups its record has no slot for may progress in them unseen, unless it waits in
+// a call it recorded.
+bool idle_for(const RankView& r, int64_t timeout_ms) {
+  if (r.idle_ms < timeout_ms) return false;
+  return r.groups_unrecorded == 0 ||
+         std::any_of(r.groups.begin(), r.groups.end(),
+                     [](const GroupView& g) { return g.issued > g.completed; });
+}
+
 // The members of the group whose unfinished call has waited longest, or
 // empty when no rank waits in a call. A DDP step is "in flight" through its
 // whole forward and backward: a collective waiting inside it is the better
@@ -362,7 +372,7 @@ HangVerdict judge_hang(const std::vector<RankView>& ranks, int64_t timeout_ms) {
   std::sort(reporting.begin(), reporting.end(),
             [](const RankView* a, const RankView* b) { return a->rank < b->rank; });
   bool all_idle = std::all_of(reporting.begin(), reporting.end(),
-                              [&](const RankView* r) { return r->idle_ms >= timeout_ms; });
+                              [&](const RankView* r) { return idle_for(*r, timeout_ms); });
   std::vector<Member> members = stuck_group(reporting);
   bool none_waits = members.empty();
   if (none_waits && all_idle) members = disagreeing_group(reporting);

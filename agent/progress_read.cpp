@@ -7,8 +7,9 @@ namespace ccrun::agent {
 
 GroupsRead read_groups(const progress::Record& r, int64_t now, std::vector<GroupView>& groups) {
   GroupsRead read{r.step_ns.load(std::memory_order_relaxed)};
-  uint32_t n = std::min<uint32_t>(r.groups_used.load(std::memory_order_acquire),
-                                  progress::kMaxGroups);
+  const uint32_t used = r.groups_used.load(std::memory_order_acquire);
+  const uint32_t n = std::min<uint32_t>(used, progress::kMaxGroups);
+  read.unrecorded = used - n;
   for (uint32_t i = 0; i < n; ++i) {
     const auto& s = r.groups[i];
     GroupView g;

@@ -26,6 +26,7 @@ struct GroupsRead {
   uint64_t ddp_steps = 0;   // DDP steps issued, every DDP module's: the Python hook writes
                             // them in their slots only, not in the record's steps
   uint32_t wait_us = 0;     // sum of the slots' wait_us (wrapping)
+  uint32_t unrecorded = 0;  // groups the record had no slot for (RankView::groups_unrecorded)
 };
 
 // Appends `r`'s group slots in use to `groups` (a slot being set up is

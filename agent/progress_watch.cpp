@@ -90,6 +90,7 @@ struct ProgressWatch::Worker {
     uint64_t marked = r.steps.load(std::memory_order_relaxed) + touches + read.ddp_steps;
     v.steps = marked > 0 ? marked : read.most_calls;
     v.reporting = last > 0;
+    v.groups_unrecorded = read.unrecorded;
     v.idle_ms = v.reporting ? std::max<int64_t>(0, (now - last) / 1'000'000) : 0;
     update_rates(now, v.steps, read.wait_us);
     v.steps_per_s = steps_per_s;

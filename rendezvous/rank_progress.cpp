@@ -58,11 +58,13 @@ json RankView::to_json() const {
     if (!calls.empty()) group["op_calls"] = calls;
     gs.push_back(group);
   }
-  return {{"rank", rank}, {"local_rank", local_rank}, {"node_rank", node_rank}, {"host", host},
-          {"pid", pid}, {"reporting", reporting}, {"idle_ms", idle_ms}, {"steps", steps},
-          {"steps_per_s", steps_per_s}, {"busy_ms_per_step", busy_ms_per_step},
-          {"rss_kb", rss_kb}, {"state", state ? std::string(1, state) : std::string()},
-          {"groups", gs}, {"startup", startup.to_json()}};
+  json j = {{"rank", rank}, {"local_rank", local_rank}, {"node_rank", node_rank}, {"host", host},
+            {"pid", pid}, {"reporting", reporting}, {"idle_ms", idle_ms}, {"steps", steps},
+            {"steps_per_s", steps_per_s}, {"busy_ms_per_step", busy_ms_per_step},
+            {"rss_kb", rss_kb}, {"state", state ? std::string(1, state) : std::string()},
+            {"groups", gs}, {"startup", startup.to_json()}};
+  if (groups_unrecorded > 0) j["groups_unrecorded"] = groups_unrecorded;
+  return j;
 }
 
 RankView RankView::from_json(const json& j) {
@@ -81,6 +83,7 @@ RankView RankView::from_json(const json& j) {
   r.rss_kb = j.value("rss_kb", int64_t(0));
   std::string state = j.value("state", std::string());
   r.state = state.size() == 1 ? state[0] : 0;
+  r.groups_unrecorded = j.value("groups_unrecorded", 0u);
   if (j.contains("startup")) r.startup = StartupTimeline::from_json(j["startup"]);
   if (j.contains("groups") && j["groups"].is_array()) {
     for (const auto& g : j["groups"]) {

@@ -79,6 +79,9 @@ struct RankView {
   // stopped (SIGSTOP), 't' stopped by a tracer, 'D' in uninterruptible sleep
   // (a disk, a network file system, a driver); 0 when unknown.
   char state = 0;
+  // Its process groups past the record's slots (progress::kMaxGroups): their calls are not
+  // seen, so the rank may progress in them while its record stands still.
+  uint32_t groups_unrecorded = 0;
   std::vector<GroupView> groups;
   StartupTimeline startup;  // this attempt's start-up so far
 

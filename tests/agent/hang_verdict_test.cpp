@@ -82,6 +82,22 @@ TEST_CASE("judge_hang: a long step with no collective in flight is no hang while
   CHECK_FALSE(judge_hang(ranks, 30'000).hung);
 }
 
+TEST_CASE("judge_hang: a rank whose groups outgrew its record is idle only in a call it recorded") {
+  // Every rank idle past the timeout in what its record shows; rank 1 has groups past the
+  // record's slots, where it may be at work unseen: no verdict from it standing still.
+  std::vector<RankView> ranks = {rank(0, 7, 7, 45'000, -1, 2), rank(1, 7, 7, 45'000, -1, 2)};
+  REQUIRE(judge_hang(ranks, 30'000).hung);
+  ranks[1].groups_unrecorded = 3;
+  CHECK_FALSE(judge_hang(ranks, 30'000).hung);
+  // Waiting in a call it recorded, it is stuck there whatever it does elsewhere.
+  ranks = {rank(0, 8, 7, 45'000, 45'000, 2), rank(1, 8, 7, 45'000, 45'000, 2)};
+  ranks[1].groups_unrecorded = 3;
+  CHECK(judge_hang(ranks, 30'000).hung);
+  // Its view goes to node 0 with the count.
+  CHECK(RankView::from_json(ranks[1].to_json()).groups_unrecorded == 3);
+  CHECK_FALSE(ranks[0].to_json().contains("groups_unrecorded"));
+}
+
 TEST_CASE("judge_hang: ranks that report nothing are not judged") {
   RankView silent;
   silent.rank = 0;

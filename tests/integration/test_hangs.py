@@ -128,6 +128,29 @@ def test_a_torch_job_that_wraps_its_model_in_ddp_every_epoch_is_never_hung(tmp_p
     assert "hung" not in r.stderr
 
 
+MANY_GROUPS_JOB = """
+import time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(4)
+for i in range(52):
+    group = dist.new_group([0, 1])  # a group a phase, and its calls in none other
+    for step in range(2 if i < 50 else 150):
+        dist.all_reduce(t, group=group)
+        time.sleep(0.03)
+"""
+
+
+def test_a_torch_job_at_work_in_groups_past_its_records_slots_is_never_hung(tmp_path):
+    # Groups past the record's 48 slots are not recorded: from there its record stands still
+    # while the job works on (4.5 s in each of the last groups), and it once read as hung.
+    script = tmp_path / "groups.py"
+    script.write_text(MANY_GROUPS_JOB)
+    r = run_ccrun("--standalone", "--nproc-per-node", "2", "--hang-timeout", "3", str(script),
+                  env={"PYTHON_EXEC": "/usr/bin/python3"}, timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "hung" not in r.stderr
+
+
 def test_hang_timeout_0_never_judges():
     r = run_ccrun("--standalone", "--nproc-per-node", "2", "--hang-timeout", "0",
                   *worker("--steps", "10", "--sleep-rank", "1", "--sleep-before", "5",
