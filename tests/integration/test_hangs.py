@@ -104,47 +104,39 @@ def test_a_healthy_job_whose_steps_vary_by_half_is_never_hung():
     assert "hung" not in r.stderr
 
 
-REWRAP_JOB = """
+# Healthy torch jobs whose record once ran out of its 48 slots, each at work for 4.5 s in each
+# of its last phases, where the record then stood still and the job read as hung.
+OUTGROWN_JOBS = {
+    # a model wrapped in DDP again every epoch, its DDP steps its only progress
+    "ddp_every_epoch": """
 import time, torch, torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 dist.init_process_group("gloo")
 net = torch.nn.Linear(8, 8)
 for epoch in range(52):
-    model = DDP(net)  # wrapped again every epoch
+    model = DDP(net)
     for step in range(5 if epoch < 50 else 150):
         model(torch.randn(4, 8)).sum().backward()
         time.sleep(0.03)
-"""
-
-
-def test_a_torch_job_that_wraps_its_model_in_ddp_every_epoch_is_never_hung(tmp_path):
-    # Its DDP steps are its only progress; from the 48th module on, the record once had no
-    # slot left for them, and the job read as hung during its last epochs (4.5 s each).
-    script = tmp_path / "rewrap.py"
-    script.write_text(REWRAP_JOB)
-    r = run_ccrun("--standalone", "--nproc-per-node", "2", "--hang-timeout", "3", str(script),
-                  env={"PYTHON_EXEC": "/usr/bin/python3"}, timeout=180)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert "hung" not in r.stderr
-
-
-MANY_GROUPS_JOB = """
+""",
+    # a group a phase, its calls in none other: past the 48th, unrecorded
+    "group_every_phase": """
 import time, torch, torch.distributed as dist
 dist.init_process_group("gloo")
 t = torch.ones(4)
 for i in range(52):
-    group = dist.new_group([0, 1])  # a group a phase, and its calls in none other
+    group = dist.new_group([0, 1])
     for step in range(2 if i < 50 else 150):
         dist.all_reduce(t, group=group)
         time.sleep(0.03)
-"""
+""",
+}
 
 
-def test_a_torch_job_at_work_in_groups_past_its_records_slots_is_never_hung(tmp_path):
-    # Groups past the record's 48 slots are not recorded: from there its record stands still
-    # while the job works on (4.5 s in each of the last groups), and it once read as hung.
-    script = tmp_path / "groups.py"
-    script.write_text(MANY_GROUPS_JOB)
+@pytest.mark.parametrize("job", sorted(OUTGROWN_JOBS))
+def test_a_torch_job_past_its_records_48_slots_is_never_hung(tmp_path, job):
+    script = tmp_path / f"{job}.py"
+    script.write_text(OUTGROWN_JOBS[job])
     r = run_ccrun("--standalone", "--nproc-per-node", "2", "--hang-timeout", "3", str(script),
                   env={"PYTHON_EXEC": "/usr/bin/python3"}, timeout=180)
     assert r.returncode == 0, r.stderr[-3000:]
