@@ -791,9 +791,10 @@ def _watch_backward(slot, param, torch):
     """Completes the slot's last issued step when a backward has ended; returns the node it
     hooks (None: the parameter has no gradient accumulator) and what takes the hook off it and
     disarms it. The hook is on the gradient accumulator of one parameter DDP reduces (the
-    module's first: the input side, whose gradient comes late in a backward): it runs once that gradient is in and queues an autograd final
-    callback, which queues another, which runs after DDP's reducer's own end-of-backward
-    callback (queued during the backward) has waited for the step's gradient all-reduces. It is
+    module's first: the input side, whose gradient comes late in a backward): it runs once
+    that gradient is in and queues an autograd final callback, which queues another, which runs
+    after DDP's reducer's own end-of-backward callback (queued during the backward) has waited
+    for the step's gradient all-reduces. It is
     registered once per module, not once a step: DDP's reducer keeps every parameter's
     accumulator for the module's life, so the same node runs at every backward. A backward with
     no step left to complete (inside no_sync(), say) does nothing. The time from the hook to the
