@@ -8,7 +8,7 @@
 
 #include "ccrun/collectives.h"
 #include "ccrun/endpoint.h"
-#include "ccrun/job_keys.h"
+#include "ccrun/job_store_env.h"
 #include "ccrun/prefix_store.h"
 #include "ccrun/store_server.h"
 #include "ccrun/store_address.h"
@@ -99,19 +99,18 @@ std::shared_ptr<ProcessGroup> init_process_group_with(InitOptions o, Devices dev
       }
       host_store = rank == 0;
     } else if (m == "env://") {
-      if (std::getenv(worker_env::kStoreAddr) && std::getenv(worker_env::kStorePort)) {
+      std::optional<worker_env::JobStore> job;
+      try {
+        job = worker_env::job_store();
+      } catch (const ConfigError& e) {
+        throw ConfigError(std::string("init_process_group: ") + e.what());
+      }
+      if (job) {
         // ccrun's agent advertises its store: no second store is needed.
-        addr = std::getenv(worker_env::kStoreAddr);
-        try {
-          port = store::parse_port(std::getenv(worker_env::kStorePort));
-        } catch (const ConfigError& e) {
-          throw ConfigError(std::string("init_process_group: ") + worker_env::kStorePort + "=\"" +
-                            std::getenv(worker_env::kStorePort) + "\": " + e.what());
-        }
-        prefix = JobKeys(env_or(worker_env::kRunId, "none"))
-                     .collectives(std::getenv(worker_env::kAttempt) ? env_int(worker_env::kAttempt, -1) : 0);
-        spdlog::debug("init_process_group: using the agent's store {}",
-                      store::format_host_port(addr, port));
+        addr = job->endpoint.host;
+        port = job->endpoint.port;
+        prefix = job->collectives_prefix();
+        spdlog::debug("init_process_group: using the agent's store {}", job->endpoint.to_string());
       } else {
         addr = env_or("MASTER_ADDR", "");
         std::string p = env_or("MASTER_PORT", "");

@@ -23,6 +23,7 @@
 #include "ccrun/hash_store.h"
 #include "ccrun/host_name.h"
 #include "ccrun/job_keys.h"
+#include "ccrun/job_store_env.h"
 #include "ccrun/exclusion.h"
 #include "ccrun/job_state.h"
 #include "ccrun/prefix_store.h"
@@ -59,6 +60,15 @@ void store_address_h() {
   OpenStoreOptions o;
   o.conf = {{"etcd_user", "job"}, {"etcd_password", "..."}};   // --rdzv-conf
   std::shared_ptr<Store> s = open_store("etcd://10.0.0.1:2379,10.0.0.2:2379/ccrun/job7", o);
+  // end
+}
+
+void job_store_env_h(const OpenStoreOptions& options) {
+  // example: ccrun/job_store_env.h
+  if (auto js = ccrun::worker_env::job_store()) {
+    auto tcp = store::open_store(store::tcp_address(js->endpoint), options);
+    auto mine = std::make_shared<store::PrefixStore>(js->collectives_prefix(), tcp);
+  }
   // end
 }
 

@@ -24,8 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "ccrun/endpoint.h"
-#include "ccrun/job_keys.h"
+#include "ccrun/job_store_env.h"
 #include "ccrun/prefix_store.h"
 #include "ccrun/progress.h"
 #include "ccrun/store_address.h"
@@ -46,21 +45,16 @@ int env_int(const char* name) {
 
 // The job's store (the agent's), under a prefix of this attempt's own.
 std::shared_ptr<ccrun::store::Store> job_store() {
-  const char* addr = std::getenv(ccrun::worker_env::kStoreAddr);
-  const char* port = std::getenv(ccrun::worker_env::kStorePort);
-  const char* run = std::getenv(ccrun::worker_env::kRunId);
-  if (!addr || !port || !run) {
+  auto js = ccrun::worker_env::job_store();
+  if (!js) {
     std::fprintf(stderr, "collectives_queued_worker: no job store advertised: run it under ccrun\n");
     std::exit(2);
   }
   ccrun::store::OpenStoreOptions o;
   o.timeout = std::chrono::hours(1);  // the "GPU" may take for ever: the hang under test
-  auto tcp = ccrun::store::open_store(
-      ccrun::store::tcp_address({addr, ccrun::store::parse_port(port)}), o);
-  std::string attempt = std::getenv(ccrun::worker_env::kAttempt)
-                            ? std::getenv(ccrun::worker_env::kAttempt) : "0";
+  auto tcp = ccrun::store::open_store(ccrun::store::tcp_address(js->endpoint), o);
   return std::make_shared<ccrun::store::PrefixStore>(
-      std::string("queued_worker/") + run + "/" + attempt, tcp);
+      "queued_worker/" + js->run_id + "/" + std::to_string(js->attempt), tcp);
 }
 
 // The shape of a call, as the "GPU" compares them: "op:count".
