@@ -23,6 +23,7 @@
 #include "ccrun/console_collapse.h"
 #include "ccrun/console_frame.h"
 #include "ccrun/exclusion.h"
+#include "ccrun/store_address.h"
 #include "exclusion_file.h"
 #include "log_mux.h"
 #include "process.h"
@@ -37,7 +38,7 @@ namespace {
 // Variables forwarded to every host when set here (docs/cli.md).
 const char* const kForwardedNames[] = {"PYTHONPATH",       "PYTHON_EXEC",     "VIRTUAL_ENV",
                                        "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "CCRUN_LOG_LEVEL", "LOGLEVEL",
-                                       "CCRUN_STORE_TOKEN_FILE",
+                                       store::kStoreTokenFileEnv,
                                        "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"};
 const char* const kForwardedPrefixes[] = {"NCCL_", "TORCH_", "UCX_"};
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "ccrun/error.h"
+#include "ccrun/store_address.h"
 #include "ccrun/token_file.h"
 #include "ccrun/numa_plan.h"
 #include "ccrun/numa_topology.h"
@@ -17,8 +18,8 @@ namespace {
 namespace fs = std::filesystem;
 
 void check_token_file(const Environment& env) {
-  auto path = env.get("CCRUN_STORE_TOKEN_FILE");
-  if (path && !path->empty()) (void)store::read_token_file(*path, "CCRUN_STORE_TOKEN_FILE");
+  auto path = env.get(store::kStoreTokenFileEnv);
+  if (path && !path->empty()) (void)store::read_token_file(*path, store::kStoreTokenFileEnv);
 }
 
 void check_log_dir(const std::string& dir) {

@@ -156,9 +156,9 @@ StoreAddress parse_store_address(std::string_view text) {
 }
 
 std::string store_token_from_env() {
-  const char* path = std::getenv("CCRUN_STORE_TOKEN_FILE");
+  const char* path = std::getenv(kStoreTokenFileEnv);
   if (!path || !*path) return {};
-  return read_token_file(path, "CCRUN_STORE_TOKEN_FILE");
+  return read_token_file(path, kStoreTokenFileEnv);
 }
 
 std::shared_ptr<Store> open_store(std::string_view address, const OpenStoreOptions& options) {

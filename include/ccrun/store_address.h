@@ -76,7 +76,11 @@ struct OpenStoreOptions {
   std::string token;
 };
 
-// The secret in the file CCRUN_STORE_TOKEN_FILE names, read as
+// The variable naming a file with the secret of a protected tcp:// store,
+// for every client of it: workers, agents, `ccrun status` (docs/cli.md).
+inline constexpr const char* kStoreTokenFileEnv = "CCRUN_STORE_TOKEN_FILE";
+
+// The secret in the file kStoreTokenFileEnv names, read as
 // ccrun-rendezvous --token-file reads its file (read_token_file,
 // token_file.h), or "" when the variable is unset. Throws ConfigError when
 // the file is unreadable, empty or holds more than one line.
