@@ -164,6 +164,7 @@ static PyMemberDef slot_members[] = {
     {"op", T_UINT, offsetof(Slot, op), 0, "the op the record holds"},
     {"count", T_ULONGLONG, offsetof(Slot, count), 0, "the count the record holds"},
     {"wait_us", T_UINT, offsetof(Slot, wait_us), 0, "the wait_us the record holds"},
+    {"number", T_PYSSIZET, offsetof(Slot, index), READONLY, "the slot's number in the record"},
     {NULL, 0, 0, 0, NULL},
 };
 

@@ -338,11 +338,12 @@ def fnv1a64_ranks(ranks):
 
 
 class _Slot:
-    __slots__ = ("seq", "done", "op", "count", "wait_us", "index", "i_completed",
+    __slots__ = ("number", "seq", "done", "op", "count", "wait_us", "index", "i_completed",
                  "i_completed_ns", "i_issued_ns", "i_wait_us", "i_calls")
 
     def __init__(self, index):
         base = 64 + 64 * index
+        self.number = index  # the slot's in the record
         self.seq = 0     # the last sequence number issued
         self.done = 0    # the last completed
         # What the record's op, count and wait_us hold (this process is their one writer): a
@@ -778,8 +779,7 @@ def _ddp_slot(module, torch):
                 if _ddp_watched is None:
                     _ddp_watched = weakref.WeakKeyDictionary()
                 _ddp_watched[module] = accumulator
-            retire = weakref.finalize(module, _retire_ddp_slot, (i_issued * 8 - 16 - 64) // 64,
-                                      unwatch)
+            retire = weakref.finalize(module, _retire_ddp_slot, slot.number, unwatch)
             retire.atexit = False
     except Exception:
         pass

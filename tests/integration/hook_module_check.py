@@ -95,4 +95,5 @@ while queued:
     queued.pop(0)()
 out["ddp"] = {"issued": u64[d_issued], "completed": u64[d_completed], "entries": len(entries)}
 out["firsts"] = firsts
+out["numbers"] = [world.number, ddp.number]
 print(json.dumps(out))

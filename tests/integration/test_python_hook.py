@@ -708,6 +708,7 @@ def test_the_stable_abi_module_works_in_every_other_python(tmp_path):
         assert out["forward"] == [42, 2], python
         assert out["ddp"] == {"issued": 2, "completed": 2, "entries": 1}, python
         assert out["firsts"] == ["collective", "step"], python
+        assert out["numbers"] == [0, 1], python
 
 
 def test_a_torch_that_reads_the_newer_name_of_a_variable_loses_the_older():
