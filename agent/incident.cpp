@@ -116,14 +116,28 @@ std::string normalize_stack(const std::string& stack) {
   return std::regex_replace(std::regex_replace(stack, hex, "0x?"), ids, "$1 ?");
 }
 
-std::string innermost_frame(const std::string& python) {
+bool is_library_file(const std::string& path) {
+  static const std::regex python_lib("(^|/)lib(64)?/python[0-9][0-9.]*/");
+  if (path.rfind("<frozen ", 0) == 0) return true;
+  if (fs::path(path).filename() == "ccrun_progress.py") return true;
+  return path.find("/site-packages/") != std::string::npos ||
+         path.find("/dist-packages/") != std::string::npos || std::regex_search(path, python_lib);
+}
+
+std::string program_frame(const std::string& python) {
   static const std::regex frame("File \"([^\"]*)\", line ([0-9]+) in (\\S+)");
   size_t from = python.find("Current thread");
   if (from == std::string::npos) from = 0;
-  std::smatch m;
-  std::string rest = python.substr(from);
-  if (!std::regex_search(rest, m, frame)) return "";
-  return fs::path(m[1].str()).filename().string() + ":" + m[2].str() + " in " + m[3].str();
+  size_t to = python.find("\n\n", from);  // the thread's frames end at a blank line
+  std::string thread = python.substr(from, to == std::string::npos ? std::string::npos : to - from);
+  std::string first;
+  for (std::sregex_iterator it(thread.begin(), thread.end(), frame), end; it != end; ++it) {
+    const std::smatch& m = *it;
+    std::string text = fs::path(m[1].str()).filename().string() + ":" + m[2].str() + " in " + m[3].str();
+    if (!is_library_file(m[1].str())) return text;
+    if (first.empty()) first = text;
+  }
+  return first;
 }
 
 std::vector<StackClass> stack_classes(const json& stacks) {
@@ -135,7 +149,7 @@ std::vector<StackClass> stack_classes(const json& stacks) {
     std::string native = s.value("native", std::string());
     std::string key = normalize_stack(python.empty() ? native : python);
     auto [it, fresh] = by_key.try_emplace(key, out.size());
-    if (fresh) out.push_back({{}, {}, python, native, innermost_frame(python), fnv1a64(key)});
+    if (fresh) out.push_back({{}, {}, python, native, program_frame(python), fnv1a64(key)});
     StackClass& c = out[it->second];
     c.ranks.push_back(s.value("rank", -1));
     c.pids.push_back(s.value("pid", 0));

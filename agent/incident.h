@@ -20,7 +20,7 @@
 // Stacks are merged by their text with addresses and thread ids left out:
 // at 1,000 ranks, a few classes ("ranks 0-62,64-127 (127) <- train.py:88 in
 // step") instead of a thousand stacks. The pure parts (normalize_stack,
-// stack_classes, innermost_frame, last_lines) are unit-tested.
+// stack_classes, program_frame, last_lines) are unit-tested.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -39,7 +39,7 @@ struct StackClass {
   std::vector<int> pids;
   std::string python;  // the first rank's, as captured
   std::string native;
-  std::string where;   // its innermost Python frame, "train.py:88 in step"; "" when none
+  std::string where;   // its program_frame, "train.py:88 in step"; "" when none
   uint64_t digest = 0; // FNV-1a of its normalized stack: the same on every node (job_stacks.h)
   // The stack it is known by: its Python one when it has one, else its native one.
   const std::string& shown() const { return python.empty() ? native : python; }
@@ -56,9 +56,20 @@ std::string normalize_stack(const std::string& stack);
 // is no Python one), in the order of their first rank.
 std::vector<StackClass> stack_classes(const nlohmann::json& stacks);
 
-// The innermost frame of the thread that dumped (faulthandler's "Current
-// thread", else the first thread) as "file.py:LINE in FUNC"; "" when none.
-std::string innermost_frame(const std::string& python);
+// Where a rank is in its program's own code: the innermost frame of the
+// thread that dumped (faulthandler's "Current thread", else the first thread)
+// whose file is neither Python's library nor an installed package nor
+// ccrun's hook (is_library_file), as "file.py:LINE in FUNC"; the innermost
+// frame when every frame is library code; "" when there is none. Every torch
+// rank waits inside torch (distributed_c10d.py:1541 in all_reduce), which the
+// verdict already says: the line of the program that called it is what tells
+// one class of ranks from another to the person who wrote it.
+std::string program_frame(const std::string& python);
+
+// Whether a frame's file is library code: Python's own (a frozen module, a
+// file under lib/pythonX.Y/), an installed package (under site-packages or
+// dist-packages) or ccrun's start-up hook (ccrun_progress.py).
+bool is_library_file(const std::string& path);
 
 // The last `n` lines of `text` (all of it when it has fewer).
 std::string last_lines(const std::string& text, size_t n);

@@ -35,7 +35,7 @@ constexpr size_t kSharedStackBytes = 32 * 1024;
 struct JobStackClass {
   std::vector<int> ranks;  // sorted
   std::vector<int> nodes;  // sorted
-  std::string where;       // the innermost Python frame; "" when none
+  std::string where;       // its program_frame (incident.h); "" when none
   std::string stack;       // one rank's, Python when it has one, else native
   bool python = false;
   // "ranks 0-2 (3) on nodes 0,1 <- train.py:88 in step"

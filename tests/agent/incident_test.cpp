@@ -1,5 +1,5 @@
 // The incident folder's pure parts and its layout: stacks merged into
-// classes, the innermost frame, log tails, and what write_incident writes.
+// classes, the program's frame, log tails, and what write_incident writes.
 #include "incident.h"
 
 #include <catch2/catch.hpp>
@@ -60,12 +60,49 @@ TEST_CASE("stack_classes: without Python stacks the native ones are compared") {
   CHECK(normalize_stack("PID 12 TID 13 at 0xdeadBEEF") == "PID ? TID ? at 0x?");
 }
 
-TEST_CASE("innermost_frame: the dumping thread's first frame, else the first thread's") {
+TEST_CASE("program_frame: the dumping thread's first frame, else the first thread's") {
   std::string two = python_in("worker_loop", 10, "0x1") + "\nCurrent thread 0x2 (most recent call first):\n" +
                     "  File \"x/hang_demo.py\", line 17 in wait_for_the_data_loader\n";
-  CHECK(innermost_frame(two) == "hang_demo.py:17 in wait_for_the_data_loader");
-  CHECK(innermost_frame(python_in("step", 88, "0x1")) == "train.py:88 in step");
-  CHECK(innermost_frame("") == "");
+  CHECK(program_frame(two) == "hang_demo.py:17 in wait_for_the_data_loader");
+  CHECK(program_frame(python_in("step", 88, "0x1")) == "train.py:88 in step");
+  CHECK(program_frame("") == "");
+}
+
+TEST_CASE("program_frame: the program's own line, past torch, Python's library and the hook") {
+  std::string in_torch =
+      "Current thread 0x1 (most recent call first):\n"
+      "  File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\", line 1541 in all_reduce\n"
+      "  File \"/opt/ccrun/python/ccrun_progress.py\", line 590 in wrapper\n"
+      "  File \"/srv/job/train.py\", line 91 in step\n"
+      "  File \"/srv/job/train.py\", line 200 in main\n"
+      "\nThread 0x2 (most recent call first):\n"
+      "  File \"/srv/job/loader.py\", line 5 in fill\n";
+  CHECK(program_frame(in_torch) == "train.py:91 in step");
+  std::string in_a_queue =
+      "Current thread 0x1 (most recent call first):\n"
+      "  File \"/root/.pyenv/versions/3.12.1/lib/python3.12/threading.py\", line 355 in wait\n"
+      "  File \"/root/.pyenv/versions/3.12.1/lib/python3.12/queue.py\", line 180 in get\n"
+      "  File \"/venv/lib/python3.12/site-packages/torch/utils/data/dataloader.py\", line 1133 in _try_get_data\n"
+      "  File \"/home/me/data.py\", line 41 in __next__\n";
+  CHECK(program_frame(in_a_queue) == "data.py:41 in __next__");
+  // Library code alone (a rank stopped while importing): its innermost frame.
+  std::string importing =
+      "Current thread 0x1 (most recent call first):\n"
+      "  File \"<frozen importlib._bootstrap>\", line 241 in _call_with_frames_removed\n"
+      "  File \"/usr/lib64/python3.9/importlib/__init__.py\", line 127 in import_module\n";
+  CHECK(program_frame(importing) == "<frozen importlib._bootstrap>:241 in _call_with_frames_removed");
+}
+
+TEST_CASE("is_library_file: Python's own, installed packages and the hook; not the program's") {
+  for (const char* lib : {"/usr/lib/python3.11/threading.py", "/usr/lib/python3/dist-packages/torch/x.py",
+                          "/opt/conda/lib/python3.10/site-packages/a.py", "lib/python3.12/queue.py",
+                          "<frozen runpy>", "/home/me/ccrun/agent/python/ccrun_progress.py"}) {
+    CHECK(is_library_file(lib));
+  }
+  for (const char* own : {"/srv/job/train.py", "train.py", "<string>", "/home/me/mylib/python_utils.py",
+                          "/data/lib/pythonic/model.py", "/home/me/lib/python/model.py"}) {
+    CHECK_FALSE(is_library_file(own));
+  }
 }
 
 TEST_CASE("last_lines: the last n lines, with or without a final newline") {
