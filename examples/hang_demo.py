@@ -1,4 +1,4 @@
-"""A plain torch.distributed gloo job with nothing of ccrun in it, whose rank
+r"""A plain torch.distributed gloo job with nothing of ccrun in it, whose rank
 --sleep-rank goes wrong at step --sleep-before: what ccrun's hang verdict
 names (docs/hangs.md). --fault says how:
 
@@ -48,12 +48,17 @@ def pass_around_the_ring(t):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=200)
-    p.add_argument("--sleep-rank", type=int, default=-1)
-    p.add_argument("--sleep-before", type=int, default=100)
-    p.add_argument("--sleep-s", type=float, default=600)
-    p.add_argument("--fault", choices=["sleep", "stop", "barrier", "skip", "gpu"], default="sleep")
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=200, help="steps, one all_reduce each (default 200)")
+    p.add_argument("--sleep-rank", type=int, default=-1,
+                   help="the rank that goes wrong (default -1: none, a healthy job)")
+    p.add_argument("--sleep-before", type=int, default=100,
+                   help="the step it goes wrong at (default 100)")
+    p.add_argument("--sleep-s", type=float, default=600,
+                   help="--fault sleep: how long it stalls, s (default 600)")
+    p.add_argument("--fault", choices=["sleep", "stop", "barrier", "skip", "gpu"], default="sleep",
+                   help="how it goes wrong (above; default sleep)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="cuda: NCCL, one GPU a rank (LOCAL_RANK)")
     p.add_argument("--ddp", action="store_true",
