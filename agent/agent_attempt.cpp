@@ -253,6 +253,7 @@ void Agent::on_worker_exit(const WorkerExit& e) {
   } else if (e.signal == SIGKILL) {
     name_oom_kill(f);
   }
+  if (f.cause == FailureCause::kNone) name_desync(f);
   a.local_failures.push_back(f);
   run_logs_->event("failure", restart_count_, f.to_json().dump());
   spdlog::error("ccrun: worker rank {} (pid {}) failed: {}{}", e.rank, e.pid,
@@ -269,6 +270,14 @@ void Agent::name_oom_kill(Failure& f) const {
   if (why.empty()) return;
   f.cause = FailureCause::kOom;
   f.message = why + (f.message.empty() ? "" : "\n" + f.message);
+}
+
+void Agent::name_desync(Failure& f) const {
+  std::string desync = desync_at_failure(attempt_->monitor->sample(), f.rank);
+  if (desync.empty()) return;
+  spdlog::error("ccrun: rank {} failed inside a call its group did not agree on: {}", f.rank, desync);
+  f.message = "desync: " + desync + "\n" +
+              (f.message.empty() ? "its last stderr lines:\n" + f.stderr_tail : f.message);
 }
 
 void Agent::on_round_event(const RoundEvent& ev) {

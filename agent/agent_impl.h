@@ -263,6 +263,10 @@ class Agent {
 
   // A SIGKILL nobody in ccrun sent: was it the kernel's OOM killer?
   void name_oom_kill(Failure& f) const;
+  // A rank that died inside a collective its group's members issued with
+  // another op or size (gloo aborts a rank, not always the one that differs):
+  // the desync goes first in the failure's message (desync_at_failure).
+  void name_desync(Failure& f) const;
 
   // The round ended elsewhere (or all nodes are done): stop this node's
   // workers, after their stacks when node 0 judged the job hung.

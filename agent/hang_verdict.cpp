@@ -99,6 +99,38 @@ std::vector<Member> stuck_group(const std::vector<const RankView*>& ranks) {
   return oldest ? members_of(ranks, *oldest) : std::vector<Member>{};
 }
 
+// Where a member behind in the stuck group's call is itself held up: the
+// call of another group it waits in, the longest (no DDP step: a rank inside
+// its step is at work); null when every member behind waits in none. A
+// subgroup's hang holds up the world group's next call too, and the world
+// group's call may be the one that has waited longest: its member behind
+// that waits for the subgroup is not a culprit, the subgroup's is.
+const GroupView* held_up_in(const std::vector<Member>& members) {
+  uint64_t n = 0;
+  for (const auto& m : members) n = std::max(n, m.group.issued);
+  const GroupView* held = nullptr;
+  for (const auto& m : members) {
+    if (m.group.issued >= n) continue;
+    for (const auto& g : m.rank->groups) {
+      if (g.id == m.group.id || g.waiting_ms < 0 || is_ddp(g) || is_p2p(g.op)) continue;
+      if (!held || g.waiting_ms > held->waiting_ms) held = &g;
+    }
+  }
+  return held;
+}
+
+// stuck_group's members, or those of the call its members behind wait in,
+// followed until the members behind wait in none (each group once).
+std::vector<Member> follow_waits(const std::vector<const RankView*>& ranks, std::vector<Member> members) {
+  std::set<uint64_t> seen;
+  while (!members.empty() && seen.insert(members.front().group.id).second) {
+    const GroupView* held = held_up_in(members);
+    if (!held || seen.count(held->id)) break;
+    members = members_of(ranks, *held);
+  }
+  return members;
+}
+
 // Whether the rank made point-to-point calls in the group (its last call,
 // or its counts: send and recv are numbered with the group's collectives).
 bool has_p2p(const GroupView& g) {
@@ -156,8 +188,9 @@ std::string shape_text(const CallShape& c) {
 
 // What the members' per-op counts say of the ranks that differ from the
 // majority: "rank 2 made one all_reduce fewer (59 against 60)", for the op
-// the majority issued as the call they part at; "" when the counts are not
-// recorded, or the majority's own counts disagree.
+// the majority issued as the call they part at, or "rank 2 made as many
+// all_reduce calls (60)" (the call differs in its arguments, not by a skip);
+// "" when the counts are not recorded, or the majority's own counts disagree.
 std::string count_difference(const std::vector<Member>& members, uint32_t op,
                              const std::vector<int>& majority, const std::vector<int>& culprits) {
   if (!progress::counted_op(op)) return "";
@@ -181,6 +214,10 @@ std::string count_difference(const std::vector<Member>& members, uint32_t op,
   }
   if (!expected) return "";
   std::string out;
+  if (by_calls.size() == 1 && by_calls.begin()->first == *expected) {  // a size, not a skip
+    return ranks_named(by_calls.begin()->second) + " made as many " + progress::op_name(op) +
+           " calls (" + std::to_string(*expected) + ")";
+  }
   for (const auto& [calls, ranks] : by_calls) {
     if (calls == *expected) continue;
     uint32_t diff = calls < *expected ? *expected - calls : calls - *expected;
@@ -373,7 +410,7 @@ HangVerdict judge_hang(const std::vector<RankView>& ranks, int64_t timeout_ms) {
             [](const RankView* a, const RankView* b) { return a->rank < b->rank; });
   bool all_idle = std::all_of(reporting.begin(), reporting.end(),
                               [&](const RankView* r) { return idle_for(*r, timeout_ms); });
-  std::vector<Member> members = stuck_group(reporting);
+  std::vector<Member> members = follow_waits(reporting, stuck_group(reporting));
   bool none_waits = members.empty();
   if (none_waits && all_idle) members = disagreeing_group(reporting);
   uint64_t n = 0;
@@ -432,6 +469,28 @@ HangVerdict judge_hang(const std::vector<RankView>& ranks, int64_t timeout_ms) {
   for (const auto* r : reporting) v.lines.push_back(where(*r));
   v.classes = rank_classes(reporting);
   return v;
+}
+
+std::string desync_at_failure(const std::vector<RankView>& ranks, int failed) {
+  std::vector<const RankView*> all;
+  const RankView* dead = nullptr;
+  for (const auto& r : ranks) {
+    all.push_back(&r);
+    if (r.rank == failed) dead = &r;
+  }
+  if (!dead) return "";
+  std::vector<const GroupView*> calls;  // its groups with a collective in flight, DDP steps last
+  for (const auto& g : dead->groups) {
+    if (g.issued > g.completed && !is_p2p(g.op)) calls.push_back(&g);
+  }
+  std::stable_sort(calls.begin(), calls.end(),
+                   [](auto* a, auto* b) { return !is_ddp(*a) && is_ddp(*b); });
+  for (const auto* g : calls) {
+    std::vector<int> culprits;
+    std::string desync = mismatch(members_of(all, *g), g->issued, culprits);
+    if (!desync.empty()) return desync;
+  }
+  return "";
 }
 
 std::vector<std::string> rank_classes(const std::vector<const RankView*>& ranks) {

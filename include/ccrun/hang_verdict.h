@@ -61,6 +61,17 @@ struct HangVerdict {
 // The decision (see above). `ranks` may come from several nodes, in any order.
 HangVerdict judge_hang(const std::vector<RankView>& ranks, int64_t timeout_ms);
 
+// When rank `failed` died inside a collective: whether the members of its
+// group issued different calls at that call's number (an op or an element
+// count that differs), said as judge_hang says a desync ("rank 2 issued
+// all_reduce with 512 elements as call #30 of the world group, where ranks
+// 0,1,3 issued all_reduce (256 elements): a desync ..."); "" when they
+// agree, or `failed` was in no call. Gloo checks sizes itself and aborts a
+// rank, often not the one that differs (the rank whose buffer is the
+// smaller: "op.preamble.length <= op.nbytes"), so the failure's rank alone
+// would blame a bystander. `ranks`: the views at hand (this node's).
+std::string desync_at_failure(const std::vector<RankView>& ranks, int failed);
+
 // Ranks whose time outside collectives per step is at least 1.5x the median
 // of the others' (needs three or more ranks with that figure).
 std::vector<int> find_stragglers(const std::vector<RankView>& ranks);

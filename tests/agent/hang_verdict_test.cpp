@@ -420,3 +420,52 @@ TEST_CASE("console_lines: at most 39 under the headline, whatever the number of 
   REQUIRE(out.size() == HangVerdict::kConsoleLines);
   CHECK(out.back() == "... and 22 more classes (failure_report.json has every rank)");
 }
+
+TEST_CASE("desync_at_failure: a rank that died in a call its peers issued with another size") {
+  // Rank 2 issued all_reduce #30 with 2048 elements; gloo aborted rank 1, whose buffer was the
+  // smaller: the desync names rank 2, whichever rank died.
+  std::vector<RankView> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(rank(r, 30, 29, 100, 100));
+  ranks[2].groups[0].count = 2048;
+  for (int failed : {1, 2}) {
+    CHECK(desync_at_failure(ranks, failed) ==
+          "rank 2 issued all_reduce with 2048 elements as call #30 of the world group, where "
+          "ranks 0,1,3 issued all_reduce (1024 elements): a desync (a call skipped, added or made "
+          "with other arguments on the rank named first)");
+  }
+  // With per-op counts: as many all_reduce calls everywhere, so the size differs, not a skip.
+  for (auto& r : ranks) r.groups[0].op_calls[kAllReduce - 1] = 30;
+  CHECK_THAT(desync_at_failure(ranks, 1),
+             Catch::EndsWith("(1024 elements): a desync; rank 2 made as many all_reduce calls (30)"));
+}
+
+TEST_CASE("desync_at_failure: nothing when the calls agree or the rank was in none") {
+  std::vector<RankView> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(rank(r, 30, 29, 100, 100));
+  CHECK(desync_at_failure(ranks, 1).empty());    // the same call everywhere: a plain crash
+  ranks[2].groups[0].count = 2048;
+  ranks[1].groups[0].completed = 30;             // rank 1 died between calls
+  CHECK(desync_at_failure(ranks, 1).empty());
+  CHECK(desync_at_failure(ranks, 7).empty());    // a rank with no view here
+  CHECK_FALSE(desync_at_failure(ranks, 0).empty());
+}
+
+TEST_CASE("judge_hang: a rank that waits for its subgroup is not behind in the world's call") {
+  // Pairs {0,1} and {2,3}; each step a pair's all_reduce, then the world's. Rank 2 stalls
+  // before its pair's call #30: rank 3 waits in it, and ranks 0,1, through with theirs, wait
+  // in the world's call #30, longer than rank 3 waits (they got there first).
+  std::vector<RankView> ranks;
+  for (int r = 0; r < 4; ++r) {
+    bool first_pair = r < 2;
+    ranks.push_back(rank(r, first_pair ? 30 : 29, 29, 31'000, first_pair ? 31'000 : -1));
+    uint64_t pair_issued = r == 2 ? 29 : 30, pair_completed = first_pair ? 30 : 29;
+    ranks.back().groups.push_back({first_pair ? 0xa01u : 0xa23u, 2, pair_issued, pair_completed,
+                                   kAllReduce, 1024, r == 3 ? 30'500 : -1});
+  }
+  HangVerdict v = judge_hang(ranks, 30'000);
+  REQUIRE(v.hung);
+  CHECK(v.culprits == std::vector<int>{2});
+  CHECK_THAT(v.headline, Catch::StartsWith("rank 2 has not issued all_reduce #30 of group "
+                                           "0000000000000a23 (2 ranks) (1024 elements), which "
+                                           "rank 3 has waited in for 30s"));
+}
