@@ -4,6 +4,12 @@ names (docs/hangs.md). --fault says how:
 
     sleep    it stalls for --sleep-s (a data loader that never returns; the default)
     stop     it stops itself with SIGSTOP
+    lock     it waits for a lock that its metrics thread holds for ever
+    loader   it waits for a batch from a torch DataLoader whose worker process never
+             returns one
+    size     it all_reduces twice the elements the others do
+    kill     it is killed (SIGKILL) while it waits inside that step's all_reduce for
+             the others, who come 2 s late: not a hang, a rank that died
     barrier  it calls barrier() where the others call all_reduce()
     skip     it skips that step's all_reduce, and so reaches the final barrier
              while the others are still in their last all_reduce
@@ -12,7 +18,8 @@ names (docs/hangs.md). --fault says how:
              and never completes on the GPU, and the rank waits for it in
              torch.cuda.synchronize() (a hung kernel, or NCCL waiting on a peer)
 
---pipeline makes each step pass a tensor around the ranks' ring (send to the next, receive from
+--pairs makes each step all_reduce within the rank's pair first ({0,1}, {2,3}, ...), then in
+the world: a fault in a pair's call hangs a subgroup first. --pipeline makes each step pass a tensor around the ranks' ring (send to the next, receive from
 the one before, as a pipeline's stages do) instead of the all_reduce.
 
     ccrun --standalone --nproc-per-node 4 --hang-timeout 10 examples/hang_demo.py \
@@ -22,6 +29,7 @@ tests/integration/test_hangs.py runs it."""
 import argparse
 import os
 import signal
+import threading
 import time
 
 import torch
@@ -30,6 +38,43 @@ import torch.distributed as dist
 
 def wait_for_the_data_loader(seconds):
     time.sleep(seconds)
+
+
+def flush_metrics(lock):
+    with lock:
+        pass
+
+
+def lock_held_for_ever():
+    """A lock that a thread of this process takes and never gives back."""
+    lock, taken = threading.Lock(), threading.Event()
+
+    def metrics_thread():
+        with lock:
+            taken.set()
+            threading.Event().wait()
+
+    threading.Thread(target=metrics_thread, daemon=True).start()
+    taken.wait()
+    return lock
+
+
+class NeverReady(torch.utils.data.Dataset):
+    def __len__(self):
+        return 1
+
+    def __getitem__(self, i):
+        threading.Event().wait()
+
+
+def next_batch(loader):
+    return next(iter(loader))
+
+
+def killed_inside(t):
+    """This rank's all_reduce, during which the rank is killed: the others come 2 s late."""
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGKILL)).start()
+    dist.all_reduce(t)
 
 
 def pass_around_the_ring(t):
@@ -57,13 +102,17 @@ def main():
                    help="the step it goes wrong at (default 100)")
     p.add_argument("--sleep-s", type=float, default=600,
                    help="--fault sleep: how long it stalls, s (default 600)")
-    p.add_argument("--fault", choices=["sleep", "stop", "barrier", "skip", "gpu"], default="sleep",
+    p.add_argument("--fault", default="sleep",
+                   choices=["sleep", "stop", "lock", "loader", "barrier", "skip", "size", "kill", "gpu"],
                    help="how it goes wrong (above; default sleep)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="cuda: NCCL, one GPU a rank (LOCAL_RANK)")
     p.add_argument("--ddp", action="store_true",
                    help="train a DistributedDataParallel model (its all-reduces run in torch's "
                         "C++ reducer) instead of calling all_reduce")
+    p.add_argument("--pairs", action="store_true",
+                   help="all_reduce within the rank's pair first ({0,1}, {2,3}, ...), then in "
+                        "the world")
     p.add_argument("--pipeline", action="store_true",
                    help="pass a tensor around the ring of ranks each step (send, recv) instead "
                         "of calling all_reduce")
@@ -75,12 +124,28 @@ def main():
     dist.init_process_group("nccl" if a.device == "cuda" else "gloo")
     t = torch.ones(256, device=a.device)
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 1).to(a.device)) if a.ddp else None
+    rank, size = dist.get_rank(), dist.get_world_size()
+    pairs = [dist.new_group(list(range(r, min(r + 2, size)))) for r in range(0, size, 2)] if a.pairs else []
+    lock = lock_held_for_ever() if a.fault == "lock" and rank == a.sleep_rank else None
+    loader = (torch.utils.data.DataLoader(NeverReady(), num_workers=1)
+              if a.fault == "loader" and rank == a.sleep_rank else None)
     for step in range(1, a.steps + 1):
-        if dist.get_rank() == a.sleep_rank and step == a.sleep_before:
+        if step == a.sleep_before and a.fault == "kill" and rank != a.sleep_rank:
+            time.sleep(2)
+        if rank == a.sleep_rank and step == a.sleep_before:
             if a.fault == "sleep":
                 wait_for_the_data_loader(a.sleep_s)
             elif a.fault == "stop":
                 os.kill(os.getpid(), signal.SIGSTOP)
+            elif a.fault == "lock":
+                flush_metrics(lock)
+            elif a.fault == "loader":
+                next_batch(loader)
+            elif a.fault == "size":
+                dist.all_reduce(torch.ones(2 * len(t), device=a.device))
+                continue
+            elif a.fault == "kill":
+                killed_inside(t)
             elif a.fault == "barrier":
                 dist.barrier()
                 continue
@@ -88,6 +153,8 @@ def main():
                 continue
             elif a.fault == "gpu":
                 torch.cuda._sleep(1 << 62)  # spins for years on this rank's stream
+        if pairs:
+            dist.all_reduce(t, group=pairs[rank // 2])
         if model:
             model(torch.randn(8, 16, device=a.device)).sum().backward()
         elif a.pipeline:

@@ -394,54 +394,93 @@ def test_a_ddp_job_names_the_rank_that_never_began_its_step():
 
 
 # The fault matrix of a torch gloo job (examples/hang_demo.py --fault): each
-# culprit named first, at rank 2 and at rank 0.
+# culprit named first, at rank 2 and at rank 0, in each of three runs.
 def others(culprit):
     return ",".join(str(r) for r in range(4) if r != culprit).replace("1,2,3", "1-3")
 
 
+def not_issued(c):
+    return rf"rank {c} has not issued all_reduce #30 of the world group \(256 elements\)"
+
+
+# The hang verdict's headline, and the line of the program the culprit's stack class is titled by.
 FAULTS = {
-    "barrier": lambda c: (rf"rank {c} issued barrier as call #30 of the world group, where ranks "
-                          rf"{others(c)} issued all_reduce \(256 elements\): a desync; rank {c} "
-                          rf"made one all_reduce fewer \(29 against 30\)"),
-    "skip": lambda c: (rf"rank {c} issued barrier as call #60 of the world group, where ranks "
-                       rf"{others(c)} issued all_reduce \(256 elements\): a desync; rank {c} made "
-                       rf"one all_reduce fewer \(59 against 60\)"),
-    "stop": lambda c: (rf"rank {c} has not issued all_reduce #30 of the world group \(256 elements\), "
-                       rf"which ranks {others(c)} have waited in for [\d.]+s; rank {c}: its process "
-                       rf"is stopped \(state T"),
-    "sleep": lambda c: rf"rank {c} has not issued all_reduce #30 of the world group",
+    "barrier": (lambda c: (rf"rank {c} issued barrier as call #30 of the world group, where ranks "
+                           rf"{others(c)} issued all_reduce \(256 elements\): a desync; rank {c} "
+                           rf"made one all_reduce fewer \(29 against 30\)"), "main"),
+    "skip": (lambda c: (rf"rank {c} issued barrier as call #60 of the world group, where ranks "
+                        rf"{others(c)} issued all_reduce \(256 elements\): a desync; rank {c} made "
+                        rf"one all_reduce fewer \(59 against 60\)"), "main"),
+    "stop": (lambda c: (not_issued(c) + rf", which ranks {others(c)} have waited in for [\d.]+s; "
+                        rf"rank {c}: its process is stopped \(state T"), None),
+    "sleep": (not_issued, "wait_for_the_data_loader"),
+    "lock": (not_issued, "flush_metrics"),  # a lock its other thread holds for ever
+    "loader": (not_issued, "next_batch"),   # a DataLoader whose worker process never returns
     # A ring of sends and receives (--pipeline), the culprit asleep before its step's.
-    "pipeline": lambda c: (rf"rank {c} is in no call, while ranks {others(c)} wait in calls \(the "
-                           rf"longest: rank \d in (send|recv) #\d+ of the world group \(256 "
-                           rf"elements\) for [\d.]+s, a point-to-point call\)"),
+    "pipeline": (lambda c: (rf"rank {c} is in no call, while ranks {others(c)} wait in calls \(the "
+                            rf"longest: rank \d in (send|recv) #\d+ of the world group \(256 "
+                            rf"elements\) for [\d.]+s, a point-to-point call\)"),
+                 "wait_for_the_data_loader"),
+    # A pair's group (--pairs: {0,1} and {2,3}), the culprit asleep before its pair's call.
+    "subgroup": (lambda c: (rf"rank {c} has not issued all_reduce #30 of group [0-9a-f]+ \(2 ranks\) "
+                            rf"\(256 elements\), which rank {c ^ 1} has waited in for [\d.]+s"),
+                 "wait_for_the_data_loader"),
 }
+DEMO_ARGS = {"pipeline": ["--fault", "sleep", "--pipeline"], "subgroup": ["--fault", "sleep", "--pairs"]}
 
 
-@pytest.mark.parametrize("fault,culprit", [("barrier", 2), ("barrier", 0), ("skip", 2),
-                                           ("stop", 2), ("sleep", 0), ("pipeline", 2),
-                                           ("pipeline", 1)])
-def test_the_fault_matrix_names_each_culprit(tmp_path, fault, culprit):
+def run_demo(tmp_path, fault, culprit):
     script = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "hang_demo.py")
     began = time.monotonic()
     # --stop-grace 60: a stopped rank that ignored the stop would hold the job that long.
     r = run_ccrun("--standalone", "--nproc-per-node", "4", "--hang-timeout", "4",
                   "--stop-grace", "60", "--log-dir", str(tmp_path), script, "--steps", "60",
                   "--sleep-rank", str(culprit), "--sleep-before", "30",
-                  *(["--fault", "sleep", "--pipeline"] if fault == "pipeline" else ["--fault", fault]),
+                  *DEMO_ARGS.get(fault, ["--fault", fault]),
                   env={"PYTHON_EXEC": "/usr/bin/python3"}, timeout=180)
     took = time.monotonic() - began
-    err = r.stderr
-    assert r.returncode == 1, err[-4000:]
-    assert re.search("the job is hung \\(--hang-timeout 4s\\): " + FAULTS[fault](culprit), err), \
+    assert r.returncode == 1, r.stderr[-4000:]
+    assert took < 50, f"the job took {took:.0f}s to end: a rank waited out --stop-grace"
+    return r.stderr, report(str(tmp_path))
+
+
+@pytest.mark.parametrize("run", range(3))
+@pytest.mark.parametrize("fault,culprit", [("barrier", 2), ("barrier", 0), ("skip", 2),
+                                           ("stop", 2), ("sleep", 0), ("lock", 2), ("loader", 0),
+                                           ("pipeline", 2), ("pipeline", 1), ("subgroup", 2)])
+def test_the_fault_matrix_names_each_culprit(tmp_path, fault, culprit, run):
+    err, rep = run_demo(tmp_path, fault, culprit)
+    headline, frame = FAULTS[fault]
+    assert re.search("the job is hung \\(--hang-timeout 4s\\): " + headline(culprit), err), \
         err[-4000:]
-    rep = report(str(tmp_path))
     assert rep["hang"]["culprits"] == [culprit]
     assert rep["root_cause"]["cause"] == "hang" and rep["root_cause"]["rank"] == culprit
-    assert took < 50, f"the job took {took:.0f}s to end: a rank waited out --stop-grace"
+    if frame:  # the culprit's stack class, titled by the line of the program it is at
+        assert re.search(rf"stacks of rank {culprit} <- hang_demo\.py:\d+ in {frame} ", err), \
+            err[-4000:]
     if fault == "stop":
         stacks = {s["rank"]: s for s in rep["hang"]["stacks"]}
         assert stacks[culprit]["python"].startswith("(none: the process is stopped (state T)")
         assert "kill" in stacks[culprit]["native"], stacks[culprit]["native"]
+
+
+# Faults that end a torch gloo job without a hang: the culprit still named first.
+@pytest.mark.parametrize("run", range(3))
+@pytest.mark.parametrize("fault,culprit", [("size", 2), ("size", 0), ("kill", 2)])
+def test_faults_that_are_no_hang_name_the_culprit_first(tmp_path, fault, culprit, run):
+    err, rep = run_demo(tmp_path, fault, culprit)
+    assert "the job is hung" not in err, err[-4000:]
+    root = rep["root_cause"]
+    if fault == "kill":  # killed inside its all_reduce: its death is the root cause
+        assert root["rank"] == culprit and root["signal"] == 9, root
+    else:
+        # Twice the others' elements: gloo aborts a peer that receives more than its buffer
+        # holds, and the desync in the records names the culprit in the root cause.
+        desync = (rf"desync: rank {culprit} issued all_reduce with 512 elements as call #30 of "
+                  rf"the world group, where ranks {others(culprit)} issued all_reduce \(256 "
+                  rf"elements\): a desync; rank {culprit} made as many all_reduce calls \(30\)")
+        assert re.match(desync, root["message"]), root
+        assert "op.preamble.length <= op.nbytes" in root["message"], root
 
 
 # The same matrix where calls return once queued, as NCCL's do through torch
