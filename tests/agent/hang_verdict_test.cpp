@@ -39,6 +39,15 @@ std::vector<RankView> desynced(int culprit, int64_t waiting_ms) {
   return ranks;
 }
 
+// judge_hang(ranks) under a 30 s timeout is hung, names `culprits`, and its headline starts so.
+void check_verdict(const std::vector<RankView>& ranks, const std::vector<int>& culprits,
+                   const std::string& starts) {
+  HangVerdict v = judge_hang(ranks, 30'000);
+  REQUIRE(v.hung);
+  CHECK(v.culprits == culprits);
+  CHECK_THAT(v.headline, Catch::StartsWith(starts));
+}
+
 }  // namespace
 
 TEST_CASE("judge_hang: the rank that never issued the call the others wait in is the culprit") {
@@ -354,12 +363,8 @@ TEST_CASE("judge_hang: the culprit of a desync may be rank 0, and a size that di
   std::vector<RankView> ranks;
   for (int r = 0; r < 4; ++r) ranks.push_back(rank(r, 100, 99, 31'000, 31'000));
   ranks[0].groups[0].count = 8;
-  HangVerdict v = judge_hang(ranks, 30'000);
-  REQUIRE(v.hung);
-  CHECK(v.culprits == std::vector<int>{0});
-  CHECK_THAT(v.headline, Catch::StartsWith("rank 0 issued all_reduce with 8 elements as call #100 "
-                                           "of the world group, where ranks 1-3 issued all_reduce "
-                                           "(1024 elements)"));
+  check_verdict(ranks, {0}, "rank 0 issued all_reduce with 8 elements as call #100 of the world "
+                            "group, where ranks 1-3 issued all_reduce (1024 elements)");
 }
 
 TEST_CASE("judge_hang: two ranks that disagree, one each way, are both named") {
@@ -462,10 +467,6 @@ TEST_CASE("judge_hang: a rank that waits for its subgroup is not behind in the w
     ranks.back().groups.push_back({first_pair ? 0xa01u : 0xa23u, 2, pair_issued, pair_completed,
                                    kAllReduce, 1024, r == 3 ? 30'500 : -1});
   }
-  HangVerdict v = judge_hang(ranks, 30'000);
-  REQUIRE(v.hung);
-  CHECK(v.culprits == std::vector<int>{2});
-  CHECK_THAT(v.headline, Catch::StartsWith("rank 2 has not issued all_reduce #30 of group "
-                                           "0000000000000a23 (2 ranks) (1024 elements), which "
-                                           "rank 3 has waited in for 30s"));
+  check_verdict(ranks, {2}, "rank 2 has not issued all_reduce #30 of group 0000000000000a23 (2 "
+                            "ranks) (1024 elements), which rank 3 has waited in for 30s");
 }
