@@ -476,7 +476,7 @@ def test_faults_that_are_no_hang_name_the_culprit_first(tmp_path, fault, culprit
     else:
         # Twice the others' elements: gloo aborts a peer that receives more than its buffer
         # holds, and the desync in the records names the culprit in the root cause.
-        # (The others as far as they got: a rank slow to issue #30 is not compared.)
+        # (The others as far as they got: a rank slow to make call #30 is not compared.)
         desync = (rf"desync: rank {culprit} issued all_reduce with 512 elements as call #30 of "
                   rf"the world group, where ranks? [\d,-]+ issued all_reduce \(256 "
                   rf"elements\): a desync; rank {culprit} made as many all_reduce calls \(30\)")
