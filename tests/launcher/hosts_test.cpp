@@ -187,4 +187,5 @@ TEST_CASE("host lists: an elastic job's hosts beyond its maximum are hot spares;
              }),
              Catch::Contains("once n1 (excluded, above) are left out; the job needs all 3"));
   std::filesystem::remove_all(state);
+  std::filesystem::remove(hf);
 }
