@@ -55,6 +55,13 @@ struct Member {
   GroupView group;  // issued 0 when the rank holds no slot for the group
 };
 
+// The group's last call any member issued: the one the members behind have not.
+uint64_t last_issued(const std::vector<Member>& members) {
+  uint64_t n = 0;
+  for (const auto& m : members) n = std::max(n, m.group.issued);
+  return n;
+}
+
 // The members of group `g` (by id) among `ranks`. World-group members that
 // never made the group's slot (no collective yet) count, with nothing issued.
 std::vector<Member> members_of(const std::vector<const RankView*>& ranks, const GroupView& g) {
@@ -106,8 +113,7 @@ std::vector<Member> stuck_group(const std::vector<const RankView*>& ranks) {
 // group's call may be the one that has waited longest: its member behind
 // that waits for the subgroup is not a culprit, the subgroup's is.
 const GroupView* held_up_in(const std::vector<Member>& members) {
-  uint64_t n = 0;
-  for (const auto& m : members) n = std::max(n, m.group.issued);
+  uint64_t n = last_issued(members);
   const GroupView* held = nullptr;
   for (const auto& m : members) {
     if (m.group.issued >= n) continue;
@@ -288,8 +294,7 @@ std::string not_issued(const std::vector<int>& behind, const GroupView& call, ui
 std::string idle_verdict(const std::vector<Member>& members, int64_t idle_ms,
                          std::vector<int>& culprits) {
   if (members.empty()) return "";
-  uint64_t n = 0;
-  for (const auto& m : members) n = std::max(n, m.group.issued);
+  uint64_t n = last_issued(members);
   std::vector<int> behind, ahead;
   std::set<uint64_t> lasts;
   const GroupView* lead = nullptr;
@@ -413,8 +418,7 @@ HangVerdict judge_hang(const std::vector<RankView>& ranks, int64_t timeout_ms) {
   std::vector<Member> members = follow_waits(reporting, stuck_group(reporting));
   bool none_waits = members.empty();
   if (none_waits && all_idle) members = disagreeing_group(reporting);
-  uint64_t n = 0;
-  for (const auto& m : members) n = std::max(n, m.group.issued);
+  uint64_t n = last_issued(members);
   std::vector<int> behind, waiting;
   int64_t longest = 0;
   const GroupView* call = nullptr;
