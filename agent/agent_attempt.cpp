@@ -171,7 +171,7 @@ void Agent::start_workers(WorkerStarter* starter) {
                          .dump());
   } catch (const Error& e) {
     std::fprintf(stderr, "ccrun: %s\n", e.what());
-    Failure f = node_failure(e.what());
+    Failure f = node_failure(e.what(), local_views());
     a.local_failures.push_back(f);
     tell_restart(f);
     a.stopping = true;
@@ -179,7 +179,7 @@ void Agent::start_workers(WorkerStarter* starter) {
   }
 }
 
-Failure Agent::node_failure(const std::string& message) const {
+Failure Agent::node_failure(const std::string& message, const std::vector<RankView>& local) const {
   Failure f;
   f.node_rank = info_.node_rank;
   f.hostname = host_name();
@@ -187,21 +187,19 @@ Failure Agent::node_failure(const std::string& message) const {
   f.time_ms = wall_clock_ms();
   f.attempt = restart_count_;
   f.message = message;
-  f.steps = node_steps();
-  return f;
-}
-
-int64_t Agent::node_steps() const {
-  if (!attempt_ || !attempt_->monitor) return -1;
-  int64_t most = -1;
-  for (const auto& r : attempt_->monitor->sample()) {
+  for (const auto& r : local) {
     // A rank that reports progress, or whose program started (the hook's
     // first mark), has a step count, 0 included.
     if (r.reporting || r.startup.reached(progress::Phase::kInterpreter)) {
-      most = std::max(most, int64_t(r.steps));
+      f.steps = std::max(f.steps, int64_t(r.steps));
     }
   }
-  return most;
+  return f;
+}
+
+std::vector<RankView> Agent::local_views() const {
+  if (!attempt_ || !attempt_->monitor) return {};
+  return attempt_->monitor->sample();
 }
 
 void Agent::tell_restart(const Failure& f) {
@@ -238,8 +236,9 @@ void Agent::on_worker_exit(const WorkerExit& e) {
     return;
   }
   if (a.stopping) return;  // stopped by us: not a root cause
+  std::vector<RankView> local = local_views();  // once: the failure's steps, and a desync
   Failure f = node_failure(
-      read_error_file(run_logs_->error_file(restart_count_, e.local_rank).string()));
+      read_error_file(run_logs_->error_file(restart_count_, e.local_rank).string()), local);
   f.rank = e.rank;
   f.local_rank = e.local_rank;
   f.pid = e.pid;
@@ -253,7 +252,7 @@ void Agent::on_worker_exit(const WorkerExit& e) {
   } else if (e.signal == SIGKILL) {
     name_oom_kill(f);
   }
-  if (f.cause == FailureCause::kNone) name_desync(f);
+  if (f.cause == FailureCause::kNone) name_desync(f, local);
   a.local_failures.push_back(f);
   run_logs_->event("failure", restart_count_, f.to_json().dump());
   spdlog::error("ccrun: worker rank {} (pid {}) failed: {}{}", e.rank, e.pid,
@@ -272,8 +271,8 @@ void Agent::name_oom_kill(Failure& f) const {
   f.message = why + (f.message.empty() ? "" : "\n" + f.message);
 }
 
-void Agent::name_desync(Failure& f) const {
-  std::string desync = desync_at_failure(attempt_->monitor->sample(), f.rank);
+void Agent::name_desync(Failure& f, const std::vector<RankView>& local) const {
+  std::string desync = desync_at_failure(local, f.rank);
   if (desync.empty()) return;
   spdlog::error("ccrun: rank {} failed inside a call its group did not agree on: {}", f.rank, desync);
   f.message = "desync: " + desync + "\n" +

@@ -85,7 +85,7 @@ void Agent::on_hang(const HangVerdict& v, const std::vector<RankView>& all,
   for (const auto& r : all) ranks.push_back(r.to_json());
   hang["progress"] = ranks;
   run_logs_->event("hang", restart_count_, hang.dump());
-  Failure f = node_failure("hang: " + v.headline);
+  Failure f = node_failure("hang: " + v.headline, local);
   f.cause = FailureCause::kHang;
   if (culprit.rank >= 0) {
     f.rank = culprit.rank, f.local_rank = culprit.local_rank, f.pid = culprit.pid;

@@ -249,10 +249,12 @@ class Agent {
   // forks them from the warm template (null: cold).
   void start_workers(WorkerStarter* starter);
 
-  // A failure of this node with no worker to name (yet): host, time, attempt.
-  Failure node_failure(const std::string& message) const;
-  // The most steps a local rank has made in this attempt; -1 when none reports (Failure::steps).
-  int64_t node_steps() const;
+  // A failure of this node with no worker to name (yet): host, time, attempt,
+  // and the most steps a rank of `local` (this node's views) made in this
+  // attempt; -1 when none reports (Failure::steps).
+  Failure node_failure(const std::string& message, const std::vector<RankView>& local) const;
+  // This node's rank views now; none before the attempt's monitor exists.
+  std::vector<RankView> local_views() const;
 
   // Asks the other nodes to restart, off the loop (StoreTasks).
   void tell_restart(const Failure& f);
@@ -266,7 +268,7 @@ class Agent {
   // A rank that died inside a collective its group's members issued with
   // another op or size (gloo aborts a rank, not always the one that differs):
   // the desync goes first in the failure's message (desync_at_failure).
-  void name_desync(Failure& f) const;
+  void name_desync(Failure& f, const std::vector<RankView>& local) const;
 
   // The round ended elsewhere (or all nodes are done): stop this node's
   // workers, after their stacks when node 0 judged the job hung.
