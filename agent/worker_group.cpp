@@ -37,6 +37,8 @@ struct WorkerGroup::Worker {
   bool reported = false;
   WorkerExit exit;
   asio::steady_timer rescan;  // reaped, pipes still open: scan for escaped holders again
+  bool left_in_group = false;  // its process group outlived it (killed at its exit)
+  int escaped = 0;             // descendants outside that group killed since its exit
 };
 
 namespace {
@@ -196,16 +198,10 @@ void WorkerGroup::on_reaped(const std::shared_ptr<Worker>& w, ExitStatus s) {
   --running_;
   // The worker's group may hold children that keep its pipes open: they die
   // with it.
-  bool left_in_group = ::kill(-w->pid, SIGKILL) == 0;
+  w->left_in_group = ::kill(-w->pid, SIGKILL) == 0;
   // So may its descendants that left the group (setsid): they are in the
   // agent's tree (it is their subreaper), found there by the worker's token.
-  int escaped = kill_holders(w->token, false, w->pid);
-  if (left_in_group || escaped > 0) {
-    spdlog::info("ccrun: rank {} (pid {}) exited and left processes running (background jobs "
-                 "it started{}); they were killed with it",
-                 w->exit.rank, w->pid,
-                 escaped > 0 ? fmt::format(", {} of them outside its process group", escaped) : "");
-  }
+  w->escaped = kill_holders(w->token, false, w->pid);
   OrphanKiller::instance().untrack(w->pid);
   logs_.wake(w->out_stream);  // its pipes' end is seen at once, not at the output tick
   logs_.wake(w->err_stream);
@@ -224,7 +220,7 @@ void WorkerGroup::rescan_holders(const std::shared_ptr<Worker>& w, std::chrono::
   w->rescan.expires_after(after);
   w->rescan.async_wait([this, w, after](boost::system::error_code ec) {
     if (ec || w->open_pipes == 0) return;
-    kill_holders(w->token, false);
+    w->escaped += kill_holders(w->token, false);
     rescan_holders(w, std::min(after * 2, std::chrono::milliseconds(2000)));
   });
 }
@@ -232,6 +228,15 @@ void WorkerGroup::rescan_holders(const std::shared_ptr<Worker>& w, std::chrono::
 void WorkerGroup::maybe_finish(const std::shared_ptr<Worker>& w) {
   if (!w->watch.reaped() || w->open_pipes > 0 || w->reported) return;
   w->reported = true;
+  // Said once its pipes closed, so that the count holds what the rescans
+  // found too (one caught mid-exec at the exit is found by them).
+  if (w->left_in_group || w->escaped > 0) {
+    spdlog::info("ccrun: rank {} (pid {}) exited and left processes running (background jobs "
+                 "it started{}); they were killed with it",
+                 w->exit.rank, w->pid,
+                 w->escaped > 0 ? fmt::format(", {} of them outside its process group", w->escaped)
+                                : "");
+  }
   w->exit.stderr_tail = logs_.tail(w->err_stream);
   if (on_exit_) on_exit_(w->exit);
   bool all = true;
