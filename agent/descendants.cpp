@@ -97,18 +97,26 @@ void append_children(pid_t pid, std::vector<pid_t>& out) {
   closedir(tasks);
 }
 
-// State letter and process group of `pid` from /proc/<pid>/stat; false
-// when it is gone.
-bool read_stat(pid_t pid, char& state, pid_t& pgrp) {
+// Reads /proc/<pid>/<name> into `buf` (NUL-terminated, at most `size` - 1
+// bytes: the first read holds these small files whole); false when the
+// process is gone.
+bool read_proc_file(pid_t pid, const char* name, char* buf, size_t size) {
   char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
+  std::snprintf(path, sizeof path, "/proc/%d/%s", int(pid), name);
   int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
-  char buf[512];
-  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ssize_t n = ::read(fd, buf, size - 1);
   ::close(fd);
   if (n <= 0) return false;
   buf[n] = '\0';
+  return true;
+}
+
+// State letter and process group of `pid` from /proc/<pid>/stat; false
+// when it is gone.
+bool read_stat(pid_t pid, char& state, pid_t& pgrp) {
+  char buf[512];
+  if (!read_proc_file(pid, "stat", buf, sizeof buf)) return false;
   // "pid (comm) S ppid pgrp ...": comm may hold spaces and parentheses.
   const char* close_paren = std::strrchr(buf, ')');
   int ppid = 0, group = 0;
@@ -117,6 +125,22 @@ bool read_stat(pid_t pid, char& state, pid_t& pgrp) {
   }
   pgrp = group;
   return true;
+}
+
+// True when `pid` has SIGKILL pending (/proc/<pid>/status, its own or its
+// thread group's pending set): an earlier walk, or the SIGKILL of its
+// process group, killed it and it has not run to its end yet (a loaded
+// machine may leave it unscheduled for a while). Such a process is killed
+// again but not counted again.
+bool kill_pending(pid_t pid) {
+  char buf[4096];
+  if (!read_proc_file(pid, "status", buf, sizeof buf)) return false;
+  const unsigned long long bit = 1ull << (SIGKILL - 1);
+  for (const char* field : {"\nSigPnd:", "\nShdPnd:"}) {
+    const char* at = std::strstr(buf, field);
+    if (at && (std::strtoull(at + std::strlen(field), nullptr, 16) & bit)) return true;
+  }
+  return false;
 }
 
 void stop_and_kill(pid_t pid) {
@@ -166,12 +190,14 @@ int kill_tree_holders(const char* token, bool with_children, const pid_t* skip, 
       bool was_killed = std::find(killed.begin(), killed.end(), p) != killed.end();
       doomed = doomed || was_killed || environ_holds(p, needle, len, with_children);
       if (doomed && !was_killed) {
-        // Counted unless it belongs to the group just SIGKILLed, or died on
-        // its own meanwhile (then its group cannot be read).
+        // Counted unless it was killed before (by an earlier walk or with
+        // the group just SIGKILLed), or died on its own meanwhile (then its
+        // group cannot be read).
         char state = 0;
         pid_t group = 0;
-        bool counts = signalled_group <= 0 ||
-                      (read_stat(p, state, group) && state != 'Z' && group != signalled_group);
+        bool counts = !kill_pending(p) &&
+                      (signalled_group <= 0 ||
+                       (read_stat(p, state, group) && state != 'Z' && group != signalled_group));
         stop_and_kill(p);
         killed.push_back(p);
         if (counts) ++counted;

@@ -58,7 +58,9 @@ bool become_subreaper();
 // descendant: the agent's own helpers stay in its group and keep their
 // waitpid). Returns how many were killed, less those in `signalled_group`
 // (a process group the caller has just SIGKILLed: its members may not have
-// died yet, and they did not leave it). Cost: the caller's process tree,
+// died yet, and they did not leave it) and less those with SIGKILL already
+// pending (killed by an earlier call, not dead yet: a walk repeated while
+// they die counts each once). Cost: the caller's process tree,
 // outside the skipped subtrees; nothing else on the node is read.
 int kill_tree_holders(const char* token, bool with_children, const pid_t* skip, size_t n_skip,
                       pid_t signalled_group = 0);
