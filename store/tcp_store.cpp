@@ -237,6 +237,21 @@ class TcpStore::Connection {
                           "the store) running there, and is the port open?");
   }
 
+  // True when the socket's two ends are the same address and port: with no
+  // server listening on a port of the ephemeral range of this host, the
+  // kernel may pick that very port as the connection's own and join it to
+  // itself (TCP's simultaneous open). Such a client would read its own
+  // requests back as answers; it is refused as no server is.
+  static bool connected_to_itself(int fd) {
+    sockaddr_storage local{}, peer{};
+    socklen_t local_len = sizeof local, peer_len = sizeof peer;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
+      return false;
+    }
+    return local_len == peer_len && std::memcmp(&local, &peer, local_len) == 0;
+  }
+
   bool try_connect(Clock::time_point deadline, std::string& error) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
@@ -277,6 +292,10 @@ class TcpStore::Connection {
         } else {
           errno = ETIMEDOUT;
         }
+      }
+      if (r == 0 && connected_to_itself(fd)) {
+        errno = ECONNREFUSED;
+        r = -1;
       }
       if (r == 0) {
         int one = 1;
