@@ -24,19 +24,32 @@ def ranks_of(text):
     return out
 
 
-def collapse_run(script, nproc, *extra, timeout=120):
+def after_all_started(script, nproc, where):
+    """`script`, run once every rank has started: the collapse's window is 0.5 s, and eight
+    Pythons starting on a loaded machine may be further apart than that."""
+    return ("import os, time\n"
+            f"open(os.path.join({str(where)!r}, os.environ['RANK']), 'w').close()\n"
+            f"while len(os.listdir({str(where)!r})) < {nproc}:\n"
+            "    time.sleep(0.01)\n" + script)
+
+
+def collapse_run(script, nproc, *extra, timeout=120, barrier=None):
+    if barrier is not None:
+        barrier.mkdir()
+        script = after_all_started(script, nproc, barrier)
     return run_ccrun("--master-port", str(free_port()), "--nproc-per-node", str(nproc),
                      "--collapse-output", *extra, "--no-python", PY, "-c", script, timeout=timeout)
 
 
-def test_eight_ranks_printing_one_warning_give_one_line():
-    r = collapse_run("print('UserWarning: the same on every rank')", 8)
+def test_eight_ranks_printing_one_warning_give_one_line(tmp_path):
+    r = collapse_run("print('UserWarning: the same on every rank')", 8, barrier=tmp_path / "up")
     assert r.returncode == 0, r.stderr
     assert r.stdout == "[0-7]:UserWarning: the same on every rank\n"
 
 
-def test_seven_the_same_and_one_different_give_two_lines():
-    r = collapse_run("import os; print('odd one' if os.environ['RANK'] == '5' else 'same')", 8)
+def test_seven_the_same_and_one_different_give_two_lines(tmp_path):
+    r = collapse_run("import os; print('odd one' if os.environ['RANK'] == '5' else 'same')", 8,
+                     barrier=tmp_path / "up")
     assert r.returncode == 0, r.stderr
     assert sorted(r.stdout.splitlines()) == ["[0-4,6,7]:same", "[5]:odd one"]
 
@@ -52,8 +65,8 @@ except ValueError:
 """
 
 
-def test_a_traceback_stays_whole_grouped_by_the_ranks_that_printed_it():
-    r = collapse_run(TRACEBACKS, 4)
+def test_a_traceback_stays_whole_grouped_by_the_ranks_that_printed_it(tmp_path):
+    r = collapse_run(TRACEBACKS, 4, barrier=tmp_path / "up")
     assert r.returncode == 0, r.stderr
     lines = [l for l in r.stderr.splitlines() if PREFIX.match(l)]
     blocks = {}
@@ -115,11 +128,12 @@ def test_no_line_is_lost_or_reordered_within_a_rank():
 
 
 def test_the_log_files_stay_raw(tmp_path):
-    r = collapse_run("print('same line')", 3, "--log-dir", str(tmp_path))
+    r = collapse_run("print('same line')", 3, "--log-dir", str(tmp_path / "logs"),
+                     barrier=tmp_path / "up")
     assert r.returncode == 0, r.stderr
     assert r.stdout == "[0-2]:same line\n"
     for rank in range(3):
-        [log] = tmp_path.glob(f"*/attempt_0/{rank}/stdout.log")
+        [log] = (tmp_path / "logs").glob(f"*/attempt_0/{rank}/stdout.log")
         assert log.read_text() == "same line\n"
 
 

@@ -604,7 +604,7 @@ def test_256_ranks_in_three_places_give_three_classes_and_a_short_console():
                      r"elements\), which ranks 0-62,64-199,201-255 have waited in for ([\d.]+)s; "
                      r"rank 200: its process is stopped", verdict[0]), verdict[0]
     waited = float(re.search(r"waited in for ([\d.]+)s", verdict[0]).group(1))
-    assert waited <= 2 + 1.5, "the verdict came late"
+    assert waited <= 2 + 2, "the verdict came late"  # at most 2 s after the 2 s timeout
     classes = [l.split("ccrun:   ", 1)[1] for l in verdict[1:]]
     assert classes == [
         "ranks 0-62,64-199,201-255 (254): waiting in all_reduce #51 of the world group (1024 elements)",

@@ -93,7 +93,9 @@ def test_a_gpu_with_pages_pending_retirement_fails_the_gate(tmp_path):
 
 
 def test_leftover_gpu_memory_is_waited_for_then_fails_at_the_bound(tmp_path):
-    gone_in = int(time.time() * 1000) + 1500
+    # Freed 2.5 s from now: the gate waits at least 1 s of that even when ccrun takes a while to
+    # reach its GPU check on a loaded machine, and well within the 5 s default bound.
+    gone_in = int(time.time() * 1000) + 2500
     env = fake_nvml(tmp_path, [healthy_gpu(processes=[{"pid": 4242, "used_mib": 1024,
                                                        "until_ms": gone_in}])])
     r = run_ccrun("--standalone", "--nproc-per-node", "1", "--log-dir", str(tmp_path / "logs"),

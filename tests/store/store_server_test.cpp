@@ -1023,7 +1023,9 @@ TEST_CASE("TIME: the server's wall clock, within the round trip", "[server][cloc
 TEST_CASE("finished jobs' keys expire after --finished-job-ttl; live jobs' never",
           "[server][cleanup]") {
   StoreServerOptions o;
-  o.finished_job_ttl = 400ms;
+  // 1 s: the live job's heartbeat thread, every 100 ms, may be starved for
+  // most of that on a loaded machine (sanitizers) without its keys expiring.
+  o.finished_job_ttl = 1000ms;
   Server s(o);
   TcpStoreOptions to;
   to.port = s.port();
@@ -1046,7 +1048,7 @@ TEST_CASE("finished jobs' keys expire after --finished-job-ttl; live jobs' never
       std::this_thread::sleep_for(100ms);
     }
   });
-  std::this_thread::sleep_for(1200ms);  // three TTLs
+  std::this_thread::sleep_for(3000ms);  // three TTLs
   CHECK_FALSE(store.check({"ccrun/done/current_round"}));
   CHECK_FALSE(store.check({"ccrun/done/round/0/all_exited"}));
   CHECK_FALSE(store.check({"ccrun/closed/round/0/hb/0"}));
@@ -1056,7 +1058,7 @@ TEST_CASE("finished jobs' keys expire after --finished-job-ttl; live jobs' never
   CHECK(store.check({"ccrun/unmarked/current_round"}));
   stop = true;
   heartbeat.join();
-  std::this_thread::sleep_for(1000ms);  // the live job stopped writing
+  std::this_thread::sleep_for(2500ms);  // the live job stopped writing
   CHECK_FALSE(store.check({"ccrun/live/round/0/hb/0"}));
   CHECK(store.get("keep/me") == "safe");
 }
