@@ -4,6 +4,7 @@
 #include "agent_impl.h"
 
 #include <signal.h>
+#include <unistd.h>
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
@@ -98,6 +99,7 @@ WorkerSpec Agent::worker_spec(int lr) {
   EnvContext ctx{&spec_, &info_, run_id_, restart_count_, store_.etcd ? "" : store_.endpoint.host,
                  store_.endpoint.port, gloo_ifname_};
   w.argv = worker_arguments(spec_.entrypoint, lr);
+  w.stdin_fd = workers_read_stdin() ? STDIN_FILENO : -1;
   EnvBuilder env = worker_environment(ctx, lr, error_file);
   w.token = agent_token_ + "." + std::to_string(restart_count_) + "." + std::to_string(lr);
   env.set(kAgentTokenVar, w.token);
@@ -161,6 +163,9 @@ void Agent::start_workers(WorkerStarter* starter) {
     // runs (WorkerGroup::start): the environments are ~7 KiB a worker.
     a.workers->start(spec_.nproc_per_node, [this](int lr) { return worker_spec(lr); },
                      [this](const WorkerExit& e) { on_worker_exit(e); }, starter);
+    if (lends_terminal(owns_terminal(), workers_read_stdin(), spec_.nproc_per_node)) {
+      a.terminal = std::make_unique<TerminalLease>(a.workers->pids().front());
+    }
     a.monitor->start(a.workers->pids(), a.workers->spawn_times());
     a.startup = std::make_unique<StartupWatch>(
         io_, [monitor = a.monitor.get()] { return monitor->timelines(); },
@@ -221,8 +226,18 @@ void Agent::tell_restart(const Failure& f) {
               });
 }
 
+bool Agent::workers_read_stdin() const { return !spec_.exit_on_stdin_eof; }
+
 void Agent::on_worker_exit(const WorkerExit& e) {
   Attempt& a = *attempt_;
+  bool had_terminal = a.terminal && a.terminal->lent();
+  a.terminal.reset();  // the terminal is ccrun's again
+  if (had_terminal && e.signal == SIGINT && !a.stopping) {
+    // The terminal's Ctrl-C reached the worker that held it, not ccrun:
+    // the user's stop, as if ccrun had got it.
+    on_signal(SIGINT);
+    return;
+  }
   if (!e.failed()) {
     if (++a.exited_ok == spec_.nproc_per_node && !a.stopping) {
       state_ = State::kBarrier;

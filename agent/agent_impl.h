@@ -242,6 +242,9 @@ class Agent {
 
   // Local rank `lr`'s program, environment and output in this attempt.
   WorkerSpec worker_spec(int lr);
+  // The workers read this process's stdin, as torchrun's do (not a
+  // fanned-out agent's: its stdin is its link to the launching ccrun).
+  bool workers_read_stdin() const;
 
   // A worker that cannot start fails the attempt here, like a worker that
   // exits: the other nodes are told, the started ones stopped.
@@ -260,7 +263,8 @@ class Agent {
   void tell_restart(const Failure& f);
 
   // A worker exited: all of them 0 reaches the exit barrier; a failure
-  // stops the group and asks for a restart.
+  // stops the group and asks for a restart; a lone worker that held the
+  // terminal (terminal_lease.h) and died of its Ctrl-C stops the job.
   void on_worker_exit(const WorkerExit& e);
 
   // A SIGKILL nobody in ccrun sent: was it the kernel's OOM killer?

@@ -55,6 +55,7 @@ WorkerStarter* Agent::warm_starter() {
   bool was_ready = warm_->ready();
   std::string why;
   run_off_loop([&] { why = warm_->wait_ready(kTemplateReady); });
+  if (signalled_) return nullptr;  // the stop killed the template: nothing starts, cold or warm
   if (!why.empty()) {
     spdlog::warn("ccrun: attempt {} starts cold: {}", restart_count_, why);
     return nullptr;
@@ -69,6 +70,13 @@ WorkerStarter* Agent::warm_starter() {
         spdlog::warn("ccrun: warm start: the template cannot import {}: {}", m, err);
       }
     }
+    auto torch = warm_->failed().find("torch");
+    if (warm_->imported().empty() && torch != warm_->failed().end()) {
+      spdlog::warn("ccrun: warm start: the template imported nothing ({} has no torch: {}), so a "
+                   "warm worker saves only the interpreter's own start-up; name the modules worth "
+                   "importing once with --preload, or drop --warm-start",
+                   python_->interpreter.front(), torch->second);
+    }
   }
   return warm_.get();
 }
@@ -82,6 +90,7 @@ void Agent::renew_template() {
 }
 
 void Agent::preload_imports() {
+  if (!learns_imports(spec_.preload)) return;
   if (!warm_ || preload_broke_ || !attempt_ || !attempt_->monitor) return;
   std::vector<std::string> fresh;
   for (const auto& m : attempt_->monitor->imported_modules(0)) {

@@ -29,6 +29,7 @@
 #include "log_mux.h"
 #include "startup_watch.h"
 #include "store_tasks.h"
+#include "terminal_lease.h"
 #include "worker_group.h"
 
 namespace ccrun::agent {
@@ -65,6 +66,7 @@ struct Attempt {
   StoreTasks tasks;                                // store calls made while workers run
   std::unique_ptr<HangMonitor> monitor;            // the ranks' progress (--hang-timeout)
   std::unique_ptr<Workers> workers;                // the processes
+  std::unique_ptr<TerminalLease> terminal;         // the terminal, lent to a lone worker
   std::unique_ptr<StartupWatch> startup;           // until every local rank's first step
 
   std::optional<AttemptOutcome> outcome;

@@ -112,18 +112,22 @@ bool read_proc_file(pid_t pid, const char* name, char* buf, size_t size) {
   return true;
 }
 
-// State letter and process group of `pid` from /proc/<pid>/stat; false
-// when it is gone.
-bool read_stat(pid_t pid, char& state, pid_t& pgrp) {
+// State letter, process group and kernel flags of `pid` from
+// /proc/<pid>/stat; false when it is gone.
+bool read_stat(pid_t pid, char& state, pid_t& pgrp, unsigned* flags = nullptr) {
   char buf[512];
   if (!read_proc_file(pid, "stat", buf, sizeof buf)) return false;
-  // "pid (comm) S ppid pgrp ...": comm may hold spaces and parentheses.
+  // "pid (comm) S ppid pgrp session tty tpgid flags ...": comm may hold
+  // spaces and parentheses.
   const char* close_paren = std::strrchr(buf, ')');
-  int ppid = 0, group = 0;
-  if (!close_paren || std::sscanf(close_paren + 1, " %c %d %d", &state, &ppid, &group) != 3) {
+  int ppid = 0, group = 0, session = 0, tty = 0, tpgid = 0;
+  unsigned f = 0;
+  if (!close_paren || std::sscanf(close_paren + 1, " %c %d %d %d %d %d %u", &state, &ppid, &group,
+                                  &session, &tty, &tpgid, &f) != 7) {
     return false;
   }
   pgrp = group;
+  if (flags) *flags = f;
   return true;
 }
 
@@ -142,6 +146,10 @@ bool kill_pending(pid_t pid) {
   }
   return false;
 }
+
+// The kernel's PF_EXITING (include/linux/sched.h): the process is in
+// exit(2) already, past the point of running any more of its own code.
+constexpr unsigned kExiting = 0x4;
 
 void stop_and_kill(pid_t pid) {
   // Stopped first: a stopped process cannot fork another while the rest of
@@ -211,6 +219,28 @@ int kill_tree_holders(const char* token, bool with_children, const pid_t* skip, 
     if (killed.size() == before) break;
   }
   return counted;
+}
+
+int kill_process_group(pid_t group) {
+  std::vector<pid_t> todo, kids;
+  append_children(getpid(), todo);
+  int running = 0;
+  while (!todo.empty()) {
+    pid_t p = todo.back();
+    todo.pop_back();
+    char state = 0;
+    pid_t pgrp = 0;
+    unsigned flags = 0;
+    if (!read_stat(p, state, pgrp, &flags)) continue;
+    if (pgrp == group && state != 'Z' && state != 'X' && !(flags & kExiting) && !kill_pending(p)) {
+      ++running;
+    }
+    kids.clear();
+    append_children(p, kids);
+    todo.insert(todo.end(), kids.begin(), kids.end());
+  }
+  ::kill(-group, SIGKILL);
+  return running;
 }
 
 int kill_token_holders(const char* token, bool with_children) {

@@ -65,6 +65,14 @@ bool become_subreaper();
 int kill_tree_holders(const char* token, bool with_children, const pid_t* skip, size_t n_skip,
                       pid_t signalled_group = 0);
 
+// SIGKILLs process group `group` (a worker's, after the worker exited) and
+// returns how many of its members were still running: not those that had
+// exited already (zombies not reaped yet) or were exiting (in exit(2), or
+// with SIGKILL pending), which a program that waited for nothing leaves
+// behind for a moment without having left anything running. Reads the
+// caller's process tree (a subreaper's: the group's orphans are in it).
+int kill_process_group(pid_t group);
+
 // SIGKILLs every process on the node (but the caller) whose environment
 // holds the token, as above, rescanning until a scan finds none. One
 // environ read per process on the node: the orphan killer's last resort, once

@@ -17,6 +17,7 @@
 
 #include "proc_stat.h"
 #include "run_command.h"
+#include "warm_template.h"
 
 
 namespace ccrun::agent {
@@ -95,7 +96,7 @@ void python_stacks(const std::vector<StackTarget>& targets, std::vector<RankStac
                       "read while it is stopped, is where it stopped.)";
       continue;
     }
-    out[i].python = read_from(targets[i].stack_file, before[i]);
+    out[i].python = drop_template_frames(read_from(targets[i].stack_file, before[i]));
     if (out[i].python.empty()) out[i].python = "(no traceback within the wait: the interpreter "
                                                "may be stuck outside Python code)";
   }

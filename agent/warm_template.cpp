@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,10 +12,13 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
 #include "ccrun/error.h"
+#include "ccrun/job_spec.h"
 #include "descendants.h"
+#include "process.h"
 #include "progress_watch.h"
 
 namespace ccrun::agent {
@@ -62,9 +64,28 @@ std::vector<std::string> template_environment(EnvBuilder node_env) {
 std::vector<std::string> template_modules(const std::vector<std::string>& preload) {
   std::vector<std::string> out = {"torch"};
   for (const auto& m : preload) {
-    if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
+    if (m != kPreloadAuto && std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
   }
   return out;
+}
+
+std::string drop_template_frames(const std::string& faulthandler_text) {
+  std::string out;
+  std::string marker = std::string("/") + kTemplateScript + "\"";
+  size_t at = 0;
+  while (at < faulthandler_text.size()) {
+    size_t end = faulthandler_text.find('\n', at);
+    size_t next = end == std::string::npos ? faulthandler_text.size() : end + 1;
+    std::string_view line(faulthandler_text.data() + at, next - at);
+    bool frame = line.find("File \"") != std::string_view::npos;
+    if (!frame || line.find(marker) == std::string_view::npos) out.append(line);
+    at = next;
+  }
+  return out;
+}
+
+bool learns_imports(const std::vector<std::string>& preload) {
+  return std::find(preload.begin(), preload.end(), kPreloadAuto) != preload.end();
 }
 
 WarmTemplate::WarmTemplate(WarmTemplateOptions options) : o_(std::move(options)) { spawn(); }
@@ -89,44 +110,23 @@ void WarmTemplate::spawn() {
   for (const auto& m : o_.modules) modules += (modules.empty() ? "" : ",") + m;
   args.insert(args.end(), {o_.script, std::to_string(::getpid()), kTokenPlaceholder,
                            program_path0(o_.command), modules});
-  std::vector<char*> argv, envp;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (auto& e : o_.env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, 2, 1);  // it prints nothing; its imports may warn
-  // A dup2 onto itself is a no-op that keeps close-on-exec: move an end that
-  // sits at 3 already elsewhere first.
-  if (sv[1] == kControlFd) {
-    int moved = ::fcntl(sv[1], F_DUPFD_CLOEXEC, kControlFd + 1);
-    ::close(sv[1]);
-    sv[1] = moved;
-  }
-  posix_spawn_file_actions_adddup2(&fa, sv[1], kControlFd);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigemptyset(&all);
-  for (int s = 1; s < NSIG; ++s) {  // glibc's own two (32, 33) are not the user's
-    if (s < 32 || s >= SIGRTMIN) sigaddset(&all, s);
-  }
-  posix_spawnattr_setsigmask(&attr, &none);   // the agent blocks its stop signals
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setpgroup(&attr, 0);        // a terminal's Ctrl-C is the agent's to pass on
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-  int rc = posix_spawnp(&pid_, argv[0], &fa, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
+  // The workers' own starter: the template starts as a cold worker does
+  // (process group, death signal, default dispositions, empty mask, no
+  // descriptor of the agent's), so what its forks inherit is a cold
+  // worker's. It prints nothing itself; its imports' warnings go to stderr.
+  ProcessImage image(args, &o_.env);
+  SpawnOptions so;
+  so.stdout_fd = 2;
+  so.stderr_fd = 2;
+  so.control_fd = sv[1];
+  Spawner spawner;
+  pid_ = spawner.spawn(image, so);
+  int err = errno;
   ::close(sv[1]);
-  if (rc != 0) {
+  if (pid_ < 0) {
     ::close(sv[0]);
     pid_ = 0;
-    throw Error("--warm-start: cannot start the template " + args[0] + ": " + std::strerror(rc));
+    throw Error("--warm-start: cannot start the template " + args[0] + ": " + std::strerror(err));
   }
   fd_ = sv[0];
 }
@@ -156,7 +156,7 @@ void WarmTemplate::send(const std::string& message, const int* fds, int nfds) {
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))] = {};
   if (nfds > 0) {
     msg.msg_control = control;
     msg.msg_controllen = CMSG_SPACE(size_t(nfds) * sizeof(int));
@@ -202,9 +202,11 @@ pid_t WarmTemplate::start(const WorkerSpec& spec, int out_fd, int err_fd) {
   json request = {{"op", "fork"},          {"kind", command->kind_name()},
                   {"target", command->target}, {"args", command->args},
                   {"env", spec.env},       {"cpus", cpu_list(spec.placement.cpus)},
-                  {"nodes", spec.placement.nodes}, {"node_count", spec.placement.node_count}};
-  int fds[2] = {out_fd, err_fd};
-  send(request.dump(), fds, 2);
+                  {"nodes", spec.placement.nodes}, {"node_count", spec.placement.node_count},
+                  {"stdin", spec.stdin_fd >= 0}, {"argv", spec.argv}};
+  int fds[3] = {spec.stdin_fd, out_fd, err_fd};
+  if (spec.stdin_fd >= 0) send(request.dump(), fds, 3);
+  else send(request.dump(), fds + 1, 2);
   std::string reply = receive(kForkTimeout);
   if (reply.empty()) throw Error(broken_);
   json j = json::parse(reply, nullptr, false);

@@ -1,8 +1,8 @@
 //===- warm_template.h - A node's warm Python template ----------*- C++ -*-===//
 //
 // --warm-start: one template interpreter per node imports the job's heavy
-// modules (torch, --preload, then what the last attempt's workers imported)
-// once; each worker of each attempt is then forked from it instead of
+// modules (torch and --preload; with --preload auto, also what the last
+// attempt's workers imported) once; each worker of each attempt is then forked from it instead of
 // starting a fresh interpreter that imports them again (agent/python/
 // ccrun_template.py, docs/startup.md). The template forks with CLONE_PARENT,
 // so a warm worker is the agent's own child like a cold one, and the agent
@@ -13,7 +13,7 @@
 //   group.start(n, make, on_exit, why.empty() ? &t : nullptr);
 //
 // The agent talks to it over a SOCK_SEQPACKET socket, one JSON message a
-// request, the worker's stdout and stderr passed with SCM_RIGHTS. Calls block
+// request, the worker's stdin, stdout and stderr passed with SCM_RIGHTS. Calls block
 // the caller: wait_ready for the imports, start() for one fork (milliseconds).
 //
 //===----------------------------------------------------------------------===//
@@ -102,7 +102,21 @@ class WarmTemplate final : public WorkerStarter {
 // start-up hook on PYTHONPATH and the token placeholder.
 std::vector<std::string> template_environment(EnvBuilder node_env);
 
-// The modules a template imports first: torch, then `preload`, each once.
+// The modules a template imports first: torch, then `preload` (less the
+// word `auto`), each once.
 std::vector<std::string> template_modules(const std::vector<std::string>& preload);
+
+// --preload auto: after an attempt, the template also imports what that
+// attempt's workers imported (never unless asked: a package that reads a
+// per-rank variable at import would read the template's).
+bool learns_imports(const std::vector<std::string>& preload);
+
+// The template's script file name: its frames lie below a warm worker's
+// program, and stacks shown to the user leave them out.
+inline constexpr const char* kTemplateScript = "ccrun_template.py";
+
+// `faulthandler_text` (a Python stack dump) without the lines of the
+// template's frames: a warm worker's stack as a cold one's would read.
+std::string drop_template_frames(const std::string& faulthandler_text);
 
 }  // namespace ccrun::agent

@@ -37,7 +37,7 @@ struct WorkerGroup::Worker {
   bool reported = false;
   WorkerExit exit;
   asio::steady_timer rescan;  // reaped, pipes still open: scan for escaped holders again
-  bool left_in_group = false;  // its process group outlived it (killed at its exit)
+  int left_in_group = 0;       // its group's members still running at its exit (killed then)
   int escaped = 0;             // descendants outside that group killed since its exit
 };
 
@@ -164,7 +164,7 @@ void WorkerGroup::start(int count, const std::function<WorkerSpec(int)>& make,
     if (!starter) {  // Spawner::spawn makes the child its group's leader itself
       ProcessImage image(spec.argv, &spec.env);
       SpawnOptions o;
-      o.stdout_fd = out[1], o.stderr_fd = err[1];
+      o.stdin_fd = spec.stdin_fd, o.stdout_fd = out[1], o.stderr_fd = err[1];
       o.before_exec = apply_placement, o.before_exec_arg = &spec.placement;
       pid = spawner.spawn(image, o);
     }
@@ -198,7 +198,7 @@ void WorkerGroup::on_reaped(const std::shared_ptr<Worker>& w, ExitStatus s) {
   --running_;
   // The worker's group may hold children that keep its pipes open: they die
   // with it.
-  w->left_in_group = ::kill(-w->pid, SIGKILL) == 0;
+  w->left_in_group = kill_process_group(w->pid);
   // So may its descendants that left the group (setsid): they are in the
   // agent's tree (it is their subreaper), found there by the worker's token.
   w->escaped = kill_holders(w->token, false, w->pid);
@@ -230,12 +230,12 @@ void WorkerGroup::maybe_finish(const std::shared_ptr<Worker>& w) {
   w->reported = true;
   // Said once its pipes closed, so that the count holds what the rescans
   // found too (one caught mid-exec at the exit is found by them).
-  if (w->left_in_group || w->escaped > 0) {
-    spdlog::info("ccrun: rank {} (pid {}) exited and left processes running (background jobs "
-                 "it started{}); they were killed with it",
-                 w->exit.rank, w->pid,
-                 w->escaped > 0 ? fmt::format(", {} of them outside its process group", w->escaped)
-                                : "");
+  if (int left = w->left_in_group + w->escaped; left > 0) {
+    spdlog::info("ccrun: rank {} (pid {}) exited and left {} process{} running (background jobs "
+                 "it started{}); ccrun killed {}",
+                 w->exit.rank, w->pid, left, left == 1 ? "" : "es",
+                 w->escaped > 0 ? fmt::format(", {} outside its process group", w->escaped) : "",
+                 left == 1 ? "it" : "them");
   }
   w->exit.stderr_tail = logs_.tail(w->err_stream);
   if (on_exit_) on_exit_(w->exit);

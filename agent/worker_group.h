@@ -49,6 +49,8 @@ struct WorkerSpec {
   std::vector<std::string> argv;
   std::vector<std::string> env;  // "NAME=value", the whole environment
   StreamOptions out, err;        // where its stdout and stderr go
+  int stdin_fd = -1;             // what it reads as stdin: -1 = /dev/null, else
+                                 // a descriptor of the agent's (its own stdin)
   std::string token;             // its CCRUN_AGENT_TOKEN ("" = none): every
                                  // process holding it dies when it exits
   Placement placement;
@@ -74,7 +76,8 @@ class WorkerStarter {
  public:
   virtual ~WorkerStarter() = default;
   // Starts `spec`'s process, a child of this process, with `out_fd` and
-  // `err_fd` (the write ends of its pipes) as its stdout and stderr, in a
+  // `err_fd` (the write ends of its pipes) as its stdout and stderr and
+  // `spec.stdin_fd` as its stdin, in a
   // process group of its own, killed if the agent dies; returns its pid.
   // Throws ccrun::Error when it cannot.
   virtual pid_t start(const WorkerSpec& spec, int out_fd, int err_fd) = 0;

@@ -52,7 +52,14 @@ struct ChildArgs {
   if (in >= 0) dup2(in, 0);
   dup2(o.stdout_fd, 1);
   dup2(o.stderr_fd, 2);
-  syscall(SYS_close_range, 3u, ~0u, 0u);
+  unsigned first_closed = 3;
+  if (o.control_fd >= 0) {
+    // dup2 onto itself keeps close-on-exec: clear it then.
+    if (o.control_fd == 3) fcntl(3, F_SETFD, 0);
+    else dup2(o.control_fd, 3);
+    first_closed = 4;
+  }
+  syscall(SYS_close_range, first_closed, ~0u, 0u);
   if (o.before_exec) o.before_exec(o.before_exec_arg);
   char* const* envp = a.image->envp.empty() ? environ : a.image->envp.data();
   execvpe(a.image->argv[0], a.image->argv.data(), envp);
@@ -117,6 +124,14 @@ pid_t Spawner::spawn(const ProcessImage& image, const SpawnOptions& options) {
   if (pid > 0) setpgid(pid, pid);  // also here: no race with a first kill(-pid)
   errno = err;
   return pid;
+}
+
+void open_standard_descriptors() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+    int opened = open("/dev/null", O_RDWR);  // the lowest free descriptor: this one
+    if (opened >= 0 && opened != fd) close(opened);
+  }
 }
 
 ExitStatus ExitStatus::from_wait_status(int status) {

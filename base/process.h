@@ -7,7 +7,7 @@
 // Ctrl-C reaches only the supervisor), dies with its parent (PDEATHSIG, and
 // a check that the parent did not die before it was set), starts with
 // default signal dispositions and an empty mask, and holds only its three
-// standard descriptors. Its exit comes back through a pidfd on the
+// standard descriptors (and a control socket at 3, when asked). Its exit comes back through a pidfd on the
 // supervisor's io_context: no SIGCHLD handler, no polling.
 //
 //   ProcessImage image(argv, &env);                // before the spawn: no allocation after
@@ -48,6 +48,9 @@ struct SpawnOptions {
   int stdout_fd = 1;
   int stderr_fd = 2;
   int death_signal = SIGKILL;  // what the child gets when its parent dies
+  // A fourth descriptor the child keeps, as its descriptor 3 (the warm
+  // template's control socket); -1: none, the child holds only 0, 1 and 2.
+  int control_fd = -1;
   // Runs in the child just before exec (the agent's CPU and memory
   // binding); must not allocate. May _exit(127) after saying why on fd 2.
   void (*before_exec)(const void* arg) = nullptr;
@@ -81,6 +84,11 @@ class Spawner {
   void* stack_;
   sigset_t not_default_;
 };
+
+// Opens /dev/null on each of descriptors 0, 1 and 2 that is closed, so that
+// no descriptor this process opens later lands there and is taken for a
+// standard stream (workers inherit stdin: docs/cli.md). Call first in main.
+void open_standard_descriptors();
 
 // How a child ended.
 struct ExitStatus {

@@ -14,6 +14,7 @@
 #include "job_builder.h"
 #include "log_level.h"
 #include "preflight.h"
+#include "process.h"
 #include "report_command.h"
 #include "status_command.h"
 #include "top_command.h"
@@ -35,6 +36,7 @@ int usage_error(const char* type, const std::string& what) {
 
 int main(int argc, char** argv) {
   using namespace ccrun;
+  open_standard_descriptors();
   if (argc > 1 && std::string(argv[1]) == "status") {
     release_stop_signals();  // no state to save: a signal ends it at once
     return launcher::run_status_command(std::vector<std::string>(argv + 2, argv + argc));

@@ -129,6 +129,10 @@ void resolve_warm_start(const Sources& src, JobSpec& spec) {
     if (!dotted_name) fail(preload, "\"" + m + "\" is not a module name (e.g. numpy,transformers)");
     spec.preload.push_back(m);
   }
+  if (!spec.preload.empty() && !spec.warm_start) {
+    fail(preload, "names modules for the --warm-start template, and --warm-start is off: add "
+                  "--warm-start (warm_start: true, PET_WARM_START=1), or drop --preload");
+  }
 }
 
 bool resolve_program(const Sources& src, std::vector<std::string> rest, JobSpec& spec) {

@@ -178,7 +178,8 @@ const Setting kSettings[] = {
      "--preload): starts and restarts skip the imports (docs/startup.md)", "Program", nullptr,
      Y::kScalar, true, [](S s) { return s.warm_start; }},
     {"preload", "--preload", "MODULE,...",
-     "Modules the --warm-start template imports besides torch: mod1,mod2", "Program",
+     "Modules the --warm-start template imports besides torch: mod1,mod2; `auto` adds, from "
+     "the second attempt on, the installed packages the workers imported", "Program",
      [](S s) { return join(s.preload, ","); }, Y::kList, true},
     {"no_python", "--no-python,--no_python", "",
      "Execute the program directly, not with Python", "Program",

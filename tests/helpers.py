@@ -5,8 +5,11 @@ import random
 import re
 import shlex
 import signal
+import shutil
 import socket
 import subprocess
+import tempfile
+import time
 
 import pytest
 
@@ -231,3 +234,41 @@ def parse_env_lines(text):
             env = json.loads(line.split("ENV ", 1)[1])
             out[int(env["RANK"])] = env
     return out
+
+
+class Tmux:
+    """A detached tmux server of its own (its socket in a folder of its own) with
+    one 120x40 window running `command`, then a line with its exit status and
+    the terminal's mode, then a long sleep that keeps the pane to read."""
+
+    def __init__(self, command):
+        assert shutil.which("tmux"), "tmux is missing: scripts/setup.sh installs it"
+        self.dir = tempfile.mkdtemp(prefix="ccrun-tmux-")
+        self.socket = os.path.join(self.dir, "tmux")
+        shell = f"{command}; echo TOP_EXIT=$?; stty -a; sleep 600"
+        subprocess.run(["tmux", "-S", self.socket, "-f", "/dev/null", "new-session", "-d",
+                        "-x", "120", "-y", "40", "-s", "top", shell], check=True, timeout=30)
+
+    def screen(self):
+        r = subprocess.run(["tmux", "-S", self.socket, "capture-pane", "-p", "-t", "top"],
+                           capture_output=True, text=True, timeout=30)
+        return r.stdout
+
+    def keys(self, *keys):
+        subprocess.run(["tmux", "-S", self.socket, "send-keys", "-t", "top", *keys], check=True,
+                       timeout=30)
+
+    def wait_for(self, check, what, timeout=60):
+        """Polls the screen until check(screen) holds; returns the screen."""
+        deadline = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if check(screen):
+                return screen
+            time.sleep(0.1)
+        raise AssertionError(f"never {what} within {timeout}s; the screen:\n{screen}")
+
+    def close(self):
+        subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True, timeout=30)
+        shutil.rmtree(self.dir, ignore_errors=True)

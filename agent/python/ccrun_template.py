@@ -6,22 +6,31 @@ calls, again for every worker at every restart. With --warm-start the agent star
 once per node, with the workers' interpreter, flags and environment (less the per-rank variables),
 and then asks it for each worker. The template:
 
-  1. imports torch (where installed), the --preload modules and, after an attempt has run, the
-     installed packages that its workers had imported; then says "ready" and waits;
+  1. imports torch (where installed) and the --preload modules (with `--preload auto`, also, after
+     an attempt has run, the installed packages that its workers had imported); notes what the
+     interpreter's own start-up (sitecustomize, usercustomize, .pth files) set in os.environ;
+     then says "ready" and waits;
   2. for each request, checks that a fork is safe (no thread but its main one, once OpenBLAS's
      pool is stopped as a fork would stop it; no CUDA context),
      forks with CLONE_PARENT, so that the worker is the agent's child exactly like a cold one
      (the agent's pidfd, waitpid, process group, orphan killing), and answers with its pid;
-  3. in the forked child, becomes the worker: its own stdio, process group, parent-death signal,
-     CPU binding, environment (os.environ and the C environment, and CCRUN_AGENT_TOKEN in the
-     block /proc/<pid>/environ shows), sys.argv, sys.path[0], a fresh __main__, numpy's global
-     random state reseeded (Python's random reseeds itself at fork), the start-up hook installed
-     with the fork as its start, and then the program as `python script`, `-m module` or
-     `-c code` would run it, uncaught exceptions and exit statuses included.
+  3. in the forked child, becomes the worker as a cold start would make it: its own stdin, stdout
+     and stderr (and sys.stdin/stdout/stderr made for them as the interpreter makes them), process
+     group, parent-death signal, CPU binding, environment (the agent's for it plus what the
+     start-up set; os.environ and the C environment, and CCRUN_AGENT_TOKEN in the block
+     /proc/<pid>/environ shows), sys.argv, sys.orig_argv, sys.path[0], a fresh __main__ with the
+     names and __file__ a cold start gives, every random source a fresh interpreter seeds per
+     process seeded afresh (torch's default CPU generator, numpy's global state; Python's random
+     reseeds itself at fork), the start-up hook installed with the fork as its start, and then
+     the program as `python script`, `-m module` or `-c code` would run it, uncaught exceptions
+     and exit statuses included.
+
+The template itself is started as a cold worker is (agent/warm_template.cpp: the same starter),
+so its descriptors (0, 1, 2 and this socket), signal dispositions and mask are a cold worker's.
 
 The agent talks to it over a SOCK_SEQPACKET socket (fd 3): one JSON message a request, a fork's
-stdout and stderr passed along with it (SCM_RIGHTS). Requests: {"op": "fork", ...} answered
-{"pid": N} or {"error": why}; {"op": "preload", "modules": [...]}, not answered (a module that
+stdin (when it has the agent's), stdout and stderr passed along with it (SCM_RIGHTS). Requests:
+{"op": "fork", ...} answered {"pid": N} or {"error": why}; {"op": "preload", "modules": [...]}, not answered (a module that
 made the template unsafe is said at the next fork); EOF: the template exits. The first message,
 unasked: {"ready": true, "imported": [...], "failed": {...}, "seconds": s, "unsafe": why}.
 
@@ -65,6 +74,7 @@ class Template:
                                                 self.api.PyOS_AfterFork_Parent,
                                                 self.api.PyOS_AfterFork_Child)
         self.hook = None
+        self.startup_env = startup_environment_changes()
 
     # --- the template's side ---------------------------------------------------------------
 
@@ -133,7 +143,7 @@ class Template:
     def serve(self):
         """Answers requests until EOF; returns a worker's job in a forked child."""
         while True:
-            data, fds, _, _ = socket.recv_fds(self.sock, MAX_MESSAGE, 2)
+            data, fds, _, _ = socket.recv_fds(self.sock, MAX_MESSAGE, 3)
             if not data:
                 return None
             request = json.loads(data)
@@ -168,6 +178,27 @@ class Template:
         return None
 
 
+def startup_environment_changes():
+    """What the interpreter's start-up (site.py: .pth files, sitecustomize, usercustomize) changed
+    in os.environ: ({name: value} set, [name] removed), from the block this process was started
+    with (/proc/self/environ) to os.environ now. A cold worker's start-up makes the same changes
+    to its own environment; a warm worker's is the agent's for it, so they are made again there."""
+    try:
+        with open("/proc/self/environ", "rb") as f:
+            block = f.read()
+    except OSError:
+        return {}, []
+    initial = {}
+    for entry in block.split(b"\0"):
+        name, eq, value = entry.partition(b"=")
+        if eq:
+            initial.setdefault(os.fsdecode(name), os.fsdecode(value))
+    now = dict(os.environ)
+    changed = {k: v for k, v in now.items() if initial.get(k) != v}
+    removed = [k for k in initial if k not in now]
+    return changed, removed
+
+
 def loaded_libraries():
     """The paths of the shared libraries mapped into this process."""
     paths = set()
@@ -195,18 +226,26 @@ class Worker:
         if os.getppid() != t.agent_pid:
             os._exit(1)  # the agent died before the parent-death signal was set
         t.sock.close()
-        out_fd, err_fd = self.fds
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
+        fds = list(self.fds)
+        in_fd = fds.pop(0) if r.get("stdin") and len(fds) == 3 else os.open(os.devnull, os.O_RDONLY)
+        out_fd, err_fd = fds
+        os.dup2(in_fd, 0)
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
-        for fd in (null, out_fd, err_fd):
+        for fd in (in_fd, out_fd, err_fd):
             os.close(fd)
+        standard_streams()
         self.place(r.get("cpus"), r.get("nodes"), r.get("node_count", 0))
         env = dict(e.split("=", 1) for e in r["env"] if "=" in e)
+        changed, removed = t.startup_env
+        env.update(changed)
+        for name in removed:
+            env.pop(name, None)
         os.environ.clear()
         os.environ.update(env)
         self.show_token(env.get(_TOKEN_VAR[:-1].decode(), ""))
+        if r.get("argv"):
+            sys.orig_argv = list(r["argv"])
         self.reseed()
         hook = sys.modules.get("ccrun_progress")
         if hook is not None:
@@ -250,8 +289,17 @@ class Worker:
 
     @staticmethod
     def reseed():
-        """Randomness a fresh interpreter would draw anew: numpy's global RandomState (Python's
-        random module reseeds itself at fork)."""
+        """Randomness a fresh interpreter draws anew in each process, drawn anew here: torch's
+        default CPU generator (torch seeds it from the OS at import; a CUDA generator is made,
+        and seeded, only once CUDA is initialised, which no template has done), numpy's global
+        RandomState (seeded from the OS at import). Python's random module reseeds itself at
+        fork (os.register_at_fork, run by PyOS_AfterFork_Child)."""
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            try:
+                torch.default_generator.seed()
+            except Exception:
+                pass
         mtrand = sys.modules.get("numpy.random.mtrand")
         if mtrand is not None:
             try:
@@ -266,6 +314,7 @@ class Worker:
         kind, target, args = r["kind"], r["target"], r["args"]
         main = types.ModuleType("__main__")
         main.__dict__["__builtins__"] = sys.modules["builtins"]
+        main.__dict__["__annotations__"] = {}
         sys.modules["__main__"] = main
         if kind == "module":
             import runpy
@@ -273,19 +322,50 @@ class Worker:
             sys.path[0] = os.getcwd()
             runpy._run_module_as_main(target, alter_argv=True)
         elif kind == "code":
+            from importlib.machinery import BuiltinImporter
             sys.argv = ["-c"] + args
             sys.path[0] = ""
+            main.__loader__ = BuiltinImporter
             exec(compile(target, "<string>", "exec"), main.__dict__)
         else:
             from importlib.machinery import SourceFileLoader
+            # As the interpreter has it: argv[0] as typed, __file__ and the code's file name
+            # joined to the working directory (not normalised), sys.path[0] the directory of
+            # the script with its links resolved.
+            path = target if os.path.isabs(target) else os.path.join(os.getcwd(), target)
             sys.argv = [target] + args
             sys.path[0] = os.path.dirname(os.path.realpath(target))
-            main.__file__ = target
+            main.__file__ = path
             main.__cached__ = None
-            main.__loader__ = SourceFileLoader("__main__", target)
+            main.__loader__ = SourceFileLoader("__main__", path)
             with open(target, "rb") as f:
                 source = f.read()
-            exec(compile(source, target, "exec"), main.__dict__)
+            exec(compile(source, path, "exec"), main.__dict__)
+
+
+def standard_streams():
+    """sys.stdin, sys.stdout and sys.stderr for descriptors 0, 1 and 2 as the interpreter makes
+    them at start-up (CPython's create_stdio): the same encoding, errors and -u choice as the
+    template's, line buffering where the descriptor is a terminal (and always on stderr), so a
+    worker's pipe is block-buffered as a cold worker's is even when the template's stream was a
+    terminal."""
+    import io
+    unbuffered = bool(getattr(sys.__stdout__, "write_through", False))
+    made = []
+    for fd, name, writes, old in ((0, "<stdin>", False, sys.__stdin__),
+                                  (1, "<stdout>", True, sys.__stdout__),
+                                  (2, "<stderr>", True, sys.__stderr__)):
+        buffering = 0 if unbuffered and writes else -1
+        buf = io.open(fd, "wb" if writes else "rb", buffering, closefd=False)
+        raw = buf if buffering == 0 else buf.raw
+        raw.name = name
+        line = not unbuffered and (raw.isatty() or fd == 2)
+        stream = io.TextIOWrapper(buf, getattr(old, "encoding", None), getattr(old, "errors", None),
+                                  "\n", line, unbuffered)
+        stream.mode = "w" if writes else "r"
+        made.append(stream)
+    sys.stdin, sys.stdout, sys.stderr = made
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = made
 
 
 def _uncaught(e):

@@ -104,6 +104,10 @@ struct HostSpec {
   std::vector<int> devices;
 };
 
+// The --preload word that asks the warm template to learn its imports from
+// the workers of the attempt before.
+inline constexpr const char* kPreloadAuto = "auto";
+
 struct JobSpec {
   // Nodes.
   int min_nodes = 1;
@@ -157,7 +161,10 @@ struct JobSpec {
   // --warm-start: Python workers are forked from one template interpreter per
   // node that imported torch and `preload` (agent/warm_template.h).
   bool warm_start = false;
-  std::vector<std::string> preload;  // --preload: modules the template imports besides torch
+  // --preload: modules the template imports besides torch. The word `auto`
+  // (kPreloadAuto) among them: after an attempt, the template also imports
+  // the installed packages that attempt's workers imported (docs/startup.md).
+  std::vector<std::string> preload;
   // Extra worker environment (YAML `env:`), set after the torchrun set.
   std::map<std::string, std::string> env;
 

@@ -182,11 +182,23 @@ def test_background_processes_a_worker_left_are_killed_and_said():
     r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "1", "--no-python",
                   "/bin/sh", "-c", script)
     assert r.returncode == 0, r.stderr
-    assert re.search(r"rank 0 \(pid \d+\) exited and left processes running \(background jobs "
-                     r"it started, 1 of them outside its process group\); they were killed with it",
+    assert re.search(r"rank 0 \(pid \d+\) exited and left 2 processes running \(background "
+                     r"jobs it started, 1 outside its process group\); ccrun killed them",
                      r.stderr), r.stderr
     bg = int(r.stdout.split("bg=")[1].split()[0])
     assert not os.path.exists(f"/proc/{bg}") or open(f"/proc/{bg}/stat").read().split()[2] == "Z"
+
+
+def test_a_child_that_had_exited_unwaited_is_not_said_to_be_left_running(tmp_path):
+    # os.popen's shell has exited (its output was read to the end) but nobody waited for it: a
+    # zombie in the worker's group when the worker exits, nothing left running, nothing killed.
+    prog = tmp_path / "popen.py"
+    prog.write_text("import os\nprint('rank', os.popen('echo $RANK').read().strip())\n")
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", str(prog),
+                  env={"PYTHON_EXEC": "/usr/bin/python3"})
+    assert r.returncode == 0, r.stderr
+    assert "rank 0" in r.stdout and "rank 1" in r.stdout, r.stdout
+    assert "left" not in r.stderr and "killed" not in r.stderr, r.stderr
 
 
 def test_sigint_reaches_the_workers_once_and_no_sigterm_cuts_their_cleanup_short(tmp_path):

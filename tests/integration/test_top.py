@@ -4,57 +4,15 @@ and Ctrl-C, --once, a job the store does not know, a store that stops
 answering, a hang whose culprit is highlighted, and a job of two nodes. Every wait is for a
 state on the screen, with a deadline."""
 import os
-import shutil
 import subprocess
-import tempfile
 import time
 
 import pytest
 
-from helpers import binary, spawn_ccrun, start_daemon
+from helpers import Tmux, binary, spawn_ccrun, start_daemon
 
 FAST = "keep_alive_interval=0.3,keep_alive_max_attempt=3,last_call_timeout=1"
 WORKER = ("tests", "collectives_progress_worker")
-
-assert shutil.which("tmux"), "tmux is missing: scripts/setup.sh installs it"
-
-
-class Tmux:
-    """A detached tmux server of its own (its socket in a folder of its own) with
-    one 120x40 window running `command`, then a line with its exit status and
-    the terminal's mode, then a long sleep that keeps the pane to read."""
-
-    def __init__(self, command):
-        self.dir = tempfile.mkdtemp(prefix="ccrun-top-")
-        self.socket = os.path.join(self.dir, "tmux")
-        shell = f"{command}; echo TOP_EXIT=$?; stty -a; sleep 600"
-        subprocess.run(["tmux", "-S", self.socket, "-f", "/dev/null", "new-session", "-d",
-                        "-x", "120", "-y", "40", "-s", "top", shell], check=True, timeout=30)
-
-    def screen(self):
-        r = subprocess.run(["tmux", "-S", self.socket, "capture-pane", "-p", "-t", "top"],
-                           capture_output=True, text=True, timeout=30)
-        return r.stdout
-
-    def keys(self, *keys):
-        subprocess.run(["tmux", "-S", self.socket, "send-keys", "-t", "top", *keys], check=True,
-                       timeout=30)
-
-    def wait_for(self, check, what, timeout=60):
-        """Polls the screen until check(screen) holds; returns the screen."""
-        deadline = time.monotonic() + timeout
-        screen = ""
-        while time.monotonic() < deadline:
-            screen = self.screen()
-            if check(screen):
-                return screen
-            time.sleep(0.1)
-        raise AssertionError(f"never {what} within {timeout}s; the screen:\n{screen}")
-
-    def close(self):
-        subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True, timeout=30)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
 
 @pytest.fixture
 def tmux_sessions():

@@ -95,6 +95,107 @@ def test_a_warm_worker_sees_what_a_cold_one_sees(tmp_path):
         assert len(set(draws.values())) == 2, draws
 
 
+PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker_probe.py")
+# Values drawn at random per process: each must differ across every process of a run, cold as
+# warm (a warm worker must not share its template's draws with the other ranks or attempts).
+RANDOM = ("torch_seed", "torch_rand", "numpy_rand", "python_rand")
+# Environment values that differ between any two launches, cold or warm: named, so that every
+# other variable is compared by value.
+PER_LAUNCH = ("CCRUN_AGENT_TOKEN",  # a random token per launch
+              "CCRUN_STORE_PORT", "MASTER_PORT")  # ports found free at each launch
+
+
+def probe_environment(tmp_path):
+    """A user's set-up the probe reads: a site-packages folder (PYTHONUSERBASE) with a package
+    that reads RANK at import, a usercustomize and a .pth line; a sitecustomize on PYTHONPATH;
+    the probe itself copied beside a data file it opens through __file__ after a chdir."""
+    ver = subprocess.run([PYTHON, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                         capture_output=True, text=True).stdout.strip()
+    site = tmp_path / "userbase" / "lib" / ("python" + ver) / "site-packages"
+    site.mkdir(parents=True)
+    (site / "rankpkg.py").write_text('import os\nRANK_AT_IMPORT = os.environ.get("RANK")\n')
+    (site / "usercustomize.py").write_text('import os\nos.environ["FROM_USERCUSTOMIZE"] = "u"\n')
+    (site / "probe.pth").write_text('import os; os.environ["FROM_PTH"] = "p"\n')
+    custom = tmp_path / "custom"
+    custom.mkdir()
+    (custom / "sitecustomize.py").write_text(
+        'import os\nos.environ["FROM_SITECUSTOMIZE"] = "s"\nos.environ.pop("DROPPED_BY_SITE", None)\n')
+    proj = tmp_path / "proj" / "sub"
+    proj.mkdir(parents=True)
+    (proj / "probe.py").write_text(open(PROBE).read())
+    (proj / "data.txt").write_text("beside the script")
+    return {"PYTHONUSERBASE": str(tmp_path / "userbase"), "PYTHONPATH": str(custom),
+            "DROPPED_BY_SITE": "x"}
+
+
+def probe_run(tmp_path, name, mode, env):
+    """Runs the probe (2 ranks, attempts 0 and 1) with a descriptor ccrun inherits; returns
+    ({(attempt, rank): record}, stderr)."""
+    out = tmp_path / "records"  # one path for both runs: it is in the workers' argv
+    out.mkdir()
+    e = dict(os.environ, PYTHON_EXEC=PYTHON, **env)
+    e.pop("PET_WARM_START", None)
+    with open(tmp_path / (name + ".inherited"), "w") as extra:
+        r = subprocess.run([binary("launcher", "ccrun"), "--standalone"] + mode +
+                           ["--rdzv-id", "probe", "--nproc-per-node", "2", "--max-restarts",
+                            "1", "sub/probe.py", str(out)],
+                           env=e, cwd=str(tmp_path / "proj"), capture_output=True, text=True,
+                           timeout=180, pass_fds=(extra.fileno(),), stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    records = {}
+    for f in out.iterdir():
+        attempt, rank, _ = f.name.split(".")
+        records[(int(attempt), int(rank))] = json.loads(f.read_text())
+    assert sorted(records) == [(0, 0), (0, 1), (1, 0), (1, 1)], (sorted(records), r.stderr)
+    out.rename(tmp_path / name)
+    # The launch's id names its progress records, and a temporary folder its run files (paths,
+    # descriptors, variables): one word for each.
+    env0 = records[(0, 0)]["environ"]
+    launch = re.search(r"ccrun-([0-9a-f]{16,})-", env0["CCRUN_PROGRESS_FILE"])[1]
+    run_dir = os.path.dirname(os.path.dirname(env0["TORCHELASTIC_ERROR_FILE"]))
+    records = {k: json.loads(json.dumps(v).replace(run_dir, "<run dir>").replace(launch, "<launch>"))
+               for k, v in records.items()}
+    return records, r.stderr
+
+
+def traceback_lines(stderr):
+    return [l.strip() for l in stderr.splitlines()
+            if l.strip().startswith(("Traceback", "File ", "RuntimeError: probe"))]
+
+
+def test_a_warm_worker_observes_what_a_cold_one_observes_key_by_key(tmp_path):
+    need_torch()
+    env = probe_environment(tmp_path)
+    cold, cold_err = probe_run(tmp_path, "cold", [], env)
+    warm, warm_err = probe_run(tmp_path, "warm", ["--warm-start"], env)
+    # what the set-up must show, cold (so that the comparison below compares something)
+    assert cold[(1, 1)]["rank_at_import"] == "1" and cold[(1, 0)]["rank_at_import"] == "0"
+    assert cold[(0, 0)]["from_sitecustomize"] == "s" and cold[(0, 0)]["from_pth"] == "p"
+    assert cold[(0, 0)]["from_usercustomize"] == "u"
+    assert "DROPPED_BY_SITE" not in cold[(0, 0)]["environ"]
+    assert not any(f.endswith(".inherited") for f in cold[(0, 0)]["descriptors"].values())
+    assert cold[(0, 0)]["file"] == str(tmp_path / "proj" / "sub" / "probe.py")
+    for key in RANDOM:
+        for mode, records in (("cold", cold), ("warm", warm)):
+            draws = [json.dumps(r[key]) for r in records.values()]
+            assert len(set(draws)) == len(draws), (mode, key, draws)
+    for where in sorted(cold):
+        c, w = cold[where], warm[where]
+        assert sorted(c) == sorted(w), where
+        for key in sorted(c):
+            if key in RANDOM:
+                continue
+            if key == "environ":
+                assert sorted(c[key]) == sorted(w[key]), where
+                for name in sorted(c[key]):
+                    if name not in PER_LAUNCH:
+                        assert c[key][name] == w[key][name], (where, name)
+                continue
+            assert c[key] == w[key], (where, key)
+    assert traceback_lines(cold_err) == traceback_lines(warm_err), (cold_err, warm_err)
+    assert "ccrun_template.py" not in warm_err
+
+
 def test_a_warm_worker_is_the_agents_child(tmp_path):
     path = script(tmp_path, "ppid.py", WHO)
     e = dict(os.environ, PYTHON_EXEC=PYTHON)
@@ -218,12 +319,13 @@ time.sleep(0.5 if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" else 0.2)
 def test_a_restart_is_warm_and_its_timeline_said(tmp_path):
     path = script(tmp_path, "crashes.py", CRASHES)
     log_dir = tmp_path / "logs"
-    r = ccrun(["--warm-start", "--preload", "json", "--nproc-per-node", "2", "--max-restarts", "1",
-               "--log-dir", str(log_dir), path])
+    r = ccrun(["--warm-start", "--preload", "json,auto", "--nproc-per-node", "2",
+               "--max-restarts", "1", "--log-dir", str(log_dir), path])
     assert r.returncode == 0, r.stderr
     lines = [l for l in r.stderr.splitlines() if "attempt 1: every rank at its first step" in l]
     assert lines and "after rank 1 failed" in lines[0] and "imports 0 (warm)" in lines[0], r.stderr
-    # what the workers imported from outside the standard library goes to the template
+    # --preload auto: what the workers imported from outside the standard library goes to the
+    # template
     assert re.search(r"warm start: the template imports .*numpy.* for the next attempt", r.stderr)
     events = [json.loads(l) for p in log_dir.rglob("events.jsonl") for l in p.open()]
     startup = [e for e in events if e.get("event") == "startup"]
@@ -340,3 +442,43 @@ def test_openblas_threads_are_stopped_for_the_fork_and_restart_in_the_worker(tmp
     # Cold, the pool started at import; warm, the fork had none and the first call started it.
     assert rank_lines(cold.stdout, "THREADS") == {0: "3 3", 1: "3 3"}
     assert rank_lines(warm.stdout, "THREADS") == {0: "1 3", 1: "1 3"}
+
+
+def test_preload_without_warm_start_is_refused_with_the_fix():
+    r = ccrun(["--preload", "numpy", "--nproc-per-node", "1", "x.py"])
+    assert r.returncode == 2, r.stderr
+    assert "--warm-start is off: add --warm-start" in r.stderr, r.stderr
+
+
+def test_an_interpreter_without_torch_is_told_what_a_warm_start_saves(tmp_path):
+    # A torch that cannot be imported, as on an interpreter without it.
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
+    path = script(tmp_path, "plain.py", "import os\nprint('RAN', os.environ['RANK'], 'ok')\n")
+    r = ccrun(["--warm-start", "--nproc-per-node", "2", path], env={"PYTHONPATH": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"the template imported nothing \(\S+ has no torch: ModuleNotFoundError",
+                     r.stderr), r.stderr
+    assert "--preload" in r.stderr
+    assert rank_lines(r.stdout, "RAN") == {0: "ok", 1: "ok"}
+
+
+def test_a_stop_during_the_templates_imports_starts_nothing_and_blames_nothing(tmp_path):
+    (tmp_path / "slow_import.py").write_text(
+        "import time\nopen(%r, 'w').close()\ntime.sleep(120)\n" % str(tmp_path / "importing"))
+    path = script(tmp_path, "plain.py", "print('RAN')\n")
+    e = dict(os.environ, PYTHON_EXEC=PYTHON, PYTHONPATH=str(tmp_path))
+    e.pop("PET_WARM_START", None)
+    p = subprocess.Popen([binary("launcher", "ccrun"), "--standalone", "--warm-start", "--preload",
+                          "slow_import", "--nproc-per-node", "2", path], env=e,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not (tmp_path / "importing").exists() and time.time() < deadline and p.poll() is None:
+        time.sleep(0.05)
+    assert (tmp_path / "importing").exists(), p.communicate(timeout=60)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 143, err
+    assert "RAN" not in out
+    assert "starts cold" not in err and "imports failed" not in err, err
