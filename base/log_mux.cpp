@@ -107,7 +107,7 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
   Stream(asio::io_context& io, int fd, StreamOptions o, std::function<void()> done,
          std::shared_ptr<std::vector<char>> shared_buffer, std::shared_ptr<Ticker> t)
       : pipe(io, fd), fd(fd), options(std::move(o)), on_closed(std::move(done)),
-        buf(std::move(shared_buffer)), ticker(std::move(t)) {
+        buf(std::move(shared_buffer)), ticker(std::move(t)), quiet(io) {
     boost::system::error_code ec;
     pipe.non_blocking(true, ec);  // pull() below reads without blocking
     if (!options.file.empty()) {
@@ -167,6 +167,7 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
   }
 
   void closed() {
+    quiet.cancel();
     if (!partial.empty()) emit(partial, shown);
     partial.clear();
     shown = 0;
@@ -198,6 +199,31 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
       shown = shown > piece.size() ? shown - piece.size() : 0;
     }
     show_redraws();
+    if (shows_partials() && partial.size() > shown) arm_quiet();
+  }
+
+  // The console gets a line's parts as they are written (a prompt, a
+  // progress bar), where nothing needs it whole: not the collapser, not a
+  // console filter (the fan-out's), and not when it is not shown at all.
+  bool shows_partials() const {
+    return options.to_console && !options.collapse && !options.console_filter;
+  }
+
+  // The console's cursor is inside this stream's line: its first `shown`
+  // bytes reached the console, and they did not end in '\r'.
+  bool mid_line() const { return shown > 0 && partial[shown - 1] != '\r'; }
+
+  // A part of a line that no more output followed for kPartialWait goes to
+  // the console then; the rest of the line follows it without a prefix.
+  void arm_quiet() {
+    quiet.expires_after(LogMux::kPartialWait);
+    quiet.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self || self->partial.size() <= self->shown) return;
+      self->to_console(std::string_view(self->partial).substr(self->shown), self->mid_line());
+      self->shown = self->partial.size();
+      self->flush();
+    });
   }
 
   // The whole lines read go out in one write to the console and one to the
@@ -224,17 +250,21 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
     size_t cr = partial.rfind('\r');
     if (!options.to_console || options.collapse || cr == std::string::npos || cr < shown) return;
     std::string text = partial.substr(shown, cr + 1 - shown);
-    if (!options.console_filter || options.console_filter(text)) to_console(text);
+    bool continues = mid_line();
+    if (!options.console_filter || options.console_filter(text)) to_console(text, continues);
     shown = cr + 1;
   }
 
-  // Appends `text` (ending in '\r' or '\n') for the console, each piece
-  // that a '\r' starts again prefixed too, so a redrawn line keeps its prefix.
-  void to_console(std::string_view text) {
+  // Appends `text` for the console, each piece that starts a line prefixed:
+  // the first unless it `continues` a line whose start is on the console
+  // already, and each that a '\r' starts again, so a redrawn line keeps its
+  // prefix ("\r\n" ends one: no prefix for the "\n").
+  void to_console(std::string_view text, bool continues) {
     for (size_t start = 0; start < text.size();) {
       size_t cr = text.find('\r', start);
       size_t end = cr == std::string_view::npos ? text.size() : cr + 1;
-      if (start == 0 || text.substr(start) != "\n") console_out += options.prefix;  // "\r\n": no prefix
+      bool line_start = start == 0 ? !continues : text.substr(start) != "\n";
+      if (line_start) console_out += options.prefix;
       console_out.append(text.substr(start, end - start));
       start = end;
     }
@@ -263,10 +293,11 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
   // A line's console part (from `already`), with its '\n'.
   void line_to_console(std::string_view line, size_t already) {
     std::string_view rest = line.substr(already);
+    bool continues = already > 0 && line[already - 1] != '\r';
     if (!options.console_filter) {  // the common line: no copy of it on the way
       if (options.collapse) return to_collapser(rest);
       if (rest.find('\r') == std::string_view::npos) {
-        console_out += options.prefix;
+        if (!continues) console_out += options.prefix;
         console_out += rest;
         console_out += '\n';
         return;
@@ -276,7 +307,7 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
     if (options.console_filter && !options.console_filter(text)) return;
     if (options.collapse) return to_collapser(text);
     text += '\n';
-    to_console(text);
+    to_console(text, continues);
   }
 
   // A whole line; its first `already` bytes reached the console as redraws.
@@ -302,7 +333,8 @@ struct LogMux::Stream : std::enable_shared_from_this<Stream> {
   std::chrono::steady_clock::time_point last_data;  // the last read that found output
   int idle_ticks = 0;                      // on the tick: ticks in a row without output
   std::string partial;
-  size_t shown = 0;  // bytes of `partial` already on the console (redraws)
+  size_t shown = 0;  // bytes of `partial` already on the console (redraws, quiet parts)
+  asio::steady_timer quiet;  // kPartialWait after a read that left a part of a line
   std::string block;  // --collapse-output: a traceback being read
   size_t block_lines = 0;
   static constexpr size_t kMaxBlockLines = 200;
@@ -398,6 +430,7 @@ void LogMux::close_all() {
   }
   for (auto& s : streams_) {
     s->on_closed = nullptr;
+    s->quiet.cancel();
     s->pipe.close(ec);
   }
   for (auto& s : ticked) {

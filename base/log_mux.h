@@ -4,10 +4,13 @@
 // io_context, cuts the bytes into whole lines and writes them, each
 // prefixed "[rank]:", to the agent's own stdout/stderr (unless redirected or
 // filtered out) and to the rank's log files: the whole lines of one read in
-// one write() call to each. Lines of different ranks never mix inside a line; a last line without '\n' is
-// written when its pipe closes. A line redrawn with '\r' (a progress bar)
-// reaches the console as it is drawn, each redraw prefixed; its file and
-// the failure report's tail get it at its '\n'. A line longer than kMaxLineBytes is written
+// one write() call to each. A last line without '\n' is written when its
+// pipe closes. The console also gets a line as it is written: a part of a
+// line that nothing followed for kPartialWait (a prompt, "loading... ")
+// is shown then, prefixed, and the rest of the line follows it without a
+// second prefix; a line redrawn with '\r' (a progress bar) shows each redraw,
+// prefixed, when it is written. Its file, the failure report's tail, the
+// collapser and the fan-out's console filter get whole lines only. A line longer than kMaxLineBytes is written
 // in pieces of that size, each ending in a marker, so one worker printing
 // without newlines cannot exhaust the agent's memory. A log file that
 // cannot be written (a full disk) is reported once on stderr.
@@ -178,6 +181,8 @@ class LogMux {
   // A stream that woke the agent twice within kBusyGap is read every kTick,
   // until kIdleTicks ticks in a row find nothing.
   static constexpr std::chrono::milliseconds kTick{40};
+  // How long a part of a line waits for its rest before the console shows it.
+  static constexpr std::chrono::milliseconds kPartialWait{100};
   static constexpr std::chrono::milliseconds kBusyGap{100};
   static constexpr int kIdleTicks = 3;
 

@@ -345,6 +345,54 @@ def test_a_progress_bar_reaches_the_console_as_it_is_drawn(tmp_path):
     assert seen + out == b"[0]:10%\r[0]:20%\r[0]:100%\n"
 
 
+def read_until(p, seen, wanted, what):
+    """Reads ccrun's stdout (bytes) until `wanted` is in it; returns what was read."""
+    deadline = time.monotonic() + 60
+    while wanted not in seen:
+        assert time.monotonic() < deadline and p.poll() is None, (what, seen)
+        chunk = os.read(p.stdout.fileno(), 4096)
+        assert chunk, (what, seen)
+        seen += chunk
+    return seen
+
+
+# A line written in parts, each part waiting for the test to have seen the one before on ccrun's
+# stdout: a prompt-like part, then tqdm's way of drawing (each state after a '\r', none ending in
+# one), then the line's end.
+PARTS = """
+import os, sys, time
+def part(text, name):
+    sys.stdout.write(text); sys.stdout.flush()
+    while not os.path.exists(os.path.join(sys.argv[1], name)):
+        time.sleep(0.02)
+part("loading model... ", "a")
+part("done", "b")
+part("\\r0/2", "c")
+part("\\r1/2", "d")
+part("\\r2/2\\n", "e")
+"""
+
+
+def test_parts_of_a_line_reach_the_console_as_they_are_written(tmp_path):
+    p = subprocess.Popen(ccrun_cmd("--master-port", str(free_port()), "--nproc-per-node", "1",
+                                   "--no-python", PY, "-c", PARTS, str(tmp_path)),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        seen = b""
+        for wanted, name in ((b"[0]:loading model... ", "a"), (b"done", "b"), (b"0/2", "c"),
+                             (b"1/2", "d")):
+            seen = read_until(p, seen, wanted, name)  # shown before the worker writes more
+            (tmp_path / name).touch()
+        (tmp_path / "e").touch()
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == 0, err
+    # One prefix for the line's start and one for each redraw; nothing written twice.
+    assert seen + out == b"[0]:loading model... done\r[0]:0/2\r[0]:1/2\r[0]:2/2\n", seen + out
+
+
 @pytest.mark.parametrize("conf", [
     "--rdzv-conf='join_timeout=5,last_call_timeout=1,timeout=5'",  # quotes kept: no shell (torchrun's tests)
     "--rdzv_conf=timeout=5",
