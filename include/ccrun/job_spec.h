@@ -122,6 +122,12 @@ struct JobSpec {
 
   // Restarts and monitoring.
   int max_restarts = 0;
+  // --stop-without-progress: this many failed attempts in a row at the
+  // same step with the same error stop the job with exit 4, "do not
+  // requeue" (agent/round_decision.h); 0 = never, so that --max-restarts
+  // means what torchrun's does. When 0, a job that spends its restarts
+  // that way says so in its failure report.
+  int stop_without_progress = 0;
   // --monitor-interval: accepted for torchrun compatibility and printed by
   // --print-config; nothing reads it, since the agent watches its workers
   // by pidfd events, not by polling.

@@ -294,6 +294,27 @@ TEST_CASE("print-config: shortest numbers, quoted MIN:MAX", "[launcher][yaml]") 
   std::filesystem::remove(path);
 }
 
+TEST_CASE("stop_without_progress: the flag, PET_, YAML, default and bad values", "[launcher]") {
+  CHECK(parse({"--no-python", "a"}).stop_without_progress == 0);  // off: --max-restarts is torchrun's
+  CHECK(parse({"--stop-without-progress", "4", "--no-python", "a"}).stop_without_progress == 4);
+  CHECK(parse({"--stop_without_progress", "2", "--no-python", "a"}).stop_without_progress == 2);
+  Environment env{{{"PET_STOP_WITHOUT_PROGRESS", "5"}}};
+  CHECK(parse({"--no-python", "a"}, env).stop_without_progress == 5);
+  CHECK(parse({"--stop-without-progress", "0", "--no-python", "a"}, env).stop_without_progress == 0);
+  auto path = write_yaml("stop_without_progress: 6\nno_python: true\nprogram: a\n");
+  CHECK(parse({"--config", path}).stop_without_progress == 6);
+  CHECK_THAT(ccrun::launcher::to_yaml(parse({"--config", path})),
+             Catch::Contains("\nstop_without_progress: 6\n"));
+  std::filesystem::remove(path);
+  CHECK_THAT(error_of({"--stop-without-progress", "1", "a"}),
+             Catch::Contains("--stop-without-progress \"1\": one attempt has nothing to repeat") &&
+                 Catch::Contains("or 0 to never stop this way"));
+  CHECK_THAT(error_of({"--stop-without-progress", "-2", "a"}),
+             Catch::Contains("--stop-without-progress \"-2\""));
+  CHECK_THAT(error_of({"--stop-without-progress", "many", "a"}),
+             Catch::Contains("--stop-without-progress \"many\": expected 0 (never) or a number of attempts"));
+}
+
 TEST_CASE("hang_timeout: the flag, PET_, YAML, default and bad values", "[launcher]") {
   CHECK(parse({"--no-python", "a"}).hang_timeout == std::chrono::milliseconds(600'000));
   CHECK(parse({"--hang-timeout", "2.5", "--no-python", "a"}).hang_timeout ==
