@@ -165,6 +165,7 @@ bool resolve_program(const Sources& src, std::vector<std::string> rest, JobSpec&
        run_path = to_bool(raw("run_path"));
   if (module && no_python) throw ConfigError("-m/--module and --no-python cannot go together");
   if (program.empty()) return false;
+  spec.program = {program, prog_args, module, no_python, run_path};
   std::string python = src.env().get("PYTHON_EXEC").value_or(kDefaultPython);
   bool is_py = is_python_script(program);
   if (module) {
