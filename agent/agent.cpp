@@ -247,7 +247,8 @@ int Agent::loop() {
   start_template();   // its imports overlap the store and the rendezvous
   start_job();
   RestartBudget budget{spec_.max_restarts, spec_.max_restarts,
-                       spec_.rdzv.backend == rendezvous::Backend::kStatic, 1, spec_.min_nodes};
+                       spec_.rdzv.backend == rendezvous::Backend::kStatic, 1, spec_.min_nodes,
+                       spec_.stop_without_progress};
   for (;;) {
     if (int status = clear_to_join(); status >= 0) return status;
     try {

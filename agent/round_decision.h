@@ -52,29 +52,38 @@ struct RestartBudget {
   bool static_membership = false;  // the static backend: every node must stay
   int num_nodes = 1;       // the ended round's nodes
   int min_nodes = 1;       // --nnodes' minimum
-  // Restarts that make no progress (note_progress): the steps the last
-  // failed attempt had made (-1 unknown), and how many attempts in a row
-  // failed at the same step as the one before.
-  int64_t last_steps = -1;
-  int no_progress = 0;
+  // --stop-without-progress: failed attempts in a row, at the same step with
+  // the same error, that stop the job (kNoProgress); 0: never, as torchrun.
+  int stop_without_progress = 0;
+  // What note_progress learned: the last failed attempt's failure (none
+  // when its record was not known), how many failed attempts in a row, up
+  // to it, failed as it did (0 when its step is unknown), and how many
+  // attempts failed in all.
+  std::optional<Failure> last_failure{};
+  int same_in_a_row = 0;
+  int failed_attempts = 0;
 };
 
-// Attempts in a row that may fail at the same step as the one before before
-// the job stops as one restarts cannot help (NVIDIA's ft_launcher stops
-// after 3 restarts without progress too).
-inline constexpr int kNoProgressLimit = 3;
-
-// The exit status of a job stopped that way: "do not requeue" to a scheduler.
+// The exit status of a job stopped by --stop-without-progress: "do not
+// requeue" to a scheduler.
 inline constexpr int kExitNoProgress = 4;
 
-// Counts `end` into `budget`'s progress: an attempt that failed at exactly
-// the step the previous one failed at (0: before any step, the usual case of
-// an import error, a bad configuration or a device that fails at start-up)
-// made no progress. Each attempt counts its steps from 0, so fewer or more
-// steps than the one before says nothing either way about a job that
-// resumes from a checkpoint: the same count three times over is the mark of
-// a failure that a restart repeats. Unknown steps (a program that reports no
-// progress) never count.
+// The --stop-without-progress a failure report suggests when the setting was
+// off and the job spent its restarts repeating one failure: 4 attempts, as
+// NVIDIA's ft_launcher stops after 3 restarts without progress.
+inline constexpr int kSuggestedStopWithoutProgress = 4;
+
+// Counts `end` into `budget`'s progress. Two failed attempts failed alike
+// when they failed at exactly the same step (0: before any step, the usual
+// case of an import error, a bad configuration or a device that fails at
+// start-up) with the same error: the same cause, exit code or signal, and
+// the same first line of the error record (torch's @record), else the same
+// last line of stderr (Python's exception line). Each attempt counts its
+// steps from 0, so fewer or more steps than the one before says nothing
+// either way about a job that resumes from a checkpoint: the same count with
+// the same error again and again is the mark of a failure that a restart
+// repeats. Unknown steps (a program that reports no progress) never count.
+// Ends that are no failure (a node joining) leave the count as it was.
 void note_progress(RestartBudget& budget, const AttemptEnd& end);
 
 // Exclusion for repeated failures (ccrun/exclusion.h): `streak` is how many
@@ -100,11 +109,16 @@ struct Decision {
     kRestart,    // restart the workers in a new round; one restart spent
     kRejoin,     // membership changed (a node waits to join): new round, no restart spent
     kFail,       // close the job for good; `reason` says why; exit 1
-    kNoProgress,  // as kFail, but restarts repeat the same failure: exit kExitNoProgress
+    kNoProgress,  // as kFail, but --stop-without-progress attempts in a row failed
+                  // alike (note_progress): exit kExitNoProgress
     kStoreLost,  // the store stopped answering: end here, exit 1
   };
   Action action = Action::kFail;
-  std::string reason;  // kFail: the job's end reason; kStoreLost: the store's error
+  // kFail, kNoProgress: the job's end reason (with no restarts left and
+  // --stop-without-progress off, it says when the restarts repeated one
+  // failure, and what the setting would have saved); kStoreLost: the
+  // store's error.
+  std::string reason;
 };
 
 [[nodiscard]] Decision decide(const AttemptEnd& end, const RestartBudget& budget);

@@ -4,7 +4,6 @@
 
 #include <sstream>
 
-#include "ccrun/python_command.h"
 #include "resolve.h"
 #include "job_builder.h"
 #include "rdzv_conf.h"
@@ -59,32 +58,25 @@ void setting(YAML::Emitter& out, const Setting& set, const JobSpec& s, bool& in_
   }
 }
 
-// The program as the user gives it, so the file runs on another machine
-// with that machine's interpreter (PYTHON_EXEC): "program: train.py", with
-// module or run_path when resolve_program made it so. Any other command,
-// PYTHON_EXEC's interpreter included, is written as it runs (no_python).
-void write_program(YAML::Emitter& out, const std::vector<std::string>& entrypoint) {
-  auto py = agent::parse_python_command(entrypoint);
-  bool ours = py && py->interpreter.size() == 2 && py->interpreter[0] == kDefaultPython &&
-              py->interpreter[1] == kPythonFlags;
-  using Kind = agent::PythonCommand::Kind;
-  std::string program = ours ? py->target : entrypoint[0];
-  std::vector<std::string> args = ours ? py->args : std::vector<std::string>(entrypoint.begin() + 1,
-                                                                           entrypoint.end());
-  bool script = ours && py->kind == Kind::kScript && is_python_script(program);
-  if (ours && py->kind == Kind::kModule) {
-    out << YAML::Key << "module" << YAML::Value << true;
-  } else if (ours && py->kind == Kind::kCode && py->target == kRunPathCode && !args.empty()) {
-    out << YAML::Key << "run_path" << YAML::Value << true;
-    program = args.front();
-    args.erase(args.begin());
-  } else if (!script) {
-    program = entrypoint[0];
-    args.assign(entrypoint.begin() + 1, entrypoint.end());
+// The program as the user gave it (JobSpec::program), so that the file runs
+// on another node the way it runs here, under that node's interpreter
+// (PYTHON_EXEC): "program: train.py", with module, no_python or run_path
+// when they were given. A spec that knows only its worker command (built
+// from an entrypoint) is written as that command, run as it is (no_python).
+void write_program(YAML::Emitter& out, const JobSpec& s) {
+  const JobSpec::Program& p = s.program;
+  if (p.name.empty()) {
     out << YAML::Key << "no_python" << YAML::Value << true;
+    out << YAML::Key << "program" << YAML::Value << s.entrypoint.front();
+    out << YAML::Key << "args" << YAML::Value << YAML::Flow
+        << std::vector<std::string>(s.entrypoint.begin() + 1, s.entrypoint.end());
+    return;
   }
-  out << YAML::Key << "program" << YAML::Value << program;
-  out << YAML::Key << "args" << YAML::Value << YAML::Flow << args;
+  if (p.module) out << YAML::Key << "module" << YAML::Value << true;
+  if (p.run_path) out << YAML::Key << "run_path" << YAML::Value << true;
+  if (p.no_python) out << YAML::Key << "no_python" << YAML::Value << true;
+  out << YAML::Key << "program" << YAML::Value << p.name;
+  out << YAML::Key << "args" << YAML::Value << YAML::Flow << p.args;
 }
 
 }  // namespace
@@ -124,7 +116,7 @@ std::string to_yaml(const JobSpec& s) {
     for (const auto& [k, v] : s.env) out << YAML::Key << k << YAML::Value << v;
     out << YAML::EndMap;
   }
-  if (!s.entrypoint.empty()) write_program(out, s.entrypoint);
+  if (!s.entrypoint.empty()) write_program(out, s);
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

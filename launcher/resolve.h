@@ -70,7 +70,8 @@ void resolve_fanout(const Sources& src, const std::vector<std::string>& flag_exp
 // rdzv_backend, rdzv_endpoint, rdzv_id, rdzv_conf, and the checks that tie
 // the rendezvous to the node settings. Needs resolve_nodes first.
 void resolve_rendezvous(const Sources& src, JobSpec& spec);
-// max_restarts, monitor_interval, stop_grace, signals_to_handle, role.
+// max_restarts, stop_without_progress, monitor_interval, stop_grace,
+// signals_to_handle, role.
 void resolve_restarts(const Sources& src, JobSpec& spec);
 // log_dir, redirects, tee, local_ranks_filter (checked against
 // nproc_per_node: needs resolve_nodes first), the duplicate filters and

@@ -18,6 +18,12 @@ namespace ccrun::launcher {
 void resolve_restarts(const Sources& src, JobSpec& spec) {
   auto raw = [&](const char* key) { return src.get(key); };
   spec.max_restarts = int(to_int(raw("max_restarts"), 0, 1 << 20, "a number of restarts, 0 or more"));
+  Raw stop = raw("stop_without_progress");
+  spec.stop_without_progress = int(to_int(stop, 0, 1 << 20, "0 (never) or a number of attempts"));
+  if (spec.stop_without_progress == 1) {
+    fail(stop, "one attempt has nothing to repeat; give 2 or more attempts in a row, or 0 to "
+               "never stop this way");
+  }
   spec.monitor_interval = to_seconds(raw("monitor_interval"));
   spec.stop_grace = to_seconds(raw("stop_grace"));
   spec.hang_timeout = to_seconds(raw("hang_timeout"));
@@ -163,6 +169,7 @@ bool resolve_program(const Sources& src, std::vector<std::string> rest, JobSpec&
        run_path = to_bool(raw("run_path"));
   if (module && no_python) throw ConfigError("-m/--module and --no-python cannot go together");
   if (program.empty()) return false;
+  spec.program = {program, prog_args, module, no_python, run_path};
   std::string python = src.env().get("PYTHON_EXEC").value_or(kDefaultPython);
   bool is_py = is_python_script(program);
   if (module) {

@@ -133,6 +133,11 @@ const Setting kSettings[] = {
     {"max_restarts", "--max-restarts,--max_restarts", "N",
      "Restarts of the worker group before failing",
      "Restarts", [](S s) { return std::to_string(s.max_restarts); }, Y::kScalar, true},
+    {"stop_without_progress", "--stop-without-progress,--stop_without_progress", "N",
+     "Stop the job with exit 4 (do not requeue) once N attempts in a row fail at the same step "
+     "with the same error, restarts left or not; 0 = never: every --max-restarts restart is "
+     "used, as in torchrun (docs/agent.md)",
+     "Restarts", [](S s) { return std::to_string(s.stop_without_progress); }, Y::kScalar, true},
     {"monitor_interval", "--monitor-interval,--monitor_interval", "SECONDS",
      "Seconds (accepted for torchrun compatibility; ccrun watches workers by events)", "Restarts",
      [](S s) { return seconds_text(s.monitor_interval); }},

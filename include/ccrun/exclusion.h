@@ -40,8 +40,9 @@ namespace ccrun {
 // fails again on restart), while one failure may be anything (a transient
 // ECC error, a preempted process, a bug that any rank may hit). A bug that
 // follows a rank to whatever node holds it is caught by the stop for
-// restarts without progress instead (agent/round_decision.h), which needs
-// more attempts than this, so it excludes at most one healthy node first.
+// restarts without progress instead, when --stop-without-progress asks for
+// it (agent/round_decision.h), which needs more attempts than this, so it
+// excludes at most one healthy node first.
 inline constexpr int kExcludeAfterFailures = 2;
 
 // The longest a cool-down grows to, however many repeat offences.

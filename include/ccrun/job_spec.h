@@ -126,6 +126,12 @@ struct JobSpec {
 
   // Restarts and monitoring.
   int max_restarts = 0;
+  // --stop-without-progress: this many failed attempts in a row at the
+  // same step with the same error stop the job with exit 4, "do not
+  // requeue" (agent/round_decision.h); 0 = never, so that --max-restarts
+  // means what torchrun's does. When 0, a job that spends its restarts
+  // that way says so in its failure report.
+  int stop_without_progress = 0;
   // --monitor-interval: accepted for torchrun compatibility and printed by
   // --print-config; nothing reads it, since the agent watches its workers
   // by pidfd events, not by polling.
@@ -158,6 +164,18 @@ struct JobSpec {
   // What to run: argv of each worker, already resolved (python3 added for a
   // .py program or -m, unless --no-python).
   std::vector<std::string> entrypoint;
+  // The program as the user gave it (command line, PET_ variables or job
+  // file), before this node chose an interpreter for it: what
+  // --print-config writes, so that the file runs the same way on another
+  // node, under that node's PYTHON_EXEC. Empty `name`: not known (a JobSpec
+  // built from an entrypoint alone).
+  struct Program {
+    std::string name;  // a script, a command, or with `module` a module
+    std::vector<std::string> args;
+    bool module = false;     // -m/--module
+    bool no_python = false;  // --no-python
+    bool run_path = false;   // --run-path
+  } program;
   // --warm-start: Python workers are forked from one template interpreter per
   // node that imported torch and `preload` (agent/warm_template.h).
   bool warm_start = false;

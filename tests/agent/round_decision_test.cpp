@@ -2,6 +2,10 @@
 // the table in docs/agent.md).
 #include <catch2/catch.hpp>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "round_decision.h"
 
 using namespace ccrun;
@@ -72,53 +76,128 @@ TEST_CASE("decision: a job closed by a stop signal elsewhere stops here too, no 
 
 namespace {
 
-AttemptEnd failed_at(int64_t steps) {
+// An attempt that failed at `steps` with `exit_code`, its stderr ending in
+// `last_line` and its error record (torch's @record) `message`.
+AttemptEnd failed_at(int64_t steps, int exit_code = 3, const std::string& last_line = "",
+                     const std::string& message = "") {
   Failure f;
   f.rank = 1;
   f.steps = steps;
+  f.exit_code = exit_code;
+  f.stderr_tail = "Traceback (most recent call last):\n  ...\n" + last_line + "\n";
+  f.message = message;
   return AttemptEnd::round_ended(RoundEndKind::kRestartRequested, "", f);
 }
 
-}  // namespace
+std::vector<AttemptEnd> times(int n, const AttemptEnd& end) { return std::vector<AttemptEnd>(n, end); }
 
-TEST_CASE("decision: attempts that fail at the same step as the one before stop the job",
-          "[decision][progress]") {
-  RestartBudget b = budget(10);
+std::vector<AttemptEnd> operator+(std::vector<AttemptEnd> a, const std::vector<AttemptEnd>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// One row: --stop-without-progress, --max-restarts, how the attempts end,
+// and the decision after each (until the first that neither restarts nor
+// rejoins), the last one's reason.
+struct ProgressRow {
+  const char* what;
+  int stop_without_progress;
+  int max_restarts;
+  std::vector<AttemptEnd> attempts;
   std::vector<Action> actions;
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    AttemptEnd end = failed_at(0);  // an import error: never a first step
+  std::string reason;
+};
+
+// Plays `row` as the agent's loop does: note_progress, decide, a restart spent.
+std::pair<std::vector<Action>, std::string> play(const ProgressRow& row) {
+  RestartBudget b = budget(row.max_restarts);
+  b.max_restarts = row.max_restarts;
+  b.stop_without_progress = row.stop_without_progress;
+  std::vector<Action> actions;
+  for (const auto& end : row.attempts) {
     note_progress(b, end);
     Decision d = decide(end, b);
     actions.push_back(d.action);
-    if (d.action != Action::kRestart) {
-      CHECK(d.reason == "4 attempts in a row failed at step 0: restarts do not help (exit 4: do "
-                        "not requeue)");
-      break;
-    }
-    --b.restarts_left;
+    if (d.action != Action::kRestart && d.action != Action::kRejoin) return {actions, d.reason};
+    if (d.action == Action::kRestart) --b.restarts_left;
   }
-  CHECK(actions == std::vector<Action>{Action::kRestart, Action::kRestart, Action::kRestart,
-                                       Action::kNoProgress});
+  return {actions, ""};
 }
 
-TEST_CASE("decision: a different step, or an unknown one, is no evidence against restarting",
+constexpr Action R = Action::kRestart, J = Action::kRejoin, L = Action::kLeave,
+                 F = Action::kFail, S = Action::kNoProgress;
+
+}  // namespace
+
+TEST_CASE("decision: restarts that repeat one failure, with --stop-without-progress and without",
           "[decision][progress]") {
-  RestartBudget b = budget(10);
-  for (int64_t steps : {50, 50, 50, 120, 120, 7, -1, -1, -1, -1}) {
-    AttemptEnd end = failed_at(steps);
-    note_progress(b, end);
-    CHECK(decide(end, b).action == Action::kRestart);
+  const AttemptEnd start_up = failed_at(0, 3, "ConnectionRefusedError: data server");
+  const std::string plain6 = "no restarts left (--max-restarts 6)";
+  const std::vector<ProgressRow> rows{
+      {"off: a failure at start-up spends every restart, as torchrun's --max-restarts",
+       0, 6, times(7, start_up), {R, R, R, R, R, R, F},
+       plain6 + "; all 7 attempts failed at step 0 with the same error: --stop-without-progress 4 "
+                "would have stopped the job after 4 (exit 4: do not requeue)"},
+      {"off: five failures at start-up, then the data server is up",
+       0, 6, times(5, start_up) + std::vector{AttemptEnd::succeeded()}, {R, R, R, R, R, L}, ""},
+      {"off: only the last attempts alike: the note says so and suggests fewer",
+       0, 4, std::vector{failed_at(10)} + times(4, start_up), {R, R, R, R, F},
+       "no restarts left (--max-restarts 4); the last 4 attempts failed at step 0 with the same "
+       "error: --stop-without-progress 3 would have stopped the job after 3 (exit 4: do not "
+       "requeue)"},
+      {"off: two alike are no pattern worth a note",
+       0, 1, times(2, start_up), {R, F}, "no restarts left (--max-restarts 1)"},
+      {"off: the same step with other errors: no note",
+       0, 2, {failed_at(0, 3), failed_at(0, 1), failed_at(0, 3)}, {R, R, F},
+       "no restarts left (--max-restarts 2)"},
+      {"4: the fourth attempt alike stops the job with exit 4",
+       4, 10, times(5, start_up), {R, R, R, S},
+       "4 attempts in a row failed at step 0 with the same error: restarts do not help "
+       "(--stop-without-progress 4; exit 4: do not requeue)"},
+      {"2: the second attempt alike stops it",
+       2, 10, times(3, failed_at(3)), {R, S},
+       "2 attempts in a row failed at step 3 with the same error: restarts do not help "
+       "(--stop-without-progress 2; exit 4: do not requeue)"},
+      {"3: stopping wins over a spent budget (exit 4, not 1)",
+       3, 2, times(3, start_up), {R, R, S},
+       "3 attempts in a row failed at step 0 with the same error: restarts do not help "
+       "(--stop-without-progress 3; exit 4: do not requeue)"},
+      {"4: the same step with another exit code is another failure",
+       4, 10, times(3, failed_at(0, 3)) + times(4, failed_at(0, 1)), {R, R, R, R, R, R, S},
+       "4 attempts in a row failed at step 0 with the same error: restarts do not help "
+       "(--stop-without-progress 4; exit 4: do not requeue)"},
+      {"4: the same step with another exception (stderr's last line) is another failure",
+       4, 10,
+       {failed_at(0, 1, "ValueError: a"), failed_at(0, 1, "KeyError: b"),
+        failed_at(0, 1, "ValueError: a"), failed_at(0, 1, "KeyError: b")},
+       {R, R, R, R}, ""},
+      {"4: the error record's first line decides, not its traceback",
+       4, 10,
+       times(2, failed_at(0, 1, "", "ValueError: a\n  File x.py, line 1")) +
+           times(2, failed_at(0, 1, "", "ValueError: a\n  File y.py, line 2")),
+       {R, R, R, S},
+       "4 attempts in a row failed at step 0 with the same error: restarts do not help "
+       "(--stop-without-progress 4; exit 4: do not requeue)"},
+      {"4: other steps, or unknown ones, never stop it",
+       4, 20,
+       {failed_at(50), failed_at(50), failed_at(50), failed_at(120), failed_at(120), failed_at(7),
+        failed_at(-1), failed_at(-1), failed_at(-1), failed_at(-1)},
+       {R, R, R, R, R, R, R, R, R, R}, ""},
+      {"4: a node joining between failures is no failure: it counts neither way",
+       4, 10,
+       {start_up, ended(RoundEndKind::kNodeWaiting), start_up, start_up, start_up},
+       {R, J, R, R, S},
+       "4 attempts in a row failed at step 0 with the same error: restarts do not help "
+       "(--stop-without-progress 4; exit 4: do not requeue)"},
+      {"10: the budget runs out first: a plain failure, no note (the setting is on)",
+       10, 2, times(3, start_up), {R, R, F}, "no restarts left (--max-restarts 2)"},
+  };
+  for (const auto& row : rows) {
+    INFO(row.what);
+    auto [actions, reason] = play(row);
+    CHECK(actions == row.actions);
+    CHECK(reason == row.reason);
   }
-  CHECK(b.no_progress == 0);
-  // Steps 50, 50, 50, 50: the fourth stops.
-  for (int i = 0; i < 4; ++i) note_progress(b, failed_at(50));
-  CHECK(decide(failed_at(50), b).action == Action::kNoProgress);
-  // A membership change between them is no failure: it counts neither way.
-  RestartBudget c = budget(10);
-  note_progress(c, failed_at(0));
-  note_progress(c, ended(RoundEndKind::kNodeWaiting));
-  note_progress(c, failed_at(0));
-  CHECK(c.no_progress == 1);
 }
 
 TEST_CASE("exclusion: a node leaves on the failure that makes its streak, if the job can go on",

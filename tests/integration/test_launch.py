@@ -494,15 +494,49 @@ def test_a_restarted_static_job_finds_no_key_of_the_attempt_before(nodes):
 
 
 def test_restarts_that_fail_at_the_same_step_stop_with_the_do_not_requeue_status(tmp_path):
-    # Every attempt fails before its first step (an import error's pattern).
+    # Every attempt fails before its first step (an import error's pattern); the stop is asked for.
     script = tmp_path / "fails_at_start.py"
     script.write_text("import sys\nprint('attempt', flush=True)\nsys.exit(3)\n")
     r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", "--max-restarts",
-                  "10", str(script), env={"PYTHON_EXEC": PY}, timeout=120)
+                  "10", "--stop-without-progress", "4", str(script), env={"PYTHON_EXEC": PY},
+                  timeout=120)
     assert r.returncode == 4, r.stderr[-3000:]
-    assert "reason    : 4 attempts in a row failed at step 0: restarts do not help (exit 4: do " \
-           "not requeue)" in r.stderr, r.stderr[-3000:]
+    assert "reason    : 4 attempts in a row failed at step 0 with the same error: restarts do not " \
+           "help (--stop-without-progress 4; exit 4: do not requeue)" in r.stderr, r.stderr[-3000:]
     assert re.search(r"failed \(exit 4\) after [\d.]+s: 4 attempt\(s\)", r.stderr), r.stderr
+
+
+def test_max_restarts_are_torchruns_a_script_that_fails_at_start_up_5_times_then_works(tmp_path):
+    # A data server not up yet: the first 5 attempts fail at start-up alike, the 6th works. torchrun
+    # with --max-restarts 6 runs it to success; so does ccrun, with no stop of its own by default.
+    script = tmp_path / "waits_for_its_server.py"
+    script.write_text("import os, sys\n"
+                      "attempt = int(os.environ['TORCHELASTIC_RESTART_COUNT'])\n"
+                      "print('attempt', attempt, flush=True)\n"
+                      "if attempt < 5:\n"
+                      "    sys.exit('ConnectionRefusedError: the data server is not up')\n")
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "2", "--max-restarts",
+                  "6", str(script), env={"PYTHON_EXEC": PY}, timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert re.search(r"succeeded \(exit 0\) after [\d.]+s: 6 attempt\(s\)", r.stderr), r.stderr
+    # A failing attempt's other rank may be stopped before it prints; the last one's both print.
+    assert "[0]:attempt 5\n" in r.stdout and "[1]:attempt 5\n" in r.stdout, r.stdout
+
+
+def test_restarts_spent_on_one_failure_say_so_and_name_the_stop_that_would_have_saved_them(tmp_path):
+    script = tmp_path / "fails_at_start.py"
+    script.write_text("import sys\nsys.exit('ConnectionRefusedError: the data server is not up')\n")
+    log_dir = tmp_path / "logs"
+    r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "1", "--max-restarts",
+                  "6", "--log-dir", str(log_dir), str(script), env={"PYTHON_EXEC": PY}, timeout=180)
+    assert r.returncode == 1, r.stderr[-3000:]
+    note = ("no restarts left (--max-restarts 6); all 7 attempts failed at step 0 with the same "
+            "error: --stop-without-progress 4 would have stopped the job after 4 (exit 4: do not "
+            "requeue)")
+    assert "reason    : " + note in r.stderr, r.stderr[-3000:]
+    [report] = glob.glob(str(log_dir / "*" / "failure_report.json"))
+    with open(report) as f:
+        assert json.load(f)["reason"] == note
 
 
 def test_ddp_steps_are_the_steps_that_restarts_are_judged_by(tmp_path):
@@ -524,10 +558,11 @@ def test_ddp_steps_are_the_steps_that_restarts_are_judged_by(tmp_path):
         sys.exit(3)
     """))
     r = run_ccrun("--master-port", str(free_port()), "--nproc-per-node", "1", "--max-restarts",
-                  "10", str(script), env={"PYTHON_EXEC": PY}, timeout=120)
+                  "10", "--stop-without-progress", "4", str(script), env={"PYTHON_EXEC": PY},
+                  timeout=120)
     assert r.returncode == 4, r.stderr[-3000:]
-    assert "4 attempts in a row failed at step 3: restarts do not help" in r.stderr, \
-        r.stderr[-3000:]
+    assert "4 attempts in a row failed at step 3 with the same error: restarts do not help" \
+        in r.stderr, r.stderr[-3000:]
     built = glob.glob(os.path.join(build_dir(), "agent", "python", "_ccrun_hook*.so"))
     kinds = "Collective DdpForward" if built else "function function"
     assert r.stdout.count(f"wrappers: {kinds}") == 4, r.stdout

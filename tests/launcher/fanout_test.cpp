@@ -45,7 +45,8 @@ TEST_CASE("fanout: shell quoting and ssh command words", "[fanout]") {
 TEST_CASE("fanout: each host's agent flags parse back into the job", "[fanout]") {
   auto hf = write_hostfile("n1 slots=2\nn2\nn3 slots=4\n");
   auto job = parse_command_line({"--hostfile", hf, "--nproc-per-node", "3", "--include", "n1@n2@n3:1,3",
-                                 "--max-restarts", "2", "--stop-grace", "2.5", "--rdzv-conf", "join_timeout=9",
+                                 "--max-restarts", "2", "--stop-without-progress", "3", "--stop-grace", "2.5",
+                                 "--rdzv-conf", "join_timeout=9",
                                  "--log-dir", "/tmp/l d", "-r", "0:1", "--master-port", "29999", "--role", "trainer",
                                  "--no-python", "./train", "--lr", "0.1"},
                                 {})
@@ -62,6 +63,7 @@ TEST_CASE("fanout: each host's agent flags parse back into the job", "[fanout]")
     CHECK(node.master_port == 29999);
     CHECK(node.nproc_per_node == int(job.hosts[i].devices.size()));
     CHECK(node.max_restarts == 2);
+    CHECK(node.stop_without_progress == 3);
     CHECK(node.stop_grace == std::chrono::milliseconds(2500));
     CHECK(node.rdzv.join_timeout == std::chrono::seconds(9));
     CHECK(node.logs.log_dir == "/tmp/l d");

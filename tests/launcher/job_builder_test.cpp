@@ -187,32 +187,53 @@ TEST_CASE("print-config output round-trips through --config", "[launcher][yaml]"
   std::filesystem::remove(path);
 }
 
-TEST_CASE("print-config writes a Python program as given, not as this machine runs it",
-          "[launcher][yaml]") {
+TEST_CASE("print-config writes the program as given, and the file builds the same worker "
+          "command on any node, under that node's PYTHON_EXEC", "[launcher][yaml]") {
   struct Case {
     std::vector<std::string> args;
     std::string yaml;  // what the program's part of the file holds
   };
-  std::vector<Case> cases{
+  const std::vector<Case> cases{
       {{"train.py", "--lr", "1"}, "program: train.py\nargs: [--lr, 1]"},
       {{"-m", "pkg.train", "x"}, "module: true\nprogram: pkg.train\nargs: [x]"},
+      {{"--module", "pkg.train"}, "module: true\nprogram: pkg.train\nargs: []"},
       {{"--run-path", "tool", "y"}, "run_path: true\nprogram: tool\nargs: [y]"},
       {{"--no-python", "./t", "x"}, "no_python: true\nprogram: ./t\nargs: [x]"},
+      {{"--no-python", "run.py"}, "no_python: true\nprogram: run.py\nargs: []"},
+      {{"./t", "x"}, "program: ./t\nargs: [x]"},
+      // An interpreter the user named is theirs: kept, with its flags.
+      {{"python3", "-u", "train.py"}, "program: python3\nargs: [-u, train.py]"},
+  };
+  const std::vector<Environment> nodes{
+      Environment{},  // python3
+      Environment{{{"PYTHON_EXEC", "/usr/bin/python3"}}},
+      Environment{{{"PYTHON_EXEC", "/opt/venv/bin/python"}}},
   };
   for (const auto& c : cases) {
-    auto first = parse_command_line(c.args, {});
-    std::string yaml = ccrun::launcher::to_yaml(first.spec);
-    CHECK_THAT(yaml, Catch::Contains(c.yaml));
-    CHECK_THAT(yaml, !Catch::Contains("python3"));
-    auto path = write_yaml(yaml);
-    CHECK(parse({"--config", path}).entrypoint == first.spec.entrypoint);
-    std::filesystem::remove(path);
+    for (const auto& here : nodes) {
+      INFO(c.yaml << " printed with PYTHON_EXEC=" << here.get("PYTHON_EXEC").value_or("(unset)"));
+      std::string yaml = ccrun::launcher::to_yaml(parse(c.args, here));
+      CHECK_THAT(yaml, Catch::EndsWith(c.yaml + "\n"));
+      CHECK_THAT(yaml, !Catch::Contains("/usr/bin/python3") && !Catch::Contains("/opt/venv"));
+      auto path = write_yaml(yaml);
+      for (const auto& there : nodes) {
+        INFO("run with PYTHON_EXEC=" << there.get("PYTHON_EXEC").value_or("(unset)"));
+        CHECK(parse({"--config", path}, there).entrypoint == parse(c.args, there).entrypoint);
+      }
+      std::filesystem::remove(path);
+    }
   }
-  // PYTHON_EXEC's interpreter is this machine's: the command is kept as it runs.
+}
+
+TEST_CASE("print-config of a job file prints its program as the file gives it", "[launcher][yaml]") {
+  auto path = write_yaml("module: true\nprogram: pkg.train\nargs: [--lr, '1']\n");
   Environment venv{{{"PYTHON_EXEC", "/opt/venv/bin/python"}}};
-  auto pinned = parse_command_line({"train.py"}, venv);
-  CHECK_THAT(ccrun::launcher::to_yaml(pinned.spec),
-             Catch::Contains("no_python: true\nprogram: /opt/venv/bin/python\nargs: [-u, train.py]"));
+  auto spec = parse({"--config", path}, venv);
+  CHECK(spec.entrypoint ==
+        std::vector<std::string>{"/opt/venv/bin/python", "-u", "-m", "pkg.train", "--lr", "1"});
+  CHECK_THAT(ccrun::launcher::to_yaml(spec),
+             Catch::EndsWith("module: true\nprogram: pkg.train\nargs: [--lr, 1]\n"));
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("every bad value is an error, never a wrap or a silent choice", "[launcher]") {
@@ -292,6 +313,27 @@ TEST_CASE("print-config: shortest numbers, quoted MIN:MAX", "[launcher][yaml]") 
   CHECK(again.max_nodes == 4);
   CHECK(again.monitor_interval == std::chrono::milliseconds(100));
   std::filesystem::remove(path);
+}
+
+TEST_CASE("stop_without_progress: the flag, PET_, YAML, default and bad values", "[launcher]") {
+  CHECK(parse({"--no-python", "a"}).stop_without_progress == 0);  // off: --max-restarts is torchrun's
+  CHECK(parse({"--stop-without-progress", "4", "--no-python", "a"}).stop_without_progress == 4);
+  CHECK(parse({"--stop_without_progress", "2", "--no-python", "a"}).stop_without_progress == 2);
+  Environment env{{{"PET_STOP_WITHOUT_PROGRESS", "5"}}};
+  CHECK(parse({"--no-python", "a"}, env).stop_without_progress == 5);
+  CHECK(parse({"--stop-without-progress", "0", "--no-python", "a"}, env).stop_without_progress == 0);
+  auto path = write_yaml("stop_without_progress: 6\nno_python: true\nprogram: a\n");
+  CHECK(parse({"--config", path}).stop_without_progress == 6);
+  CHECK_THAT(ccrun::launcher::to_yaml(parse({"--config", path})),
+             Catch::Contains("\nstop_without_progress: 6\n"));
+  std::filesystem::remove(path);
+  CHECK_THAT(error_of({"--stop-without-progress", "1", "a"}),
+             Catch::Contains("--stop-without-progress \"1\": one attempt has nothing to repeat") &&
+                 Catch::Contains("or 0 to never stop this way"));
+  CHECK_THAT(error_of({"--stop-without-progress", "-2", "a"}),
+             Catch::Contains("--stop-without-progress \"-2\""));
+  CHECK_THAT(error_of({"--stop-without-progress", "many", "a"}),
+             Catch::Contains("--stop-without-progress \"many\": expected 0 (never) or a number of attempts"));
 }
 
 TEST_CASE("hang_timeout: the flag, PET_, YAML, default and bad values", "[launcher]") {

@@ -47,6 +47,41 @@ def test_print_config_keeps_gpu_as_written_on_a_machine_without_one():
     assert r.returncode == 2 and "no CUDA device is visible on this machine" in r.stderr, r.stderr
 
 
+SHOW_ARGV = "#!/bin/sh\necho \"argv: $0 $*\"\n"
+
+
+@pytest.mark.parametrize("args,under_python", [
+    (["train.py", "--lr", "1"], True),
+    (["-m", "pkg.train", "x"], True),
+    (["--run-path", "tool.py", "y"], True),
+    (["--no-python", "./show_argv.sh", "x"], False),
+    (["./show_argv.sh", "x"], False),
+], ids=["script", "module", "run_path", "no_python", "command"])
+def test_a_printed_job_file_runs_the_same_worker_command_under_another_nodes_python(
+        args, under_python, tmp_path):
+    # Printed where the workers run /usr/bin/python3; run where PYTHON_EXEC names another
+    # interpreter (a stand-in that shows how it was called): the file's workers run as the
+    # flags' do there, under that node's interpreter.
+    for name in ("venv-python", "show_argv.sh"):
+        (tmp_path / name).write_text(SHOW_ARGV)
+        (tmp_path / name).chmod(0o755)
+    printed = run_ccrun("--print-config", *args, env={"PYTHON_EXEC": "/usr/bin/python3"},
+                        cwd=tmp_path)
+    assert printed.returncode == 0, printed.stderr
+    assert "/usr/bin/python3" not in printed.stdout, printed.stdout
+    job = tmp_path / "job.yaml"
+    job.write_text(printed.stdout)
+    there = {"PYTHON_EXEC": str(tmp_path / "venv-python")}
+    runs = [run_ccrun("--master-port", str(free_port()), *how, env=there, cwd=tmp_path)
+            for how in (args, ["--config", str(job)])]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    [flags_argv, file_argv] = [[l for l in r.stdout.splitlines() if "argv: " in l] for r in runs]
+    assert len(flags_argv) == 1 and file_argv == flags_argv, (flags_argv, file_argv)
+    shown = str(tmp_path / "venv-python") if under_python else "./show_argv.sh"
+    assert f"argv: {shown} " in flags_argv[0], flags_argv
+
+
 @pytest.mark.parametrize("args,message", [
     (["--standalone", "--rdzv-endpoint", "10.0.0.1:29400"],
      'warning: --rdzv-endpoint "10.0.0.1:29400" is ignored: --standalone serves its own store'),
