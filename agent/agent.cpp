@@ -14,6 +14,7 @@
 
 #include "ccrun/endpoint.h"
 #include "ccrun/error.h"
+#include "ccrun/finished_run.h"
 #include "ccrun/host_name.h"
 #include "ccrun/job_keys.h"
 #include "ccrun/signal_names.h"
@@ -63,7 +64,9 @@ int Agent::run() {
     agent_error_ = true;
     end_reason_ = e.what();
     end_error_type_ = error_type_name(e);
-    status = signalled_ ? exit_signalled() : 1;
+    // The id's run ended before this node came: not a failure of a run.
+    bool already_ran = dynamic_cast<const JobAlreadyRanError*>(&e) != nullptr;
+    status = signalled_ ? exit_signalled() : already_ran ? kExitAlreadyRan : 1;
   }
   summarize(status);
   write_own_error_file(status);
@@ -74,7 +77,10 @@ int Agent::run() {
 
 void Agent::summarize(int status) {
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-  const char* how = status == 0 ? "succeeded" : status > 128 ? "was stopped" : "failed";
+  const char* how = "failed";
+  if (status == 0) how = attempts_ > 0 ? "succeeded" : "succeeded without this node (it ran nothing)";
+  if (status == kExitAlreadyRan) how = "was not run (its id already ran)";
+  if (status > 128) how = "was stopped";
   spdlog::info("ccrun: job '{}' {} (exit {}) after {:.1f}s: {} attempt(s), {} node(s), {} rank(s)",
                run_id_, how, status, wall, attempts_, info_.num_nodes, info_.world_size);
   for (const auto& line : startup_lines_) spdlog::info("ccrun:   {}", line);
@@ -208,6 +214,7 @@ rendezvous::RendezvousOptions Agent::rendezvous_options(uint16_t master_port) co
   ro.local_world_size = spec_.nproc_per_node;
   ro.role = spec_.role;
   ro.local_addr = local_addr_;
+  ro.forget_hint = forget_hint(store_plan_, run_id_);
   ro.master_addr = spec_.master_addr;
   ro.master_port = master_port;
   if (worker_store_) ro.worker_store_port = [ws = worker_store_.get()] { return int(ws->port()); };

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "ccrun/job_keys.h"
 #include "ccrun/store_address.h"
 #include "worker_env.h"
 
@@ -68,6 +69,18 @@ std::string store_wait_hint(const StorePlan& plan) {
                      "without listening there (`ss -tanp | grep :{}` names it): choose another "
                      "--rdzv-endpoint port",
                      plan.endpoint.port, plan.endpoint.port);
+}
+
+std::string forget_hint(const StorePlan& plan, const std::string& run_id) {
+  if (plan.mode == StorePlan::Mode::kEtcd) {
+    std::string prefix = store::parse_store_address(plan.address).path;
+    if (prefix.empty()) prefix = "ccrun/";  // EtcdStoreOptions' default
+    if (prefix.back() != '/') prefix += '/';
+    return "delete the id's keys from etcd, which keeps them until then: etcdctl del --prefix '" +
+           prefix + JobKeys(run_id).base() + "'";
+  }
+  return "wait until the store forgets it (ccrun-rendezvous deletes a finished job's keys once "
+         "nothing was written under them for its --finished-job-ttl, 600 s by default)";
 }
 
 }  // namespace ccrun::agent

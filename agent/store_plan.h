@@ -68,4 +68,10 @@ struct StorePlan {
 // it); else "".
 [[nodiscard]] std::string store_wait_hint(const StorePlan& plan);
 
+// How the store of `plan` forgets a finished run of `run_id`, for the
+// message of an agent that arrives after that run (ccrun/finished_run.h):
+// etcd keeps keys until deleted (the etcdctl command that deletes the id's);
+// ccrun-rendezvous deletes them --finished-job-ttl after their last write.
+[[nodiscard]] std::string forget_hint(const StorePlan& plan, const std::string& run_id);
+
 }  // namespace ccrun::agent

@@ -23,6 +23,7 @@
 #include "ccrun/console_collapse.h"
 #include "ccrun/console_frame.h"
 #include "ccrun/exclusion.h"
+#include "ccrun/finished_run.h"
 #include "ccrun/store_address.h"
 #include "exclusion_file.h"
 #include "log_mux.h"
@@ -109,6 +110,12 @@ class Fanout {
     for (size_t i = 0; i < spec_.hosts.size(); ++i) start(i);
     io_.run();
     if (signalled_) return 128 + signalled_;
+    // Nodes that came after the id's run had ended ran nothing (on_failure).
+    // With a node of this launch that exited 0, the launch's job ran without
+    // them; with none, the whole launch came too late.
+    bool one_succeeded = std::any_of(nodes_.begin(), nodes_.end(),
+                                     [](const auto& n) { return n->finished && n->status == 0; });
+    if (exit_code_ == 0 && came_after_the_run_ && !one_succeeded) return kExitAlreadyRan;
     return exit_code_;
   }
 
@@ -334,6 +341,12 @@ class Fanout {
       std::fprintf(stderr, "ccrun: host %s (node %zu) stopped (status %d)\n", n.host.c_str(), n.index, n.status);
       return;
     }
+    if (n.status == kExitAlreadyRan) {  // no failure of a run: no peer to stop (run() decides)
+      came_after_the_run_ = true;
+      std::fprintf(stderr, "ccrun: host %s (node %zu) came after the job id's run had ended and "
+                   "ran nothing (status %d)\n", n.host.c_str(), n.index, n.status);
+      return;
+    }
     if (exit_code_ == 0 && !(elastic && live >= size_t(spec_.min_nodes))) exit_code_ = n.status;
     std::fprintf(stderr, "ccrun: host %s (node %zu) exited with status %d\n", n.host.c_str(), n.index, n.status);
     if (elastic && live >= size_t(spec_.min_nodes)) return;
@@ -376,6 +389,7 @@ class Fanout {
   size_t finished_ = 0;
   int signalled_ = 0;
   bool stopping_ = false;
+  bool came_after_the_run_ = false;  // a node exited kExitAlreadyRan
   int exit_code_ = 0;
 };
 

@@ -131,6 +131,7 @@ std::string RoundEnd::to_json() const {
   json j{{"kind", to_string(kind)}, {"node", node}, {"detail", detail}};
   if (next_expected >= 0) j["next_expected"] = next_expected;
   if (stop_signal > 0) j["stop_signal"] = stop_signal;
+  if (time_ms > 0) j["time_ms"] = time_ms;
   return j.dump();
 }
 
@@ -147,6 +148,7 @@ RoundEnd RoundEnd::from_json(const std::string& text) {
     e.detail = j.value("detail", "");
     e.next_expected = j.value("next_expected", -1);
     e.stop_signal = j.value("stop_signal", 0);
+    e.time_ms = j.value("time_ms", int64_t{0});
   } catch (const json::exception& x) {
     e = RoundEnd{};
     e.detail = std::string("unreadable round end record: ") + x.what();
@@ -160,7 +162,9 @@ std::optional<Failure> RoundEnd::failure() const {
 }
 
 std::string ClosedRecord::to_json() const {
-  return json{{"reason", reason}, {"stop_signal", stop_signal}}.dump();
+  json j{{"reason", reason}, {"stop_signal", stop_signal}};
+  if (time_ms > 0) j["time_ms"] = time_ms;
+  return j.dump();
 }
 
 ClosedRecord ClosedRecord::from_json(const std::string& text) {
@@ -169,6 +173,7 @@ ClosedRecord ClosedRecord::from_json(const std::string& text) {
   try {
     c.reason = j.value("reason", "closed");
     c.stop_signal = j.value("stop_signal", 0);
+    c.time_ms = j.value("time_ms", int64_t{0});
   } catch (const json::exception&) {
     c.reason = "closed (unreadable record: " + text.substr(0, 200) + ")";
   }

@@ -45,6 +45,7 @@
 #include <thread>
 
 #include "ccrun/error.h"
+#include "ccrun/finished_run.h"
 #include "ccrun/host_name.h"
 #include "ccrun/job_keys.h"
 #include "ccrun/rendezvous.h"
@@ -90,6 +91,7 @@ class Handler : public RendezvousHandler {
 
   RendezvousInfo next_rendezvous() override {
     watch_.reset();
+    refuse_a_finished_run();
     if (store_->check({keys_.closed()})) throw closed_error();
     int r = round_ + 1;  // after a round ends, everyone moves to the next
     if (round_ < 0) {    // first join: the round everybody is at
@@ -159,6 +161,7 @@ class Handler : public RendezvousHandler {
   [[gnu::cold]] StandByEnd stand_by(int64_t until_ms, bool hosts_store,
                                      milliseconds leave_timeout) override {
     watch_.reset();
+    refuse_a_finished_run();  // an excluded node that arrives after the run
     int r = current_round();
     for (;;) {
       if (store_->check({keys_.closed()})) return StandByEnd::kClosed;
@@ -194,9 +197,12 @@ class Handler : public RendezvousHandler {
   }
 
   void set_closed(const ClosedRecord& record) override {
-    store_->compare_set(keys_.closed(), "", record.to_json());
+    ClosedRecord stamped = record;
+    if (stamped.time_ms == 0) stamped.time_ms = wall_clock_ms();
+    store_->compare_set(keys_.closed(), "", stamped.to_json());
     if (round_ >= 0) {
-      end_round(round_, {RoundEndKind::kClosed, -1, record.reason, -1, record.stop_signal});
+      end_round(round_, {RoundEndKind::kClosed, -1, record.reason, -1, record.stop_signal,
+                         stamped.time_ms});
     }
   }
 
@@ -296,6 +302,26 @@ class Handler : public RendezvousHandler {
       if (store_->check({keys[i]})) out[i] = store_->get(keys[i]);
     }
     return out;
+  }
+
+  // Once, when this node arrives (its first join, or its first stand-by):
+  // the id's run may have ended already (a store that outlives its jobs
+  // keeps their keys a while). That end is not this node's: refuse the id,
+  // saying how and when that run ended.
+  void refuse_a_finished_run() {
+    if (arrived_) return;
+    std::optional<ClosedRecord> closed;
+    if (store_->check({keys_.closed()})) closed = ClosedRecord::from_json(store_->get(keys_.closed()));
+    std::optional<RoundEnd> end;
+    if (!closed && store_->check({keys_.current_round()})) {
+      int r = current_round();
+      if (store_->check({keys_.end(r)})) end = RoundEnd::from_json(store_->get(keys_.end(r)));
+    }
+    arrived_ = true;  // read: a store call that broke above tries again next time
+    if (auto run = finished_run(closed, end)) {
+      throw JobAlreadyRanError(
+          already_ran_message(o_.run_id, *run, wall_clock_ms(), o_.forget_hint));
+    }
   }
 
   RendezvousClosedError closed_error() {
@@ -630,7 +656,8 @@ class Handler : public RendezvousHandler {
       RoundEnd end = RoundEnd::from_json(store_->get(keys_.end(r)));
       if (end.kind == RoundEndKind::kAllDone) {
         throw JobFinishedError("rendezvous '" + o_.run_id +
-                               "': the job finished while this node waited as a hot spare");
+                               "': the job succeeded while this node waited as a hot spare; "
+                               "this node ran nothing");
       }
       if (end.kind == RoundEndKind::kClosed) throw closed_error();
       if (admitted(r)) {
@@ -672,6 +699,7 @@ class Handler : public RendezvousHandler {
   std::mutex waits_mu_;
   std::shared_ptr<store::Store> waits_;  // await_all's connection, made at its first wait
   int round_ = -1;
+  bool arrived_ = false;  // refuse_a_finished_run() ran
   bool late_ = false;  // the last join attempt came after its round closed
   int resume_round_ = -1;  // a spare was admitted: the round to join (else -1)
   std::atomic<bool> spare_{false};  // wait_as_spare() runs

@@ -51,7 +51,13 @@ bool rejoined_after(RoundEndKind kind) {
 }
 
 bool end_round(store::Store& s, const JobKeys& keys, int r, const RoundEnd& end, int max_nodes) {
-  std::string record = end.to_json();
+  // The job's last end says when the run ended, for a node that arrives for
+  // its id later (ccrun/finished_run.h). Only there: other ends written twice
+  // (a retry) must stay the same text.
+  RoundEnd stamped = end;
+  bool last = end.kind == RoundEndKind::kAllDone || end.kind == RoundEndKind::kClosed;
+  if (last && stamped.time_ms == 0) stamped.time_ms = wall_clock_ms();
+  std::string record = stamped.to_json();
   if (s.compare_set(keys.end(r), "", record) != record) return false;
   if (!rejoined_after(end.kind) || end.next_expected < 0) return true;
   std::vector<std::string> spares = close_spares(s, keys, r);

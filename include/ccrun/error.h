@@ -89,6 +89,14 @@ class JobFinishedError : public RendezvousClosedError {
   using RendezvousClosedError::RendezvousClosedError;
 };
 
+// The job id's run had ended before this node arrived (ccrun/finished_run.h):
+// nothing was started; the message says how that run ended and how to run
+// again. The agent exits kExitAlreadyRan.
+class JobAlreadyRanError : public RendezvousClosedError {
+ public:
+  using RendezvousClosedError::RendezvousClosedError;
+};
+
 // The name of `e`'s ccrun error class ("ccrun::TimeoutError"), or
 // "std::exception" for any other: the type part of an error record that
 // follows torch's "<Type>: <message>" form.
@@ -102,6 +110,7 @@ inline const char* error_type_name(const std::exception& e) {
   if (dynamic_cast<const AuthError*>(&e)) return "ccrun::AuthError";
   if (dynamic_cast<const InterruptedError*>(&e)) return "ccrun::InterruptedError";
   if (dynamic_cast<const JobFinishedError*>(&e)) return "ccrun::JobFinishedError";
+  if (dynamic_cast<const JobAlreadyRanError*>(&e)) return "ccrun::JobAlreadyRanError";
   if (dynamic_cast<const RendezvousClosedError*>(&e)) return "ccrun::RendezvousClosedError";
   if (dynamic_cast<const Error*>(&e)) return "ccrun::Error";
   return "std::exception";

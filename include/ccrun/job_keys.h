@@ -9,8 +9,10 @@
 // JobKeys below, so renaming a key is a one-line change. Payloads are JSON
 // (the records' formats are in ccrun/job_state.h) or decimal text.
 //   current_round              decimal: the newest round agents should join
-//   closed                     ClosedRecord: the job is over; joins fail
-//                              (a done marker: see JobKeys::split)
+//   closed                     ClosedRecord: the job is over; joins fail, and
+//                              an agent that arrives later for the id is
+//                              refused (ccrun/finished_run.h; a done marker:
+//                              see JobKeys::split)
 //   round/<R>/joined           counter: agents that joined round R (dynamic)
 //   round/<R>/member/<slot>    the token of the agent that holds join slot
 //                              <slot> (dynamic: a restarted store may give a

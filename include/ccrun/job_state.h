@@ -133,13 +133,15 @@ enum class RoundEndKind {
 std::string_view to_string(RoundEndKind kind);
 std::optional<RoundEndKind> parse_round_end_kind(std::string_view name);
 
-// round/<R>/end: JSON {"kind", "node", "detail", "next_expected"}.
+// round/<R>/end: JSON {"kind", "node", "detail", "next_expected",
+// "stop_signal", "time_ms"}.
 struct RoundEnd {
   RoundEndKind kind = RoundEndKind::kClosed;
   int node = -1;           // the node concerned, -1 when none
   std::string detail;
   int next_expected = -1;  // nodes that will surely rejoin the next round; -1: unknown
   int stop_signal = 0;     // kClosed by a stop signal on some node: its number (0: none)
+  int64_t time_ms = 0;     // when it was written (wall clock; end_round sets it); 0: unknown
 
   [[nodiscard]] std::string to_json() const;
   // An unreadable record reads as kClosed saying so: a round whose end
@@ -149,11 +151,13 @@ struct RoundEnd {
   [[nodiscard]] std::optional<Failure> failure() const;
 };
 
-// closed: JSON {"reason", "stop_signal"}. `stop_signal` is the signal a
-// user sent to stop the job (0: the job failed).
+// closed: JSON {"reason", "stop_signal", "time_ms"}. `stop_signal` is the
+// signal a user sent to stop the job (0: the job failed); `time_ms` when the
+// job was closed (wall clock; set_closed sets it; 0: unknown, an older agent).
 struct ClosedRecord {
   std::string reason;
   int stop_signal = 0;
+  int64_t time_ms = 0;
 
   [[nodiscard]] std::string to_json() const;
   [[nodiscard]] static ClosedRecord from_json(const std::string& text);

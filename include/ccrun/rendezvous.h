@@ -102,6 +102,10 @@ struct RendezvousOptions : RendezvousTiming {
   // per restart), so Gloo's addresses of the attempt before would be read
   // back as the new ones. Empty: nothing to clear.
   std::function<void()> clear_worker_keys;
+  // How this job's store forgets a finished run's id, for the message of a
+  // node that arrives after that run ended (already_ran_message in
+  // ccrun/finished_run.h); "": none said.
+  std::string forget_hint;
 };
 
 class RendezvousHandler {
@@ -113,7 +117,9 @@ class RendezvousHandler {
   // and RendezvousClosedError when the job was closed. A node that comes to
   // a full round of an elastic job waits as a hot spare (round_end.h) until
   // a round's end admits it, with no join_timeout; JobFinishedError when the
-  // job succeeded meanwhile.
+  // job succeeded meanwhile. The first call throws JobAlreadyRanError when
+  // the id's run had ended before it (closed, or its last round all_done:
+  // ccrun/finished_run.h), and joins nothing.
   virtual RendezvousInfo next_rendezvous() = 0;
 
   // Heartbeats this node and watches the current round until it ends, then

@@ -86,3 +86,17 @@ TEST_CASE("store plan: etcd is joined, nothing served here", "[store_plan]") {
   CHECK(p.worker_store);
   CHECK(store_address_hint(spec, p) == "10.0.0.5:2379,10.0.0.6:2379/jobs");
 }
+
+TEST_CASE("forget hint: etcd's command deletes the id's keys under the endpoint's prefix; a TCP "
+          "store's is the daemon's expiry", "[store_plan]") {
+  JobSpec spec;
+  spec.rdzv.backend = rendezvous::Backend::kEtcd;
+  spec.rdzv.endpoint = "10.0.0.5:2379,10.0.0.6:2379/jobs";
+  CHECK_THAT(forget_hint(plan_store(spec, false), "job7"),
+             Catch::EndsWith("etcdctl del --prefix 'jobs/ccrun/job7/'"));
+  spec.rdzv.endpoint = "10.0.0.5:2379";  // the default prefix
+  CHECK_THAT(forget_hint(plan_store(spec, false), "job7"),
+             Catch::EndsWith("etcdctl del --prefix 'ccrun/ccrun/job7/'"));
+  CHECK_THAT(forget_hint(plan_store(c10d("store-host:29400"), false), "job7"),
+             Catch::Contains("--finished-job-ttl, 600 s by default"));
+}

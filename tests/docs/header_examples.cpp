@@ -26,6 +26,7 @@
 #include "ccrun/job_store_env.h"
 #include "ccrun/exclusion.h"
 #include "ccrun/job_state.h"
+#include "ccrun/finished_run.h"
 #include "ccrun/prefix_store.h"
 #include "ccrun/rank_progress.h"
 #include "ccrun/event_log_handler.h"
@@ -194,6 +195,14 @@ void job_state_h(Store& store, const JobKeys& keys, int r) {
 
   JobState st = read_job_state(store, "my-job");      // never waits
   if (st.phase == JobPhase::kStopped) std::cout << st.stop_signal;
+  // end
+}
+
+void finished_run_h(const std::optional<ClosedRecord>& closed,
+                    const std::optional<RoundEnd>& current_end, const std::string& hint) {
+  // example: ccrun/finished_run.h
+  std::optional<FinishedRun> prev = finished_run(closed, current_end);
+  if (prev) throw JobAlreadyRanError(already_ran_message("job7", *prev, wall_clock_ms(), hint));
   // end
 }
 

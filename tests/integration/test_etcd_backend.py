@@ -2,6 +2,7 @@
 etcd-server, members on loopback with ports of their own): a torch DDP job
 of two agents with a restart, signals while forming, and a 3-member etcd
 whose leader is killed while the job forms and while it runs."""
+import base64
 import json
 import os
 import shutil
@@ -211,5 +212,32 @@ def test_leader_killed_while_forming_and_while_running(tmp_path):
         for rc, out, err in finish_all(procs, timeout=120):
             assert rc == 0, err
             assert "succeeded (exit 0)" in err
+    finally:
+        e.stop()
+
+
+def test_an_id_run_again_after_its_run_is_refused_until_its_keys_are_deleted(tmp_path):
+    # etcd keeps a finished job's keys: the same command run again starts nothing, exits 5
+    # (docs/store.md, "Running a job id again") and names the etcdctl command that deletes
+    # them; once deleted (here through etcd's JSON gateway, as etcdctl would), the id runs.
+    e = Etcd(tmp_path, 1)
+    try:
+        cmd = ccrun_cmd("--nnodes", "1", "--rdzv-backend", "etcd", "--rdzv-endpoint", e.endpoint,
+                        "--rdzv-id", "again", "--rdzv-conf", FAST, "--no-python", "sh", "-c",
+                        "echo the program ran")
+        first = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert first.returncode == 0, first.stderr
+        again = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert again.returncode == 5, again.stderr
+        assert "the program ran" not in again.stdout
+        assert " and succeeded; nothing was started here" in again.stderr
+        assert "etcdctl del --prefix 'ccrun/ccrun/again/'" in again.stderr
+        key = b"ccrun/ccrun/again/"
+        end = key[:-1] + bytes([key[-1] + 1])
+        e.post(e.members[0], "/v3/kv/deleterange",
+               {"key": base64.b64encode(key).decode(), "range_end": base64.b64encode(end).decode()})
+        third = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert third.returncode == 0, third.stderr
+        assert "the program ran" in third.stdout
     finally:
         e.stop()

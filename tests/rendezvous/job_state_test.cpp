@@ -121,6 +121,18 @@ TEST_CASE("closed records: a stop signal is a field, not words", "[job_state]") 
   CHECK(ClosedRecord::from_json(R"({"reason": "no restarts left"})").stop_signal == 0);
 }
 
+TEST_CASE("closed records and round ends carry when they were written; older ones read as 0",
+          "[job_state]") {
+  CHECK(ClosedRecord::from_json(ClosedRecord{"x", 0, 1'700'000'000'123}.to_json()).time_ms ==
+        1'700'000'000'123);
+  CHECK(ClosedRecord::from_json(R"({"reason": "no restarts left"})").time_ms == 0);
+  RoundEnd done;
+  done.kind = RoundEndKind::kAllDone;
+  done.time_ms = 1'700'000'000'456;
+  CHECK(RoundEnd::from_json(done.to_json()).time_ms == 1'700'000'000'456);
+  CHECK(RoundEnd::from_json(R"({"kind": "all_done"})").time_ms == 0);
+}
+
 TEST_CASE("job state: unknown, forming, running, finished", "[job_state]") {
   auto store = std::make_shared<store::HashStore>();
   CHECK(read_job_state(*store, "test").phase == JobPhase::kUnknown);

@@ -398,7 +398,53 @@ TEST_CASE("stand-by: an excluded node waits until its time, or until the job is 
   for (auto& n : nodes) n->handler->mark_done();
   REQUIRE(waited.wait_for(5s) == std::future_status::ready);
   CHECK(waited.get() == End::kFinished);
-  auto closed = new_node(store, options("c10d", 1, 2));
-  nodes[0]->handler->set_closed({"failed", 0});
+  // Another job, closed while a node stands by (which came while it ran: its
+  // first stand-by ended before the close).
+  auto store2 = std::make_shared<HashStore>();
+  auto nodes2 = join_all(store2, std::vector<RendezvousOptions>(2, o));
+  auto closed = new_node(store2, o);
+  CHECK(closed->handler->stand_by(ccrun::wall_clock_ms(), false, 1s) == End::kTimeUp);
+  nodes2[0]->handler->set_closed({"failed", 0});
   CHECK(closed->handler->stand_by(ccrun::wall_clock_ms() + 60'000, false, 1s) == End::kClosed);
+}
+
+// A store that outlives its jobs (ccrun-rendezvous, etcd) still holds a
+// finished run's keys when the same command runs again. Its end is not the
+// newcomer's: it starts nothing, and says how and when that run ended.
+TEST_CASE("a node that arrives after the id's run ended is refused, told how that run ended",
+          "[rendezvous][finished_run]") {
+  auto store = std::make_shared<HashStore>();
+  auto o = options("c10d", 2, 2);
+  o.forget_hint = "wait until the store forgets it";
+  auto nodes = join_all(store, std::vector<RendezvousOptions>(2, o));
+  watch_all(nodes);
+  bool succeeded = GENERATE(true, false);
+  if (succeeded) {
+    for (auto& n : nodes) n->handler->mark_done();
+  } else {
+    nodes[0]->handler->set_closed({"no restarts left (--max-restarts 0)", 0});
+  }
+  for (auto& n : nodes) event_of(*n);
+  std::string said;
+  try {
+    (void)new_node(store, o)->handler->next_rendezvous();
+  } catch (const ccrun::JobAlreadyRanError& e) {
+    said = e.what();
+  }
+  CHECK_THAT(said, Catch::Contains("the job id 'test' already ran on this store"));
+  CHECK_THAT(said, Catch::Contains("its previous run ended "));
+  CHECK_THAT(said, Catch::Contains(" UTC) and "));  // when: the record's time
+  CHECK_THAT(said, Catch::Contains("nothing was started here"));
+  CHECK_THAT(said, Catch::Contains("use a new --rdzv-id, or wait until the store forgets it"));
+  if (succeeded) {
+    CHECK_THAT(said, Catch::Contains(" and succeeded;"));
+  } else {
+    CHECK_THAT(said, Catch::Contains(
+                         " and failed (the previous run's reason: no restarts left (--max-restarts 0))"));
+  }
+  // Nothing joined: the old run's records are as they were.
+  CHECK(store->add(ccrun::JobKeys("test").joined(0), 0) == 2);
+  // An excluded node that arrives then is refused too, instead of standing by.
+  CHECK_THROWS_AS(new_node(store, o)->handler->stand_by(ccrun::wall_clock_ms() + 60'000, false, 1s),
+                  ccrun::JobAlreadyRanError);
 }
