@@ -79,7 +79,16 @@ Agent::Outcome Agent::run_attempt() {
     attempt_->tasks.join();
   });
   if (signalled_) a.outcome = Outcome::kSignalled;
-  if (a.startup) a.startup->finish();
+  if (a.startup) {
+    // A program without steps: its start-up line ends at the phases reached.
+    a.startup->finish([views = local_views()](const std::vector<StartupTimeline>& ranks) {
+      if (views.size() != ranks.size()) return false;
+      for (size_t i = 0; i < views.size(); ++i) {
+        if (!past_startup(ranks[i], views[i].steps)) return false;
+      }
+      return true;
+    });
+  }
   a.startup.reset();
   a.workers.reset();
   for (auto& c : a.collapse) {

@@ -51,6 +51,11 @@ std::unique_ptr<HangMonitor> Agent::make_monitor() {
       steps_->sample(wall_clock_ms(), restart_count_, info_.node_rank, info_.rank_offset, ranks);
     }
     rdzv_->set_progress(std::move(ranks));
+    if (!attempt_->status_published) {  // the attempt's ranks in `ccrun status` at once
+      attempt_->status_published = true;
+      attempt_->tasks.run([rdzv = rdzv_.get()] { rdzv->publish_status(); },
+                          [](const std::string&) {});  // the next heartbeat publishes it
+    }
   };
   h.read_statuses = [rdzv = rdzv_.get()] { return rdzv->node_statuses(); };
   h.off_loop = [this](std::function<void()> call) {

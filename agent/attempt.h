@@ -74,6 +74,7 @@ struct Attempt {
   std::vector<Failure> local_failures;          // this node's, in order
   nlohmann::json hang;                          // the hang verdict and its stacks, if any
   bool stopping = false;                        // the workers are being stopped
+  bool status_published = false;                // its ranks written to the store once
   bool reached_barrier = false;                 // every local worker exited 0
   int exited_ok = 0;                            // local workers that exited 0
 };

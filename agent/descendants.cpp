@@ -147,7 +147,7 @@ bool kill_pending(pid_t pid) {
   return false;
 }
 
-// The kernel's PF_EXITING (include/linux/sched.h): the process is in
+// The kernel's PF_EXITING flag (the sched.h of its sources): the process is in
 // exit(2) already, past the point of running any more of its own code.
 constexpr unsigned kExiting = 0x4;
 

@@ -20,9 +20,10 @@ std::string secs(double s) {
   return buf;
 }
 
-// When `t` took its first step, in wall-clock ms (with its spawn as 0 if unknown).
-double first_step_ms(const StartupTimeline& t) {
-  return double(t.spawned_ms) + double(t.after_spawn_us[size_t(Phase::kStep)]) / 1000.0;
+// When `t`'s start-up ended, in wall-clock ms (with its spawn as 0 if
+// unknown): its first step, else the last phase it reached, else its spawn.
+double startup_end_ms(const StartupTimeline& t) {
+  return double(t.spawned_ms) + double(t.last_us()) / 1000.0;
 }
 
 }  // namespace
@@ -43,24 +44,45 @@ StartupTimeline read_timeline(int rank, int64_t spawned_mono_ns, const progress:
   return t;
 }
 
-std::string startup_summary(const StartupTimeline& t) {
+bool past_startup(const StartupTimeline& t, uint64_t steps) {
+  if (t.done()) return true;
+  if (t.reached(Phase::kCollective) && steps > 0) return true;
+  return t.spawned_ms != 0 && t.last_us() == 0 && !t.reached(Phase::kInterpreter);
+}
+
+std::string startup_summary(const StartupTimeline& t, uint64_t steps) {
   int last = -1;
   for (int p = 0; p < progress::kPhases; ++p) {
     if (t.after_spawn_us[size_t(p)] >= 0) last = p;
   }
-  if (last < 0) return t.spawned_ms ? "starting" : "-";
+  if (last < 0) return t.spawned_ms ? "running" : "-";
   std::string at = secs(double(t.after_spawn_us[size_t(last)]) / 1e6) + "s";
   std::string warm = t.warm ? " (warm)" : "";
   if (t.done()) return "first step " + at + warm;
+  if (past_startup(t, steps)) return std::string("running since ") + kPhaseNames[last] + " " + at + warm;
   return std::string("starting: ") + kPhaseNames[last] + " " + at + warm;
 }
+
+namespace {
+
+// Seconds from `ref` to the end of the last rank's start-up (startup_end_ms).
+double seconds_to_startup_end(const StartupReference& ref, const std::vector<StartupTimeline>& ranks) {
+  double last = -1;
+  for (const auto& t : ranks) {
+    double from = ref.wall_ms ? double(ref.wall_ms) : double(t.spawned_ms);
+    last = std::max(last, (startup_end_ms(t) - from) / 1000.0);
+  }
+  return last;
+}
+
+}  // namespace
 
 double seconds_to_first_step(const StartupReference& ref, const std::vector<StartupTimeline>& ranks) {
   double last = -1;
   for (const auto& t : ranks) {
     if (!t.done()) return -1;
     double from = ref.wall_ms ? double(ref.wall_ms) : double(t.spawned_ms);
-    last = std::max(last, (first_step_ms(t) - from) / 1000.0);
+    last = std::max(last, (startup_end_ms(t) - from) / 1000.0);
   }
   return last;
 }
@@ -70,10 +92,13 @@ std::string startup_line(int attempt, const StartupReference& ref,
   if (ranks.empty()) return "";
   const StartupTimeline* slowest = &ranks.front();
   for (const auto& t : ranks) {
-    if (first_step_ms(t) > first_step_ms(*slowest)) slowest = &t;
+    if (startup_end_ms(t) > startup_end_ms(*slowest)) slowest = &t;
   }
-  std::string line = "attempt " + std::to_string(attempt) + ": every rank at its first step " +
-                     secs(seconds_to_first_step(ref, ranks)) + " s after " +
+  bool stepped = std::all_of(ranks.begin(), ranks.end(), [](const auto& t) { return t.done(); });
+  std::string line = "attempt " + std::to_string(attempt) +
+                     (stepped ? ": every rank at its first step "
+                              : ": every rank past its start-up, with no first step, ") +
+                     secs(seconds_to_startup_end(ref, ranks)) + " s after " +
                      (ref.what.empty() ? "its spawn" : ref.what) + " (";
   std::string parts;
   if (ref.wall_ms) {

@@ -44,8 +44,11 @@ class StartupWatch {
   StartupWatch& operator=(const StartupWatch&) = delete;
 
   // One last read, at the end of the attempt: ranks that stepped and exited
-  // between two reads still get their line. Then no more reads.
-  void finish();
+  // between two reads still get their line; and when not every rank
+  // stepped but `past` says every one is past its start-up all the same (a
+  // program without steps), the line ends at the phases they reached. Then
+  // no more reads.
+  void finish(const std::function<bool(const std::vector<StartupTimeline>&)>& past = nullptr);
 
   // How long to wait before the next read, `elapsed` after the start.
   static std::chrono::milliseconds interval(std::chrono::milliseconds elapsed);

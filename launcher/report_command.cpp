@@ -5,6 +5,7 @@
 // Every function here runs only for `ccrun report`: all are [[gnu::cold]],
 // out of the text pages that a launch touches.
 #include "report_command.h"
+#include "subcommand_usage.h"
 
 #include <CLI/CLI.hpp>
 
@@ -198,7 +199,7 @@ template <typename Take>
     std::fputs(app->help().c_str(), stdout);
     return kExitOk;
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "ccrun report: %s; see ccrun report --help\n", e.what());
+    std::fputs(subcommand_usage_error("report", *app, e, args).c_str(), stderr);
     return kExitUsage;
   }
   try {

@@ -1,5 +1,6 @@
 // `ccrun status`: a running job as its store shows it (see status_command.h).
 #include "status_command.h"
+#include "subcommand_usage.h"
 
 #include "help_formatter.h"
 
@@ -41,7 +42,7 @@ void add_rank_progress(const JobState& st, json& out) {
     json r = v.to_json();
     r["position"] = agent::rank_position(v);
     r["straggler"] = std::find(slow.begin(), slow.end(), v.rank) != slow.end();
-    r["startup_summary"] = agent::startup_summary(v.startup);
+    r["startup_summary"] = agent::startup_summary(v.startup, v.steps);
     out["ranks"].push_back(r);
   }
 }
@@ -224,7 +225,7 @@ int run_status_command(const std::vector<std::string>& args) {
     std::fputs(app.help().c_str(), stdout);
     return 0;
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "ccrun status: %s\n", e.what());
+    std::fputs(subcommand_usage_error("status", app, e, args).c_str(), stderr);
     return kExitUsage;
   }
   try {

@@ -7,6 +7,7 @@
 // Every function here runs only for `ccrun top`: all are [[gnu::cold]], out
 // of the text pages that a launch touches.
 #include "top_command.h"
+#include "subcommand_usage.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -297,7 +298,7 @@ class TopView {
     std::fputs(app->help().c_str(), stdout);
     return kExitOk;
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "ccrun top: %s; see ccrun top --help\n", e.what());
+    std::fputs(subcommand_usage_error("top", *app, e, args).c_str(), stderr);
     return kExitUsage;
   }
   bool live = !a.once && isatty(STDOUT_FILENO);

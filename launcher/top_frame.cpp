@@ -56,7 +56,9 @@ struct Row {
   if (culprit) return "CULPRIT (hang)";
   if (v.state == 'T' || v.state == 't') return "stopped (state " + std::string(1, v.state) + ")";
   if (v.state == 'D') return "uninterruptible sleep (D)";
-  if (!v.startup.done() && v.startup.last_us() > 0) return agent::startup_summary(v.startup);
+  if (!agent::past_startup(v.startup, v.steps) && v.startup.last_us() > 0) {
+    return agent::startup_summary(v.startup, v.steps);
+  }
   if (straggler) return "straggler";
   if (!v.reporting) return "no progress reported";
   return "";

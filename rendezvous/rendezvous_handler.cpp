@@ -242,6 +242,11 @@ class Handler : public RendezvousHandler {
     progress_ = std::move(ranks);
   }
 
+  void publish_status() override {
+    if (round_ < 0) return;
+    store_->set(keys_.status(round_, info_.node_rank), status_record());
+  }
+
   std::vector<std::optional<NodeStatus>> node_statuses() override {
     int r = round_;
     std::vector<std::string> keys;

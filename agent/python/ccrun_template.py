@@ -74,7 +74,7 @@ class Template:
                                                 self.api.PyOS_AfterFork_Parent,
                                                 self.api.PyOS_AfterFork_Child)
         self.hook = None
-        self.startup_env = startup_environment_changes()
+        self.startup_env = ({}, [])  # environment_changes() once the imports are done
 
     # --- the template's side ---------------------------------------------------------------
 
@@ -150,6 +150,7 @@ class Template:
             op = request.get("op")
             if op == "preload":
                 self.imports(request.get("modules", []))
+                self.startup_env = environment_changes()
             elif op == "fork":
                 job = self.fork(request, fds)
                 if job is not None:
@@ -178,11 +179,12 @@ class Template:
         return None
 
 
-def startup_environment_changes():
-    """What the interpreter's start-up (site.py: .pth files, sitecustomize, usercustomize) changed
-    in os.environ: ({name: value} set, [name] removed), from the block this process was started
-    with (/proc/self/environ) to os.environ now. A cold worker's start-up makes the same changes
-    to its own environment; a warm worker's is the agent's for it, so they are made again there."""
+def environment_changes():
+    """What the interpreter's start-up (site.py: .pth files, sitecustomize, usercustomize) and the
+    template's imports changed in os.environ: ({name: value} set, [name] removed), from the block
+    this process was started with (/proc/self/environ) to os.environ now. A cold worker's start-up
+    and its own import of those modules make the same changes to its environment; a warm worker's
+    is the agent's for it, so they are made again there."""
     try:
         with open("/proc/self/environ", "rb") as f:
             block = f.read()
@@ -404,6 +406,7 @@ def _start(argv):
     import ccrun_progress  # noqa: F401 (the hook, installed in each worker)
     began = time.monotonic()
     imported, failed = template.imports(modules)
+    template.startup_env = environment_changes()
     template.send({"ready": True, "imported": imported, "failed": failed,
                    "seconds": time.monotonic() - began, "unsafe": template.unsafe()})
     return template

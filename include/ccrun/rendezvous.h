@@ -191,6 +191,11 @@ class RendezvousHandler {
   // (docs/hangs.md), `ccrun status` shows them.
   virtual void set_progress(std::vector<RankView> ranks) = 0;
 
+  // Writes this node's status (with the progress set last) now, not at the
+  // next heartbeat: an attempt's ranks show in `ccrun status` and `top` at
+  // its first progress sample. One store write; throws ccrun::Error.
+  virtual void publish_status() = 0;
+
   // Every node's last published status in the current round, by node rank;
   // nullopt for a node that has not beaten yet.
   [[nodiscard]] virtual std::vector<std::optional<NodeStatus>> node_statuses() = 0;

@@ -47,15 +47,25 @@ struct StartupReference {
 };
 
 // The one line for an attempt whose every rank in `ranks` took its first
-// step (the slowest rank's phases, each from the phase before it reached;
+// step, or is past its start-up without one (past_startup: then the line
+// says so, and ends at the last phase reached) (the slowest rank's phases,
+// each from the phase before it reached;
 // "stop" is from the reference to the spawn). Empty when `ranks` is empty.
 std::string startup_line(int attempt, const StartupReference& ref,
                          const std::vector<StartupTimeline>& ranks);
 
-// One rank's start-up in a few words, for `ccrun status`: "first step
-// 0.16s (warm)" after its spawn, "starting: imports 1.20s" (the last phase
-// it reached), "starting", or "-" when nothing is known.
-std::string startup_summary(const StartupTimeline& t);
+// Whether a rank is past its start-up, having made `steps` steps: it took
+// its first step; or, a program without steps, it completed a collective
+// and progressed since (its steps moved); or it reports no start-up phase
+// at all (no hook: a C++ or shell program runs from its spawn on).
+bool past_startup(const StartupTimeline& t, uint64_t steps);
+
+// One rank's start-up in a few words, for `ccrun status` and `top`: "first
+// step 0.16s (warm)" after its spawn, "starting: imports 1.20s" (the last
+// phase it reached) while it starts, "running since first collective 3.67s"
+// or "running" once past a start-up without a first step (past_startup),
+// or "-" when nothing is known.
+std::string startup_summary(const StartupTimeline& t, uint64_t steps = 0);
 
 // Seconds from `ref` to the last rank's first step; -1 when unknown.
 double seconds_to_first_step(const StartupReference& ref, const std::vector<StartupTimeline>& ranks);

@@ -122,6 +122,7 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
   }
   void set_attempt(int attempt) override { calls_.last_attempt = attempt; }
   void set_progress(std::vector<RankView>) override {}
+  void publish_status() override {}
   std::vector<std::optional<NodeStatus>> node_statuses() override { return {}; }
   void publish_hang_evidence(const std::string&) override {}
   std::vector<std::string> hang_evidence(milliseconds) override { return {}; }

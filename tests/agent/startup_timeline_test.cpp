@@ -81,8 +81,30 @@ TEST_CASE("the watch reads often while start-up is young, then less", "[startup]
 
 TEST_CASE("a rank's start-up in a few words, for ccrun status", "[startup]") {
   REQUIRE(startup_summary(StartupTimeline{}) == "-");
-  REQUIRE(startup_summary(rank(0, 10, {-1, -1, -1, -1, -1})) == "starting");
+  // a program without the hook reports no phase: it runs from its spawn on
+  REQUIRE(startup_summary(rank(0, 10, {-1, -1, -1, -1, -1})) == "running");
   REQUIRE(startup_summary(rank(0, 10, {3'000, 1'200'000, -1, -1, -1})) == "starting: imports 1.20s");
+  // collectives but no step: starting until it progresses past its first collective
+  REQUIRE(startup_summary(rank(0, 10, {3'000, 1'200'000, 2'000'000, 3'670'000, -1})) ==
+          "starting: first collective 3.67s");
+  REQUIRE(startup_summary(rank(0, 10, {3'000, 1'200'000, 2'000'000, 3'670'000, -1}), 99) ==
+          "running since first collective 3.67s");
+  // steps moved before any collective (a restarted record): still starting
+  REQUIRE(startup_summary(rank(0, 10, {3'000, 1'200'000, -1, -1, -1}), 90) ==
+          "starting: imports 1.20s");
   REQUIRE(startup_summary(rank(0, 10, {3'000, 3'000, 60'000, 70'000, 160'000}, true)) ==
           "first step 0.16s (warm)");
+}
+
+TEST_CASE("a program without steps gets a line that ends at the phases it reached", "[startup]") {
+  StartupReference ref{5'000, "launch"};
+  std::vector<StartupTimeline> ranks = {rank(0, 5'010, {40'000, 1'300'000, 3'500'000, 3'640'000, -1}),
+                                        rank(1, 5'010, {-1, -1, -1, -1, -1})};
+  REQUIRE(past_startup(ranks[0], 12));
+  REQUIRE_FALSE(past_startup(ranks[0], 0));
+  REQUIRE(past_startup(ranks[1], 0));  // reports no phase: runs from its spawn
+  REQUIRE(startup_line(0, ref, ranks) ==
+          "attempt 0: every rank past its start-up, with no first step, 3.65 s after launch "
+          "(until spawned 0.01, start 0.04, imports 1.26, process group 2.20, first collective "
+          "0.14; slowest rank 0)");
 }

@@ -140,3 +140,24 @@ def test_a_standalone_job_says_how_to_see_it():
     finally:
         p.kill()
         p.wait()
+
+
+def test_top_and_status_show_the_same_ranks_of_a_program_that_reports_nothing():
+    # Three shell workers (no hook, no progress calls), default keep-alive: the ranks are written
+    # at the attempt's first progress sample, not a heartbeat later, and both readers list them.
+    with start_daemon("--host", "127.0.0.1") as d:
+        p = spawn_ccrun("--nnodes", "1", "--nproc-per-node", "3", "--rdzv-backend", "c10d",
+                        "--rdzv-endpoint", f"127.0.0.1:{d.port}", "--rdzv-id", "quiet",
+                        "--no-python", "/bin/sh", "-c", "sleep 60")
+        try:
+            _, st = wait_state(d, "quiet", "running", until=lambda st: len(st.get("ranks", [])) == 3)
+            assert {r["startup_summary"] for r in st["ranks"]} == {"running"}, st
+            top = subprocess.run([binary("launcher", "ccrun"), "top", "--once", "--rdzv-endpoint",
+                                  f"127.0.0.1:{d.port}", "--rdzv-id", "quiet"],
+                                 capture_output=True, text=True, timeout=30)
+            assert top.returncode == 0, top.stderr
+            rows = [l.split()[0] for l in top.stdout.splitlines()[2:] if l.strip()]
+            assert sorted(rows) == sorted(str(r["rank"]) for r in st["ranks"]), top.stdout
+        finally:
+            p.kill()
+            p.communicate(timeout=30)

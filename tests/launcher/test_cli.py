@@ -253,3 +253,15 @@ def test_slurm_two_nodes_without_node_flags():
         outs.append(out)
     assert "rank=0 of 2 at 127.0.0.1 id=777" in outs[0]
     assert "rank=1 of 2 at 127.0.0.1 id=777" in outs[1]
+
+
+@pytest.mark.parametrize("args,near", [
+    (["status", "--jsn"], "--json"),
+    (["top", "--onec"], "--once"),
+    (["report", "--outptu", "x"], "--output"),
+])
+def test_a_subcommands_mistyped_flag_gets_did_you_mean(args, near):
+    r = run_ccrun(*args, timeout=30)
+    assert r.returncode == 2, r.stderr
+    assert f'did you mean "{near}"?' in r.stderr, r.stderr
+    assert f"see ccrun {args[0]} --help" in r.stderr, r.stderr
