@@ -26,14 +26,19 @@ def ccrun_command(mode, *args):
     return [binary("launcher", "ccrun"), "--standalone"] + mode + list(args)
 
 
+def run_one_worker(mode, path, stdin_text):
+    """ccrun running `path` in one worker, with `stdin_text` on its stdin (a pipe)."""
+    env = dict(os.environ, PYTHON_EXEC=PYTHON)
+    env.pop("PET_WARM_START", None)
+    return subprocess.run(ccrun_command(mode, "--nproc-per-node", "1", str(path)), env=env,
+                          input=stdin_text, capture_output=True, text=True, timeout=120)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_pdb_in_a_worker_reads_the_commands_given_to_ccrun(tmp_path, mode):
     path = tmp_path / "pdb_job.py"
     path.write_text(PDB_SCRIPT)
-    env = dict(os.environ, PYTHON_EXEC=PYTHON)
-    env.pop("PET_WARM_START", None)
-    r = subprocess.run(ccrun_command(mode, "--nproc-per-node", "1", str(path)), env=env,
-                       input="p x + 1\nx = 7\nc\n", capture_output=True, text=True, timeout=120)
+    r = run_one_worker(mode, path, "p x + 1\nx = 7\nc\n")
     assert r.returncode == 0, r.stderr
     assert "42" in r.stdout, r.stdout
     assert "AFTER 0 7" in r.stdout, r.stdout
@@ -44,10 +49,7 @@ def test_pdb_in_a_worker_reads_the_commands_given_to_ccrun(tmp_path, mode):
 def test_input_reads_ccruns_stdin_in_every_worker(tmp_path, mode):
     path = tmp_path / "reads.py"
     path.write_text("import os, sys\nprint('READ', os.environ['RANK'], repr(sys.stdin.read()))\n")
-    env = dict(os.environ, PYTHON_EXEC=PYTHON)
-    env.pop("PET_WARM_START", None)
-    r = subprocess.run(ccrun_command(mode, "--nproc-per-node", "1", str(path)), env=env,
-                       input="hello\n", capture_output=True, text=True, timeout=120)
+    r = run_one_worker(mode, path, "hello\n")
     assert r.returncode == 0, r.stderr
     assert "READ 0 'hello\\n'" in r.stdout, r.stdout
 
