@@ -440,6 +440,11 @@ def test_events_log_and_summary_line(tmp_path):
                      r"2 rank\(s\)", r.stderr), r.stderr
     (run,) = tmp_path.glob("ev_*")
     events = [json.loads(l) for l in (run / "events.jsonl").read_text().splitlines()]
+    # A program that reports no start-up phase is past its start-up from its spawn: each
+    # attempt's end writes its ranks' timelines.
+    startup = [(e["attempt"], e["rank"]) for e in events if e["event"] == "startup"]
+    assert sorted(startup) == [(0, 0), (0, 1), (1, 0), (1, 1)], events
+    events = [e for e in events if e["event"] != "startup"]
     assert [e["event"] for e in events] == ["health", "join", "start", "failure", "restart",
                                             "health", "join", "start", "stop"]
     assert [e["attempt"] for e in events] == [0, 0, 0, 0, 1, 1, 1, 1, 1]
