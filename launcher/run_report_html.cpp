@@ -103,7 +103,10 @@ struct TimeAxis {
                   " s after its spawn" + (it->warm ? " (warm)" : ""));
     from = to;
   }
-  if (it->done()) s += rect(ax.x(from), ax.x(end), y, kRowHeight - 4, kTrainingColour, head + ": training");
+  // After its start-up: training from its first step; a program without
+  // steps runs from the last phase it reached.
+  s += rect(ax.x(from), ax.x(end), y, kRowHeight - 4, it->done() ? kTrainingColour : "#c7c7c7",
+            head + (it->done() ? ": training" : ": running (no first step)"));
   return s;
 }
 
