@@ -81,7 +81,8 @@ Agent::Outcome Agent::run_attempt() {
   if (signalled_) a.outcome = Outcome::kSignalled;
   if (a.startup) {
     // A program without steps: its start-up line ends at the phases reached.
-    a.startup->finish([views = local_views()](const std::vector<StartupTimeline>& ranks) {
+    a.startup->finish([this](const std::vector<StartupTimeline>& ranks) {
+      std::vector<RankView> views = local_views();
       if (views.size() != ranks.size()) return false;
       for (size_t i = 0; i < views.size(); ++i) {
         if (!past_startup(ranks[i], views[i].steps)) return false;

@@ -27,27 +27,21 @@ void StartupWatch::arm() {
   });
 }
 
-bool StartupWatch::check() {
+bool StartupWatch::check(const Past& past) {
   if (!done_) return true;
   std::vector<StartupTimeline> now = read_();
   bool all = !now.empty() &&
              std::all_of(now.begin(), now.end(), [](const StartupTimeline& t) { return t.done(); });
-  if (!all) return false;
+  if (!all && !(past && !now.empty() && past(now))) return false;
   auto done = std::move(done_);
   done_ = nullptr;
   done(std::move(now));
   return true;
 }
 
-void StartupWatch::finish(const std::function<bool(const std::vector<StartupTimeline>&)>& past) {
+void StartupWatch::finish(const Past& past) {
   timer_.cancel();
-  if (!check() && past) {
-    std::vector<StartupTimeline> now = read_();
-    if (!now.empty() && past(now)) {
-      auto done = std::move(done_);
-      done(std::move(now));
-    }
-  }
+  check(past);
   done_ = nullptr;
 }
 

@@ -30,6 +30,7 @@ class StartupWatch {
  public:
   using Read = std::function<std::vector<StartupTimeline>()>;
   using Done = std::function<void(std::vector<StartupTimeline>)>;
+  using Past = std::function<bool(const std::vector<StartupTimeline>&)>;
 
   // Starts watching now; `done` runs on `io` once, when every timeline
   // `read` returns has its first step.
@@ -48,15 +49,16 @@ class StartupWatch {
   // stepped but `past` says every one is past its start-up all the same (a
   // program without steps), the line ends at the phases they reached. Then
   // no more reads.
-  void finish(const std::function<bool(const std::vector<StartupTimeline>&)>& past = nullptr);
+  void finish(const Past& past = nullptr);
 
   // How long to wait before the next read, `elapsed` after the start.
   static std::chrono::milliseconds interval(std::chrono::milliseconds elapsed);
 
  private:
   void arm();
-  // Reads the timelines; `done` when every rank stepped (once). True then.
-  bool check();
+  // Reads the timelines; `done` when every rank stepped, or `past` says
+  // they are all past their start-up (once). True then.
+  bool check(const Past& past = nullptr);
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   boost::asio::steady_timer timer_;
   Read read_;

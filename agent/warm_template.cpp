@@ -27,7 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-constexpr int kControlFd = 3;  // the template's end of the socket (ccrun_template.py)
 constexpr std::chrono::milliseconds kForkTimeout{10'000};
 
 // sys.path[0] of the program the workers run, as its command line sets it.
@@ -203,7 +202,7 @@ pid_t WarmTemplate::start(const WorkerSpec& spec, int out_fd, int err_fd) {
                   {"target", command->target}, {"args", command->args},
                   {"env", spec.env},       {"cpus", cpu_list(spec.placement.cpus)},
                   {"nodes", spec.placement.nodes}, {"node_count", spec.placement.node_count},
-                  {"stdin", spec.stdin_fd >= 0}, {"argv", spec.argv}};
+                  {"argv", spec.argv}};
   int fds[3] = {spec.stdin_fd, out_fd, err_fd};
   if (spec.stdin_fd >= 0) send(request.dump(), fds, 3);
   else send(request.dump(), fds + 1, 2);

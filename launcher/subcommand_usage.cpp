@@ -17,9 +17,8 @@ std::vector<std::string> long_flags_of(const CLI::App& app) {
   return out;
 }
 
-// The first argument that names a flag the app does not have ("" when none).
-std::string unknown_flag(const CLI::App& app, const std::vector<std::string>& args) {
-  std::vector<std::string> known = long_flags_of(app);
+// The first argument that names a flag not in `known` ("" when none).
+std::string unknown_flag(const std::vector<std::string>& known, const std::vector<std::string>& args) {
   for (const auto& a : args) {
     if (a == "--") break;
     if (a.rfind("--", 0) != 0) continue;
@@ -33,10 +32,9 @@ std::string unknown_flag(const CLI::App& app, const std::vector<std::string>& ar
 
 std::string subcommand_usage_error(const std::string& name, const CLI::App& app,
                                    const CLI::ParseError& e, const std::vector<std::string>& args) {
+  std::vector<std::string> known = long_flags_of(app);
   std::string hint;
-  if (std::string flag = unknown_flag(app, args); !flag.empty()) {
-    hint = closest_flag(flag, long_flags_of(app));
-  }
+  if (std::string flag = unknown_flag(known, args); !flag.empty()) hint = closest_flag(flag, known);
   return "ccrun " + name + ": " + e.what() + hint + "; see ccrun " + name + " --help\n";
 }
 

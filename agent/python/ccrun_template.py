@@ -29,7 +29,8 @@ The template itself is started as a cold worker is (agent/warm_template.cpp: the
 so its descriptors (0, 1, 2 and this socket), signal dispositions and mask are a cold worker's.
 
 The agent talks to it over a SOCK_SEQPACKET socket (fd 3): one JSON message a request, a fork's
-stdin (when it has the agent's), stdout and stderr passed along with it (SCM_RIGHTS). Requests:
+stdin (when it has the agent's: then three descriptors come), stdout and stderr passed along
+with it (SCM_RIGHTS). Requests:
 {"op": "fork", ...} answered {"pid": N} or {"error": why}; {"op": "preload", "modules": [...]}, not answered (a module that
 made the template unsafe is said at the next fork); EOF: the template exits. The first message,
 unasked: {"ready": true, "imported": [...], "failed": {...}, "seconds": s, "unsafe": why}.
@@ -229,7 +230,7 @@ class Worker:
             os._exit(1)  # the agent died before the parent-death signal was set
         t.sock.close()
         fds = list(self.fds)
-        in_fd = fds.pop(0) if r.get("stdin") and len(fds) == 3 else os.open(os.devnull, os.O_RDONLY)
+        in_fd = fds.pop(0) if len(fds) == 3 else os.open(os.devnull, os.O_RDONLY)
         out_fd, err_fd = fds
         os.dup2(in_fd, 0)
         os.dup2(out_fd, 1)
