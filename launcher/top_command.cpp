@@ -24,7 +24,9 @@
 #include <optional>
 
 #include "ccrun/error.h"
+#include "ccrun/host_name.h"
 #include "ccrun/stop_signals.h"
+#include "ccrun/watch_lease.h"
 #include "help_formatter.h"
 #include "job_reader.h"
 #include "log_mux.h"
@@ -38,6 +40,10 @@ using Clock = std::chrono::steady_clock;
 constexpr int kExitOk = 0;
 constexpr int kExitUsage = 2;
 constexpr int kExitUnknown = 3;
+
+// --once reads the job without a lease: its nodes' samples come with their
+// heartbeats (every 5 s by default), so a row says its data's age past two.
+constexpr int64_t kOnceStaleMs = 10'000;
 
 // What `ccrun top` is asked.
 struct TopArgs {
@@ -136,16 +142,25 @@ class TopView {
  public:
   TopView(const TopArgs& a, SignalFd& signals, std::shared_ptr<store::Store> store,
           JobState first)
-      : args_(a), store_(std::move(store)), signals_(signals) {
+      : args_(a),
+        store_(std::move(store)),
+        signals_(signals),
+        lease_(a.job.run_id, host_name() + ":" + std::to_string(getpid()), interval_ms(a)) {
     rates_.update(first);
     snap_.job = std::move(first);
     snap_.endpoint = a.job.endpoint;
     snap_.interactive = true;
+    snap_.stale_after_ms = 2 * interval_ms(a).count();
+    take_lease();
   }
   int run();
 
  private:
+  static std::chrono::milliseconds interval_ms(const TopArgs& a) {
+    return std::chrono::milliseconds(int64_t(a.interval_s * 1000));
+  }
   void read_store();
+  void take_lease();
   void draw();
   std::optional<int> on_keys();
   std::optional<int> on_signals();
@@ -158,6 +173,7 @@ class TopView {
   StepRates rates_;
   TopSnapshot snap_;
   TopSort sort_ = TopSort::kRank;
+  WatchLeaseWriter lease_;  // the nodes publish at this view's rate while it renews
 };
 
 [[gnu::cold]] void TopView::read_store() {
@@ -167,11 +183,20 @@ class TopView {
     rates_.update(job);
     snap_.job = std::move(job);
     snap_.store_problem.clear();
+    take_lease();
   } catch (const std::exception& e) {  // any failure to read: said on the screen, retried
     store_.reset();
     snap_.store_problem = std::string(e.what()) + " (retrying; q quits)";
   }
   snap_.rates = rates_.by_rank(snap_.job);
+}
+
+// Renews the lease on the running round: the nodes publish their next
+// samples for the next read.
+[[gnu::cold]] void TopView::take_lease() {
+  if (snap_.job.phase == JobPhase::kRunning && store_) {
+    lease_.renew(*store_, snap_.job.round, wall_clock_ms());
+  }
 }
 
 [[gnu::cold]] void TopView::draw() {
@@ -258,6 +283,7 @@ class TopView {
   TopSnapshot snap;
   snap.endpoint = a.job.endpoint;
   snap.job = std::move(job);
+  snap.stale_after_ms = kOnceStaleMs;
   int width = terminal_size(STDOUT_FILENO).first;
   std::fputs(frame_plain(render_frame(snap, width, 0, TopSort::kRank)).c_str(), stdout);
   return kExitOk;

@@ -28,6 +28,7 @@ struct Row {
   int64_t waiting_ms = -1;     // the longest wait
   int64_t lag = 0;             // steps against the median step (the furthest rank's)
   int64_t rss_kb = 0;          // the largest
+  int64_t age_ms = 0;          // how old its data is (the oldest rank's)
   std::string mark;            // culprit, process state, start-up, straggler
   bool culprit = false;
 };
@@ -72,9 +73,24 @@ struct Row {
   return int64_t(s[s.size() / 2]);
 }
 
-// One row per rank.
+// How old each node's sample of its ranks is at the read, by node rank
+// (another host's wall clock: never below 0). Empty once the job is over:
+// its rows are its last records, not live.
+[[gnu::cold]] std::map<int, int64_t> sample_ages(const TopSnapshot& snap) {
+  std::map<int, int64_t> out;
+  if (snap.job.phase != JobPhase::kRunning) return out;
+  int64_t now = snap.now_ms > 0 ? snap.now_ms : wall_clock_ms();
+  for (const auto& n : snap.job.node_statuses) {
+    if (n) out[n->node_rank] = std::max<int64_t>(now - (n->sampled_ms > 0 ? n->sampled_ms : n->beat_ms), 0);
+  }
+  return out;
+}
+
+// One row per rank. Times that grow between samples (a wait) are shown as
+// of the read: the sample's value plus its age.
 [[gnu::cold]] std::vector<Row> rank_rows(const TopSnapshot& snap) {
   std::vector<RankView> views = job_rank_views(snap.job);
+  std::map<int, int64_t> ages = sample_ages(snap);
   std::vector<int> slow = agent::find_stragglers(views);
   const Failure* hang = current_hang(snap.job);
   int64_t median = median_steps(views);
@@ -87,9 +103,11 @@ struct Row {
     r.step_min = r.step_max = v.steps;
     auto rate = snap.rates.find(v.rank);
     r.rate = rate != snap.rates.end() ? rate->second : v.steps_per_s;
+    auto age = ages.find(v.node_rank);
+    r.age_ms = age != ages.end() ? age->second : 0;
     for (const auto& g : v.groups) {
-      if (g.waiting_ms < 0 || g.waiting_ms <= r.waiting_ms) continue;
-      r.op = progress::op_name(g.op), r.seqs = {g.completed + 1}, r.waiting_ms = g.waiting_ms;
+      if (g.waiting_ms < 0 || g.waiting_ms + r.age_ms <= r.waiting_ms) continue;
+      r.op = progress::op_name(g.op), r.seqs = {g.completed + 1}, r.waiting_ms = g.waiting_ms + r.age_ms;
     }
     r.lag = int64_t(v.steps) - median;
     r.rss_kb = v.rss_kb;
@@ -128,6 +146,7 @@ struct Row {
     c.waiting_ms = std::max(c.waiting_ms, r.waiting_ms);
     if (std::abs(r.lag) > std::abs(c.lag)) c.lag = r.lag;
     c.rss_kb = std::max(c.rss_kb, r.rss_kb);
+    c.age_ms = std::max(c.age_ms, r.age_ms);
     if (r.mark != c.mark) c.mark = class_key(r).substr(0, class_key(r).find('|'));
   }
   return out;
@@ -166,7 +185,15 @@ constexpr size_t kNode = 4, kHost = 12, kStep = 9, kRate = 7, kLag = 6, kRss = 7
   return line;
 }
 
-[[gnu::cold]] std::string format_row(const Row& r, size_t rank_w) {
+// The STATE cell: the row's mark, and its data's age once that is more than
+// `stale_ms` (0: never said).
+[[gnu::cold]] std::string state_cell(const Row& r, int64_t stale_ms) {
+  if (stale_ms <= 0 || r.age_ms <= stale_ms) return r.mark;
+  std::string age = "data " + secs(r.age_ms) + " old";
+  return r.mark.empty() ? age : r.mark + "; " + age;
+}
+
+[[gnu::cold]] std::string format_row(const Row& r, size_t rank_w, int64_t stale_ms) {
   char rate[32];
   std::snprintf(rate, sizeof rate, "%.1f", r.rate);
   std::string step = std::to_string(r.step_min);
@@ -179,7 +206,8 @@ constexpr size_t kNode = 4, kHost = 12, kStep = 9, kRate = 7, kLag = 6, kRss = 7
                                          : std::to_string(r.hosts.size()) + " hosts";
   std::string lag = (r.lag > 0 ? "+" : "") + std::to_string(r.lag);
   return table_line(rank_w, {compress_ranks(r.ranks), node, host, step, rate, lag, mib(r.rss_kb),
-                             coll, r.waiting_ms >= 0 ? secs(r.waiting_ms) : "-", r.mark});
+                             coll, r.waiting_ms >= 0 ? secs(r.waiting_ms) : "-",
+                             state_cell(r, stale_ms)});
 }
 
 }  // namespace
@@ -209,9 +237,10 @@ constexpr size_t kNode = 4, kHost = 12, kStep = 9, kRate = 7, kLag = 6, kRss = 7
       auto [it, fresh] = samples_.try_emplace(v.rank);
       Sample& s = it->second;
       bool same_run = !fresh && s.attempt == n->attempt && v.steps >= s.steps;
-      if (same_run && n->beat_ms <= s.beat_ms) continue;  // the same beat read again
-      s.rate = same_run ? double(v.steps - s.steps) * 1000.0 / double(n->beat_ms - s.beat_ms) : -1;
-      s.steps = v.steps, s.beat_ms = n->beat_ms, s.attempt = n->attempt;
+      int64_t t = n->sampled_ms > 0 ? n->sampled_ms : n->beat_ms;
+      if (same_run && t <= s.beat_ms) continue;  // the same sample read again
+      s.rate = same_run ? double(v.steps - s.steps) * 1000.0 / double(t - s.beat_ms) : -1;
+      s.steps = v.steps, s.beat_ms = t, s.attempt = n->attempt;
     }
   }
 }
@@ -288,7 +317,7 @@ namespace {
   title = table_line(rank_w, {"RANK", "NODE", "HOST", "STEP", "STEP/S", "LAG", "RSS MiB",
                               "COLLECTIVE", "FOR", "STATE"});
   std::vector<std::pair<std::string, bool>> out;
-  for (const auto& r : rows) out.emplace_back(format_row(r, rank_w), r.culprit);
+  for (const auto& r : rows) out.emplace_back(format_row(r, rank_w, snap.stale_after_ms), r.culprit);
   if (room > 0 && out.size() > room) {
     size_t hidden = out.size() - room + 1;
     out.resize(room - 1);

@@ -36,10 +36,9 @@ TopSort next_sort(TopSort s);
 std::string_view to_string(TopSort s);
 
 // Steps per second of each rank, from two successive reads of its step
-// counter: the counter's change between two heartbeats of its node, over
-// the time between them (a node beats less often than `top` reads, so reads
-// of the same beat are not counted). Until a rank has two beats, the rate
-// its agent published.
+// counter: the counter's change between two samples of its node, over the
+// time between them (reads of the same sample are not counted). Until a
+// rank has two samples, the rate its agent published.
 class StepRates {
  public:
   // Takes the read `job`: remembers each rank's steps at its node's beat.
@@ -50,7 +49,7 @@ class StepRates {
  private:
   struct Sample {
     uint64_t steps = 0;
-    int64_t beat_ms = 0;
+    int64_t beat_ms = 0;  // when it was sampled (NodeStatus::sampled_ms, else beat_ms)
     int attempt = 0;
     double rate = -1;  // -1: not measured yet
   };
@@ -65,6 +64,7 @@ struct TopSnapshot {
   std::string store_problem;         // non-empty: the last read failed; `job` is the one before
   bool interactive = false;          // the footer names the keys
   int64_t now_ms = 0;                // wall clock of the read (0: now)
+  int64_t stale_after_ms = 0;        // a row's data older than this says its age (0: never)
 };
 
 // A frame: its lines, plain text, and which of them are emphasized (reverse

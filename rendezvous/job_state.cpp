@@ -220,6 +220,7 @@ Failure Failure::from_json(const json& j) {
 json NodeStatus::to_json() const {
   json j{{"host", host}, {"addr", addr}, {"node_rank", node_rank}, {"first_rank", first_rank},
          {"nproc", nproc}, {"attempt", attempt}, {"beat_ms", beat_ms}, {"pid", pid}};
+  if (sampled_ms > 0) j["sampled_ms"] = sampled_ms;
   if (!ranks.empty()) {
     j["ranks"] = json::array();
     for (const auto& r : ranks) j["ranks"].push_back(r.to_json());
@@ -238,6 +239,7 @@ NodeStatus NodeStatus::from_json(const json& j) {
     n.nproc = j.value("nproc", 0);
     n.attempt = j.value("attempt", 0);
     n.beat_ms = j.value("beat_ms", int64_t{0});
+    n.sampled_ms = j.value("sampled_ms", int64_t{0});
     n.pid = j.value("pid", 0);
     if (j.contains("ranks") && j["ranks"].is_array()) {
       for (const auto& r : j["ranks"]) n.ranks.push_back(RankView::from_json(r));

@@ -240,6 +240,7 @@ class Handler : public RendezvousHandler {
   void set_progress(std::vector<RankView> ranks) override {
     std::lock_guard<std::mutex> lock(progress_mu_);
     progress_ = std::move(ranks);
+    sampled_ms_ = wall_clock_ms();
   }
 
   void publish_status() override {
@@ -366,6 +367,7 @@ class Handler : public RendezvousHandler {
     status.pid = getpid();
     std::lock_guard<std::mutex> lock(progress_mu_);
     status.ranks = progress_;
+    status.sampled_ms = sampled_ms_;
     return status.to_json().dump();
   }
 
@@ -712,6 +714,7 @@ class Handler : public RendezvousHandler {
   std::atomic<int> attempt_{0};    // the agent's restart count, for status
   std::mutex progress_mu_;
   std::vector<RankView> progress_;  // the ranks' progress (guarded by progress_mu_)
+  int64_t sampled_ms_ = 0;          // when progress_ was sampled (guarded by progress_mu_)
   int forming_round_ = 0;          // the round next_rendezvous() is joining
   int last_progress_ = -1;         // nodes joined, as last reported
   std::string token_;              // identifies this agent's joins

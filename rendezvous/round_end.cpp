@@ -2,6 +2,8 @@
 // spares run is [[gnu::cold]]: out of the text pages every launch touches.
 #include "round_end.h"
 
+#include "ccrun/watch_lease.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -58,7 +60,11 @@ bool end_round(store::Store& s, const JobKeys& keys, int r, const RoundEnd& end,
   bool last = end.kind == RoundEndKind::kAllDone || end.kind == RoundEndKind::kClosed;
   if (last && stamped.time_ms == 0) stamped.time_ms = wall_clock_ms();
   std::string record = stamped.to_json();
-  if (s.compare_set(keys.end(r), "", record) != record) return false;
+  std::string written = s.compare_set(keys.end(r), "", record);
+  // Whichever end won (this one or an earlier one whose writer may have
+  // died before this step), every node's round watch is woken to read it.
+  wake_round_watches(s, keys, r);
+  if (written != record) return false;
   if (!rejoined_after(end.kind) || end.next_expected < 0) return true;
   std::vector<std::string> spares = close_spares(s, keys, r);
   int admit = spares_to_admit(end.next_expected, int(spares.size()), max_nodes);

@@ -133,9 +133,15 @@ void RoundWatch::watch_round(store::Store& s) {
   // Each read checks the watched node's latest write slot, from the first
   // slot on; its first write (at once, like this node's) counts as its beat 1.
   int64_t next_read = watching ? schedule_.next_read(wall_clock_ms()) : kNever;
+  int64_t next_publish = kNever;  // watched: the next status for the reader
   while (!stop_) {
-    int64_t due = std::min(next_write, next_read);
-    if (wait_for_end(s, due) || stop_) return;  // stopped: not one beat more
+    int64_t due = std::min({next_write, next_read, next_publish});
+    Woken woken = wait_for_end(s, due);
+    if (woken == Woken::kEnd || stop_) return;  // stopped: not one beat more
+    if (woken == Woken::kWatch) {
+      next_publish = wall_clock_ms();  // the reader's first frame wants it now
+      continue;
+    }
     // The wait's timeout may end a little early (the server's timer): the
     // slot is due, not one more wait of a millisecond.
     int64_t now = std::max(wall_clock_ms(), due);
@@ -147,25 +153,38 @@ void RoundWatch::watch_round(store::Store& s) {
       write_beat(s);
       next_write = schedule_.next_write(now + half);
     }
+    if (now >= next_publish) next_publish = publish_watched(s, now);
   }
 }
 
-// Waits on the round's end until `until_ms` (wall clock); true once the end
-// came and was delivered.
-bool RoundWatch::wait_for_end(store::Store& s, int64_t until_ms) {
+// Waits on the round's wake key until `until_ms` (wall clock): kEnd once the
+// round's end came and was delivered, kWatch when a reader started watching.
+// The generation is read before the end is checked (ccrun/watch_lease.h).
+RoundWatch::Woken RoundWatch::wait_for_end(store::Store& s, int64_t until_ms) {
   int64_t left = until_ms - wall_clock_ms();
-  if (left >= 1) {
-    try {
-      s.wait({keys_.end(o_.round)}, std::chrono::milliseconds(left));
-    } catch (const TimeoutError&) {
-      return false;
-    }
-  } else if (!s.check({keys_.end(o_.round)})) {
-    return false;
+  if (left < 1) return Woken::kDue;
+  try {
+    s.wait({keys_.wake(o_.round, wake_gen_)}, std::chrono::milliseconds(left));
+  } catch (const TimeoutError&) {
+    return Woken::kDue;
   }
-  RoundEnd end = RoundEnd::from_json(s.get(keys_.end(o_.round)));
-  deliver({end.kind, end.node, end.detail, end.failure(), end.stop_signal});
-  return true;
+  wake_gen_ = s.add(keys_.watchers(o_.round), 0);
+  if (s.check({keys_.end(o_.round)})) {
+    RoundEnd end = RoundEnd::from_json(s.get(keys_.end(o_.round)));
+    deliver({end.kind, end.node, end.detail, end.failure(), end.stop_signal});
+    return Woken::kEnd;
+  }
+  lease_.observe(s.get(keys_.watch(o_.round)), wall_clock_ms());
+  return Woken::kWatch;
+}
+
+// While a reader's lease lives: this node's status now, and the lease read
+// again. The next publish's time, or kNever once the lease expired.
+int64_t RoundWatch::publish_watched(store::Store& s, int64_t now) {
+  if (!lease_.live(now)) return kNever;
+  s.set(keys_.status(o_.round, o_.node_rank), hooks_.status());
+  lease_.observe(s.get(keys_.watch(o_.round)), now);
+  return lease_.live(now) ? now + lease_.publish_every_ms(o_.interval.count()) : kNever;
 }
 
 void RoundWatch::write_beat(store::Store& s) {
@@ -198,6 +217,7 @@ void RoundWatch::read_watched(store::Store& s) {
     spdlog::warn("rendezvous '{}': the store lost round {} (was it restarted?); each node tells "
                  "it its state again", o_.run_id, o_.round);
     said_lost_ = true;
+    wake_gen_ = 0;  // the watch sessions counted again from none
   }
   stalls_ = (v == last_ || v == 0) ? stalls_ + 1 : 0;
   last_ = v;

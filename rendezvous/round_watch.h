@@ -15,12 +15,15 @@
 //   3. on node 0 at the exit barrier only: checks every node's done mark, so
 //      a finished counter that a restarted store lost cannot hang the
 //      barrier;
-//   4. waits on the round's end key until the next beat: any end (a failure,
-//      a death, the barrier) reaches it at once.
-// So the store serves three requests per node per interval and O(1) bytes
-// each, whatever N: a death is decided by the one node that watches it, not
-// by every node reading every counter. A store that does not answer for the
-// whole keep-alive window is lost (kStoreLost).
+//   4. waits on the round's wake key until the next beat: any end (a failure,
+//      a death, the barrier) sets it and reaches the watch at once, and so
+//      does a reader that starts watching the job (ccrun/watch_lease.h);
+//   5. while a reader's lease lives: publishes this node's status at the
+//      reader's refresh rate, and reads the lease.
+// So an unwatched job's store serves three requests per node per interval
+// and O(1) bytes each, whatever N: a death is decided by the one node that
+// watches it, not by every node reading every counter. A store that does
+// not answer for the whole keep-alive window is lost (kStoreLost).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -35,6 +38,7 @@
 
 #include "ccrun/job_keys.h"
 #include "ccrun/rendezvous.h"
+#include "ccrun/watch_lease.h"
 
 namespace ccrun::rendezvous {
 
@@ -93,7 +97,9 @@ class RoundWatch {
   void run();
   std::shared_ptr<store::Store> connect();
   void watch_round(store::Store& s);
-  bool wait_for_end(store::Store& s, int64_t until_ms);
+  enum class Woken { kDue, kEnd, kWatch };
+  Woken wait_for_end(store::Store& s, int64_t until_ms);
+  int64_t publish_watched(store::Store& s, int64_t now);  // the next publish, or kNever
   void write_beat(store::Store& s);
   void read_watched(store::Store& s);
   void check_all_done(store::Store& s);
@@ -109,6 +115,8 @@ class RoundWatch {
   int64_t beats_sent_ = 0;   // this node's counter (each try counts)
   int64_t last_ = 1;         // the watched counter as last read
   int stalls_ = 0;           // intervals it did not move
+  int64_t wake_gen_ = 0;     // the wake key it waits on (ccrun/watch_lease.h)
+  LeaseTracker lease_;       // a reader's lease, once one woke it
   bool said_lost_ = false;   // the store's loss of the round was said
   std::atomic<bool> stop_{false};
   std::mutex stop_mu_;

@@ -23,9 +23,10 @@ fd_limit=$(ulimit -n)
 largest=$(( (fd_limit - 200) / 2 / 1000 * 1000 ))
 ((largest > 10000)) && largest=10000
 if ((smoke)); then
-  sizes=(20); keep_alive=0.5; steady=1; torch_sizes=(4); etcd_n=0
+  sizes=(20); keep_alive=0.5; steady=1; torch_sizes=(4); etcd_n=0; watch_sizes=(4)
 else
   sizes=(100 1000 "$largest"); keep_alive=5; steady=10; torch_sizes=(16 64); etcd_n=100
+  watch_sizes=(4 16)
 fi
 
 # start_daemon: a fresh ccrun-rendezvous on a free port; sets dport, dpid.
@@ -93,9 +94,24 @@ for n in "${torch_sizes[@]}"; do
   ttable+=$'\n'"| $n | $(field "$t" form_s) | $(field "$c" form_s) | $tb | $cb | $(awk -v a="$tb" -v b="$cb" 'BEGIN{printf "%.1fx", a / b}') |"
 done
 
+# A job watched by `ccrun top` (a reader's lease at a 1 s refresh) against
+# the same job unwatched, before and after the lease.
+wtable="| agents (N) | unwatched: bytes per node per s | watched (1 s refresh): bytes per node per s | watched: requests per node per s | lease expired: bytes per node per s |
+|---|---|---|---|---|"
+for n in "${watch_sizes[@]}"; do
+  start_daemon
+  w=$("$sim" --store "tcp://127.0.0.1:$dport" --nodes "$n" --keep-alive "$keep_alive" \
+        --steady "$steady" --watch)
+  stop_daemon
+  wreq=$("$python" -c 'import json,sys; j=json.loads(sys.argv[1]); print("%.3g" % (j["watched"]["requests_per_s"] / j["nodes"]))' "$w")
+  wtable+=$'\n'"| $n | $(field "$w" steady.bytes_per_node_per_s) | $(field "$w" watched.bytes_per_node_per_s) | $wreq | $(field "$w" after_watch.bytes_per_node_per_s) |"
+done
+
 echo "$table"
 echo
 echo "$ttable"
+echo
+echo "$wtable"
 [[ -n $etcd_note ]] && echo "$etcd_note"
 if ((!smoke)); then
   section="Measured by \`scripts/bench-scale.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores (load average
@@ -118,7 +134,14 @@ keep-alive. torch does not
 detect a silent node in the rendezvous at all. Larger N were not run for torch: each of its
 keep-alives rewrites and re-reads the whole rendezvous state, so its cost per node grows with N.
 
-$ttable"
+$ttable
+
+Watched: the same simulation at a ${keep_alive} s keep-alive while a reader holds \`ccrun top\`'s
+lease (ccrun/watch_lease.h) at a 1 s refresh, on a connection of its own that is not counted;
+then again once the reader stopped and its lease expired. Payload bytes counted in the agents'
+clients, as above.
+
+$wtable"
   "$python" "$here/scripts/write_bench_section.py" "$here/docs/benchmarks.md" bench-scale \
     "Rendezvous at scale" "$section"
 fi

@@ -43,6 +43,16 @@
 //                              heartbeat (wall clock), for `ccrun status`;
 //                              `ranks` its workers' progress (agent::RankView
 //                              JSON), from which node 0 judges hangs
+//   round/<R>/watch            JSON WatchLease {refresh_ms, reader, seq}: a
+//                              reader (`ccrun top`) watches round R; it
+//                              rewrites it at every refresh (the lease's
+//                              renewal), and the nodes publish their status
+//                              at its rate while it changes
+//   round/<R>/watchers         counter: the watch sessions started in R
+//   round/<R>/wake/<g>         "1": wakes the nodes' round watches that wait
+//                              on it: set by the reader that starts session
+//                              g + 1, and by the round's end (every g up to
+//                              the sessions started), rendezvous/watch_lease.h
 //   round/<R>/hang_evidence/<rank>  JSON {flight_records, stack_classes}:
 //                              what node <rank> found of round R's hang, for
 //                              node 1 to compare and merge (its ranks' NCCL
@@ -101,6 +111,9 @@ class JobKeys {
   std::string all_exited(int r) const { return round(r, kAllExited); }
   std::string status(int r, int rank) const { return round(r, "status/", rank); }
   std::string hang_evidence(int r, int rank) const { return round(r, "hang_evidence/", rank); }
+  std::string watch(int r) const { return round(r, "watch"); }
+  std::string watchers(int r) const { return round(r, "watchers"); }
+  std::string wake(int r, int64_t g) const { return round(r, "wake/") + std::to_string(g); }
   std::string spares(int r) const { return round(r, "spares"); }
   std::string admitted(int r) const { return round(r, "admitted"); }
   std::string exclusions() const { return base_ + "exclusions"; }

@@ -99,7 +99,7 @@ struct Failure {
 };
 
 // round/<R>/status/<rank>: JSON {host, addr, node_rank, first_rank, nproc,
-// attempt, beat_ms, pid, ranks}, a node's last heartbeat (wall clock: the
+// attempt, beat_ms, sampled_ms, pid, ranks}, a node's last heartbeat (wall clock: the
 // reader is another machine), with its ranks' progress.
 struct NodeStatus {
   std::string host, addr;
@@ -108,6 +108,7 @@ struct NodeStatus {
   int nproc = 0;          // its workers
   int attempt = 0;        // its restart count
   int64_t beat_ms = 0;    // when it beat
+  int64_t sampled_ms = 0; // when its agent sampled `ranks` (0: unknown, take beat_ms)
   int pid = 0;            // its agent's
   std::vector<RankView> ranks;  // its workers' progress, as its agent last sampled it
 

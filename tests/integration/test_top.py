@@ -103,6 +103,33 @@ def test_every_rank_is_shown_live_the_sort_cycles_and_q_restores_the_terminal(tm
             stop(job)
 
 
+def test_a_watched_job_publishes_at_the_refresh_rate_between_its_heartbeats(tmux_sessions):
+    """Heartbeats every 30 s: unwatched, a node's status changes at its first sample and then
+    only with its beats. `top` holds a lease, so every node publishes each second: the steps
+    on screen move at least three times well within one heartbeat."""
+    slow = "keep_alive_interval=30,keep_alive_max_attempt=3,last_call_timeout=1"
+    with start_daemon("--host", "127.0.0.1") as d:
+        job = spawn_ccrun("--nnodes", "1", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+                          "--rdzv-endpoint", f"127.0.0.1:{d.port}", "--rdzv-id", "toplive",
+                          "--rdzv-conf", slow, "--stop-grace", "1", "--no-python",
+                          binary(*WORKER), "--steps", "100000", "--step-ms", "20")
+        try:
+            wait_running(d, "toplive")
+            t = tmux_sessions(top_line(d, "toplive"))
+            seen = set()
+
+            def moved_three_times(screen):
+                step = rows(screen).get("0", [None] * 4)[3]
+                if step and step.isdigit() and int(step) > 0:
+                    seen.add(int(step))
+                return len(seen) >= 3
+            t.wait_for(moved_three_times, "rank 0's step shown at three values", timeout=20)
+            t.keys("q")
+            t.wait_for(restored, "the terminal restored")
+        finally:
+            stop(job)
+
+
 def test_once_prints_one_plain_frame_and_unknown_jobs_are_named(tmux_sessions):
     with start_daemon("--host", "127.0.0.1") as d:
         job = agent(d, "top2", "--steps", "100000", "--step-ms", "20")

@@ -188,3 +188,27 @@ TEST_CASE("a job with no rank reported yet says so", "[top]") {
   CHECK(!line_starting(f, "forming: 1 node(s) joined so far").empty());
   CHECK(!line_starting(f, "(no rank has reported yet)").empty());
 }
+
+TEST_CASE("a wait is shown as of the read, and data older than two refreshes says its age",
+          "[top]") {
+  JobState job = job_of(2, 1, 40, 10'000);
+  job.node_statuses[0]->sampled_ms = 9'000;  // node 0 sampled 1 s before it published
+  GroupView g;
+  g.id = 0, g.size = 2, g.issued = 41, g.completed = 40, g.waiting_ms = 400;
+  g.op = uint32_t(progress::Op::kAllReduce);
+  rank(job, 0).groups = {g};
+  TopSnapshot s = snap_of(job);
+  s.now_ms = 12'000;        // read 3 s after node 0's sample, 2 s after node 1's beat
+  s.stale_after_ms = 2'500;
+  Frame f = render_frame(s, 160, 40, TopSort::kRank);
+  std::string r0 = line_starting(f, "0 "), r1 = line_starting(f, "1 ");
+  INFO(r0 << "\n" << r1);
+  CHECK(r0.find("3.4s") != std::string::npos);  // 0.4 s waited when sampled, 3 s since
+  CHECK(r0.find("data 3.0s old") != std::string::npos);
+  CHECK(r1.find("old") == std::string::npos);  // 2 s: within two refreshes
+  // Once the job is over its rows are its last records: no age is added.
+  s.job.phase = JobPhase::kFinished;
+  f = render_frame(s, 160, 40, TopSort::kRank);
+  CHECK(line_starting(f, "0 ").find("0.4s") != std::string::npos);
+  CHECK(line_starting(f, "0 ").find("old") == std::string::npos);
+}

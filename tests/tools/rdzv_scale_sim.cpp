@@ -10,6 +10,9 @@
 //             with --daemon-pid, the daemon's CPU and RSS (/proc/<pid>);
 //   detect    one agent stops heart-beating (as if it hung or its host
 //             died): time until every other agent got kNodeDead;
+//   watched   with --watch: the same load while a reader (`ccrun top`'s
+//             lease, ccrun/watch_lease.h, at a 1 s refresh on a connection
+//             not counted) watches, and again once its lease expired;
 //   restart   time for the N - 1 survivors to form the next round.
 // Prints one JSON object. What it does not stand in for: network latency
 // between hosts, process start-up, a node's other load (docs/rendezvous.md).
@@ -33,7 +36,9 @@
 
 #include "ccrun/error.h"
 #include "ccrun/rendezvous.h"
+#include "ccrun/job_keys.h"
 #include "ccrun/store_address.h"
+#include "ccrun/watch_lease.h"
 
 namespace {
 
@@ -121,6 +126,7 @@ struct Options {
   int daemon_pid = 0;
   int daemon_port = 0;  // also count the bytes through this port (ss)
   std::string run_id;
+  bool watch = false;   // also measure a watched job, and one whose lease expired
 };
 
 // Bytes through the established connections whose local port is `port`,
@@ -240,6 +246,30 @@ nlohmann::json steady(const Options& o, double seconds) {
   return j;
 }
 
+// The steady load while a reader renews its lease every second, then once
+// the lease expired.
+void watched(const Options& o, nlohmann::json& out) {
+  auto s = store::open_store(o.store);
+  int round = std::stoi(s->get(JobKeys(o.run_id).current_round()));
+  WatchLeaseWriter lease(o.run_id, "rdzv_scale_sim", milliseconds(1'000));
+  std::atomic<bool> stop{false};
+  std::thread reader([&] {
+    while (!stop) {
+      lease.renew(*s, round, wall_clock_ms());
+      std::this_thread::sleep_for(milliseconds(1'000));
+    }
+  });
+  std::this_thread::sleep_for(milliseconds(1'500));  // every node woken and publishing
+  out["watched"] = steady(o, o.steady_s);
+  stop = true;
+  reader.join();
+  // Expired within lease_expiry_ms(1 s) of the last renewal, and the beat
+  // schedule back by the next interval.
+  std::this_thread::sleep_for(milliseconds(lease_expiry_ms(1'000)) +
+                              std::chrono::duration<double>(o.keep_alive_s) + milliseconds(1'000));
+  out["after_watch"] = steady(o, o.steady_s);
+}
+
 // One agent stops heart-beating; seconds until every other agent heard.
 double detect(std::vector<std::unique_ptr<Agent>>& agents, size_t victim) {
   auto t0 = Clock::now();
@@ -287,6 +317,7 @@ int run(const Options& o) {
   // not the steady state.
   std::this_thread::sleep_for(std::chrono::duration<double>(o.keep_alive_s));
   out["steady"] = steady(o, o.steady_s);
+  if (o.watch) watched(o, out);
   size_t victim = agents.size() / 2;
   out["detect_s"] = detect(agents, victim);
   out["detect_bound_s"] = o.keep_alive_s * o.max_attempt + 1;  // the window + 1 s
@@ -316,6 +347,7 @@ int main(int argc, char** argv) {
   app.add_option("--daemon-port", o.daemon_port,
                  "the store's port, to count the bytes through it (ss) too");
   app.add_option("--run-id", o.run_id, "the job's run id");
+  app.add_flag("--watch", o.watch, "also measure the load while a reader watches, and after");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(o);
