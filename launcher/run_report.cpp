@@ -91,6 +91,11 @@ using json = nlohmann::json;
   for (auto& [n, a] : by) {
     std::sort(a.ranks.begin(), a.ranks.end());
     a.ranks.erase(std::unique(a.ranks.begin(), a.ranks.end()), a.ranks.end());
+    // A hang ends its attempt with exit codes of ccrun's own stop: the hang
+    // is what ended it, and is said first.
+    if (!a.hang_headline.empty() && a.ended != "succeeded") {
+      a.ended = a.ended.empty() ? "hung" : "hung, " + a.ended;
+    }
     out.push_back(std::move(a));
   }
   return out;

@@ -64,7 +64,8 @@ struct AttemptView {
   std::string hang_headline;            // the `hang` event's, "" when none
   int64_t hang_ms = 0;                  // when it was judged
   std::vector<int> culprits;
-  std::string ended;                    // "restarted", "failed", "succeeded", "stopped", ""
+  std::string ended;                    // "restarted", "failed", "succeeded", "stopped", "";
+                                        // after a hang "hung, " before it ("hung" alone)
 };
 
 // The attempts of `run` in order (attempt numbers seen in events, samples

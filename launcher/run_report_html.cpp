@@ -228,7 +228,7 @@ namespace {
 
 [[gnu::cold]] std::string attempts_table(const std::vector<AttemptView>& attempts) {
   std::string s = "<table id=\"attempts\"><tr><th>attempt</th><th>started</th><th>lasted</th>"
-                  "<th>ranks</th><th>ended</th><th>failures</th><th>hang verdict</th></tr>";
+                  "<th>ranks</th><th>ended</th><th>hang verdict</th><th>failures</th></tr>";
   for (const auto& a : attempts) {
     std::string failures;
     for (const auto& f : a.failures) {
@@ -239,7 +239,7 @@ namespace {
          std::to_string(a.attempt) + "</td><td>" + html_escape(format_utc(a.start_ms)) + "</td><td>" +
          num(double(a.end_ms - a.start_ms) / 1000.0) + " s</td><td>" +
          html_escape(compress_ranks(a.ranks)) + "</td><td>" + html_escape(a.ended) + "</td><td>" +
-         failures + "</td><td>" + html_escape(a.hang_headline) + "</td></tr>";
+         html_escape(a.hang_headline) + "</td><td>" + failures + "</td></tr>";
   }
   return s + "</table>";
 }

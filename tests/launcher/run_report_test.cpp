@@ -156,3 +156,23 @@ TEST_CASE("a run that did not fail has no root cause") {
   CHECK(html.find("succeeded") != std::string::npos);
   CHECK(html.find("No step samples") != std::string::npos);
 }
+
+TEST_CASE("an attempt ended by a hang says the hang before its ranks' exits") {
+  RunData run;
+  json f{{"node_rank", 0}, {"rank", 0}, {"local_rank", 0}, {"exit_code", -15}, {"time_ms", kT0 + 4'100},
+         {"attempt", 0}, {"message", "stopped by ccrun"}};
+  run.events = {event("start", 0, 100, {{"first_rank", 0}, {"workers", 2}}),
+                event("hang", 0, 4'000, {{"headline", "rank 1 has not issued all_reduce #20"},
+                                         {"culprits", {1}}}),
+                event("failure", 0, 4'100, f), event("stop", 0, 4'200, {{"exit_code", 1}})};
+  auto attempts = attempts_of(run);
+  REQUIRE(attempts.size() == 1);
+  CHECK(attempts[0].ended == "hung, failed");
+  std::string html = build_report_html(run);
+  auto row = html.substr(html.find("<tr data-attempt=\"0\""));
+  auto verdict = row.find("rank 1 has not issued"), exit = row.find("exit code");
+  REQUIRE(verdict != std::string::npos);
+  REQUIRE(exit != std::string::npos);
+  CHECK(verdict < exit);
+  CHECK(html.find("the job <b>hung, failed</b>") != std::string::npos);
+}
