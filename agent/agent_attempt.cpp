@@ -290,7 +290,7 @@ void Agent::on_worker_exit(const WorkerExit& e) {
   a.local_failures.push_back(f);
   run_logs_->event("failure", restart_count_, f.to_json().dump());
   spdlog::error("ccrun: worker rank {} (pid {}) failed: {}{}", e.rank, e.pid,
-                e.signal ? signal_name(e.signal) : "exit code " + std::to_string(e.exit_code),
+                f.signal ? signal_name(f.signal) : "exit code " + std::to_string(f.exit_code),
                 f.cause == FailureCause::kOom ? " (the kernel's OOM killer)" : "");
   a.stopping = true;
   state_ = State::kStopping;
