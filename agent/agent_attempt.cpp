@@ -52,6 +52,7 @@ Agent::Outcome Agent::run_attempt() {
   a.stopping = signalled_ != 0;
   state_ = State::kRunning;
   a.workers = parts_.workers(io_, *a.output, agent_token_);
+  a.pmi = make_pmi_server();
   a.monitor = make_monitor();
   open_filtered_logs();
   open_collapsers();
@@ -91,6 +92,7 @@ Agent::Outcome Agent::run_attempt() {
     });
   }
   a.startup.reset();
+  a.pmi.reset();  // its store thread ends before the next round's
   a.workers.reset();
   for (auto& c : a.collapse) {
     if (c) c->flush_all();  // every line of the attempt before what follows
@@ -116,6 +118,10 @@ WorkerSpec Agent::worker_spec(int lr) {
   if (size_t(lr) < placements_.size()) w.placement = placements_[size_t(lr)];
   attempt_->monitor->add_worker_env(env, lr);
   if (file_timer_) env.set("TORCHELASTIC_TIMER_FILE", file_timer_->path());
+  if (attempt_->pmi) {
+    w.pmi_fd = attempt_->pmi->channel(lr);
+    for (auto& [name, value] : attempt_->pmi->variables(lr)) env.set(name, value);
+  }
   w.env = env.flatten();
   int redirect = stream_bits(spec_.logs.default_redirects, spec_.logs.redirects, lr);
   int tee = stream_bits(spec_.logs.default_tee, spec_.logs.tee, lr);
@@ -173,6 +179,7 @@ void Agent::start_workers(WorkerStarter* starter) {
     // runs (WorkerGroup::start): the environments are ~7 KiB a worker.
     a.workers->start(spec_.nproc_per_node, [this](int lr) { return worker_spec(lr); },
                      [this](const WorkerExit& e) { on_worker_exit(e); }, starter);
+    if (a.pmi) a.pmi->close_worker_ends();  // the workers hold them
     if (lends_terminal(owns_terminal(), workers_read_stdin(), spec_.nproc_per_node)) {
       a.terminal = std::make_unique<TerminalLease>(a.workers->pids().front());
     }
@@ -271,7 +278,9 @@ void Agent::on_worker_exit(const WorkerExit& e) {
   f.signal = e.signal;
   f.time_ms = std::chrono::duration_cast<milliseconds>(e.time.time_since_epoch()).count();
   f.stderr_tail = e.stderr_tail;
-  if (auto it = timer_kills_.find(e.pid); it != timer_kills_.end()) {
+  if (a.mpi_aborts.count(e.local_rank)) {
+    name_mpi_abort(f);  // the SIGKILL was the agent's
+  } else if (auto it = timer_kills_.find(e.pid); it != timer_kills_.end()) {
     f.cause = FailureCause::kTimer;
     f.message = it->second + (f.message.empty() ? "" : "\n" + f.message);
   } else if (e.signal == SIGKILL) {
@@ -281,7 +290,7 @@ void Agent::on_worker_exit(const WorkerExit& e) {
   a.local_failures.push_back(f);
   run_logs_->event("failure", restart_count_, f.to_json().dump());
   spdlog::error("ccrun: worker rank {} (pid {}) failed: {}{}", e.rank, e.pid,
-                e.signal ? signal_name(e.signal) : "exit code " + std::to_string(e.exit_code),
+                f.signal ? signal_name(f.signal) : "exit code " + std::to_string(f.exit_code),
                 f.cause == FailureCause::kOom ? " (the kernel's OOM killer)" : "");
   a.stopping = true;
   state_ = State::kStopping;

@@ -16,6 +16,8 @@
 //   agent_warm.cpp      --warm-start: the node's template interpreter
 //   agent_exclusion.cpp the health gate before each join, and exclusions
 //                       (ccrun/exclusion.h): recorded, and sat out
+//   agent_mpi.cpp       --mpi: the workers' PMI-1 server (mpi/pmi_server.h),
+//                       and a rank's MPI_Abort as its failure
 //
 // One io_context carries every event of a node: worker exits (pidfds),
 // worker output (pipes), stop signals (SignalStream), the rendezvous round's
@@ -266,6 +268,15 @@ class Agent {
   // stops the group and asks for a restart; a lone worker that held the
   // terminal (terminal_lease.h) and died of its Ctrl-C stops the job.
   void on_worker_exit(const WorkerExit& e);
+
+  // --mpi (agent_mpi.cpp): the attempt's PMI-1 server, for the round the
+  // node joined (info_); null without --mpi.
+  std::unique_ptr<mpi::PmiServer> make_pmi_server();
+  // Local rank `lr` called MPI_Abort: it is ended (as mpiexec ends it), and
+  // its failure carries `exit_code`.
+  void on_mpi_abort(int lr, int exit_code, const std::string& message);
+  // A rank ended after its MPI_Abort: the failure says so, with its code.
+  void name_mpi_abort(Failure& f) const;
 
   // A SIGKILL nobody in ccrun sent: was it the kernel's OOM killer?
   void name_oom_kill(Failure& f) const;

@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -27,6 +28,7 @@
 #include "ccrun/console_collapse.h"
 #include "hang_monitor.h"
 #include "log_mux.h"
+#include "mpi/pmi_server.h"
 #include "startup_watch.h"
 #include "store_tasks.h"
 #include "terminal_lease.h"
@@ -40,6 +42,12 @@ enum class AttemptOutcome {
   kFailedHere,  // a worker of this node failed, or could not start, or hung
   kRoundEnded,  // another node ended the round (its failure, a node lost, a close)
   kSignalled,   // a stop signal here
+};
+
+// A rank's MPI_Abort (PMI abort), as its failure reports it.
+struct MpiAbort {
+  int exit_code = 1;
+  std::string message;
 };
 
 struct Attempt {
@@ -66,12 +74,14 @@ struct Attempt {
   StoreTasks tasks;                                // store calls made while workers run
   std::unique_ptr<HangMonitor> monitor;            // the ranks' progress (--hang-timeout)
   std::unique_ptr<Workers> workers;                // the processes
+  std::unique_ptr<mpi::PmiServer> pmi;             // --mpi: the workers' PMI-1 server
   std::unique_ptr<TerminalLease> terminal;         // the terminal, lent to a lone worker
   std::unique_ptr<StartupWatch> startup;           // until every local rank's first step
 
   std::optional<AttemptOutcome> outcome;
   std::optional<rendezvous::RoundEvent> event;  // how the round ended, as the watcher said
   std::vector<Failure> local_failures;          // this node's, in order
+  std::map<int, MpiAbort> mpi_aborts;           // --mpi: by local rank, ranks that called MPI_Abort
   nlohmann::json hang;                          // the hang verdict and its stacks, if any
   bool stopping = false;                        // the workers are being stopped
   bool status_published = false;                // its ranks written to the store once

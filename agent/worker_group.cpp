@@ -166,6 +166,7 @@ void WorkerGroup::start(int count, const std::function<WorkerSpec(int)>& make,
       SpawnOptions o;
       o.stdin_fd = spec.stdin_fd, o.stdout_fd = out[1], o.stderr_fd = err[1];
       o.before_exec = apply_placement, o.before_exec_arg = &spec.placement;
+      o.control_fd = spec.pmi_fd;  // becomes its descriptor 3
       pid = spawner.spawn(image, o);
     }
     if (pid < 0) {

@@ -54,6 +54,8 @@ struct WorkerSpec {
   std::string token;             // its CCRUN_AGENT_TOKEN ("" = none): every
                                  // process holding it dies when it exits
   Placement placement;
+  int pmi_fd = -1;               // --mpi: a descriptor of the agent's the worker
+                                 // holds as its descriptor 3 (PMI_FD); -1: none
 };
 
 // How one worker ended.

@@ -135,6 +135,11 @@ void resolve_warm_start(const Sources& src, JobSpec& spec) {
     if (!dotted_name) fail(preload, "\"" + m + "\" is not a module name (e.g. numpy,transformers)");
     spec.preload.push_back(m);
   }
+  spec.mpi = to_bool(src.get("mpi"));
+  if (spec.mpi && spec.warm_start) {
+    fail(src.get("mpi"), "serves PMI to workers started cold, and --warm-start forks them from a "
+                         "template: drop one of --mpi and --warm-start");
+  }
   if (!spec.preload.empty() && !spec.warm_start) {
     fail(preload, "names modules for the --warm-start template, and --warm-start is off: add "
                   "--warm-start (warm_start: true, PET_WARM_START=1), or drop --preload");

@@ -186,6 +186,10 @@ const Setting kSettings[] = {
      "Modules the --warm-start template imports besides torch: mod1,mod2; `auto` adds, from "
      "the second attempt on, the installed packages the workers imported", "Program",
      [](S s) { return join(s.preload, ","); }, Y::kList, true},
+    {"mpi", "--mpi", "",
+     "Serve PMI-1 to the workers: MPI programs of the MPICH family (MPICH, Intel MPI, MVAPICH) "
+     "form one MPI_COMM_WORLD of ccrun's ranks, without mpiexec (docs/mpi.md)", "Program",
+     nullptr, Y::kScalar, true, [](S s) { return s.mpi; }},
     {"no_python", "--no-python,--no_python", "",
      "Execute the program directly, not with Python", "Program",
      nullptr, Y::kNone},

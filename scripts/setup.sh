@@ -32,6 +32,9 @@ packages=(
   faketime  # tests/integration/test_health_gate.py: a store host whose clock runs ahead
   tmux  # tests/integration/test_top.py drives `ccrun top` in a real terminal
   chromium  # tests/integration/test_report.py renders `ccrun report`'s page headless and reads its DOM
+  # --mpi: tests/integration/test_mpi.py builds an MPI program with MPICH's mpicc and runs it
+  # under ccrun's PMI-1 server; libpmix-dev for a PMIx server (Open MPI) beside it
+  mpich libmpich-dev libpmix-dev
   libhwloc-dev  # --numa-binding reads the CPUs, caches, NUMA nodes and GPUs with hwloc
   # The Debian packages (tests/integration/test_package.py): help2man makes the man
   # pages at build time, file and dpkg-dev's dpkg-shlibdeps serve CPack's DEB generator,

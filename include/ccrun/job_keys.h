@@ -62,6 +62,11 @@
 //                              full round R and wait as hot spares; its ender
 //                              closes the list and admits some to R + 1
 //   round/<R>/admitted         JSON [token, ...]: the spares R's end admitted
+//   round/<R>/pmi/kvs/<key>    --mpi: the MPI ranks' PMI-1 key-value space
+//                              of round R (agent/mpi/pmi_server.h): each
+//                              node's puts, written at its barrier
+//   round/<R>/pmi/barrier/<n>  counter: ranks that entered the n-th PMI
+//                              barrier of round R; .../done "1" once all did
 //   exclusions                 JSON {hosts: {host: Exclusion}, write}: nodes kept out for a
 //                              cool-down (ccrun/exclusion.h)
 //   collectives/attempt_<n>/   the workers' process groups of attempt n
@@ -116,6 +121,8 @@ class JobKeys {
   std::string wake(int r, int64_t g) const { return round(r, "wake/") + std::to_string(g); }
   std::string spares(int r) const { return round(r, "spares"); }
   std::string admitted(int r) const { return round(r, "admitted"); }
+  // The prefix of round R's PMI-1 space and barriers (--mpi), ending in '/'.
+  std::string pmi(int r) const { return round(r, "pmi/"); }
   std::string exclusions() const { return base_ + "exclusions"; }
   // The prefix of the workers' process groups in attempt n.
   std::string collectives(int attempt) const {

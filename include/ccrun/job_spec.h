@@ -183,6 +183,10 @@ struct JobSpec {
   // (kPreloadAuto) among them: after an attempt, the template also imports
   // the installed packages that attempt's workers imported (docs/startup.md).
   std::vector<std::string> preload;
+  // --mpi: the agent serves PMI-1 to its workers (agent/mpi/pmi_server.h), so
+  // that MPI programs of the MPICH family form one MPI_COMM_WORLD equal to
+  // ccrun's world (docs/mpi.md). Workers start cold (not with --warm-start).
+  bool mpi = false;
   // Extra worker environment (YAML `env:`), set after the torchrun set.
   std::map<std::string, std::string> env;
 
