@@ -1,5 +1,4 @@
 // Flags, PET_* variables and YAML job files into one validated JobSpec
-// (see job_builder.h). This file reads the command line; the resolvers in
 // resolve_*.cpp turn each concern's settings into the spec.
 #include "job_builder.h"
 
@@ -12,6 +11,7 @@
 #include "completion.h"
 #include "flag_prefixes.h"
 #include "help_formatter.h"
+#include "mpi_program.h"
 #include "report_command.h"
 #include "resolve.h"
 #include "exclusion_file.h"
@@ -236,6 +236,9 @@ Command parse_command_line(const std::vector<std::string>& args, const Environme
   if (!resolve_program(src, app->remaining(), spec) && !f.print_config) {
     throw ConfigError("no program to run; give it after the flags, e.g. ccrun --nproc-per-node 2 "
                       "train.py (or `program:` in the job file)");
+  }
+  if (!f.print_config) {
+    if (std::string why = mpi_program_problem(spec); !why.empty()) throw ConfigError(why);
   }
   return cmd;
 }

@@ -85,3 +85,34 @@ def test_mpi_and_warm_start_do_not_go_together(program):
                   timeout=60)
     assert r.returncode != 0
     assert "--warm-start" in r.stderr and "--mpi" in r.stderr, r.stderr
+
+
+def test_an_mpich_program_without_mpi_is_refused_not_run_as_worlds_of_one(program):
+    r = run_ccrun("--nproc-per-node", "2", "--no-python", program, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "links an MPI of the MPICH family (libmpi" in r.stderr, r.stderr
+    assert "add --mpi" in r.stderr
+    assert "mpi rank" not in r.stdout  # nothing ran
+    # One rank is one world: left alone.
+    r = run_ccrun("--nproc-per-node", "1", "--master-port", str(free_port()), "--no-python", program,
+                  timeout=60)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_an_open_mpi_program_is_refused_with_what_to_do(tmp_path):
+    """A program that links Open MPI's libmpi.so.40 (a stand-in library of that name: Open MPI
+    is not installed here) takes its world from PMIx: refused, with or without --mpi."""
+    (tmp_path / "fake.c").write_text("int MPI_Init(int *c, char ***v) { return 0; }\n")
+    (tmp_path / "prog.c").write_text("int MPI_Init(int *, char ***);\n"
+                                     "int main(int c, char **v) { return MPI_Init(&c, &v); }\n")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libmpi.so.40", "-o",
+                    str(tmp_path / "libmpi.so.40"), str(tmp_path / "fake.c")], check=True)
+    subprocess.run([cc, "-o", str(tmp_path / "prog"), str(tmp_path / "prog.c"),
+                    str(tmp_path / "libmpi.so.40")], check=True)
+    for extra in ((), ("--mpi",)):
+        r = run_ccrun(*extra, "--nproc-per-node", "2", "--no-python", str(tmp_path / "prog"),
+                      timeout=60)
+        assert r.returncode == 2, r.stderr
+        assert "links Open MPI (libmpi.so.40)" in r.stderr, r.stderr
+        assert "mpirun" in r.stderr and "MPICH's mpicc" in r.stderr
