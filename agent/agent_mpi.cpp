@@ -13,7 +13,7 @@
 
 namespace ccrun::agent {
 
-std::unique_ptr<mpi::PmiServer> Agent::make_pmi_server() {
+[[gnu::cold]] std::unique_ptr<mpi::PmiServer> Agent::make_pmi_server() {
   if (!spec_.mpi) return nullptr;
   mpi::PmiServerOptions o;
   o.job.kvsname = mpi::kvs_name("kvs_ccrun_" + run_id_ + "_" + std::to_string(info_.round));
@@ -39,7 +39,7 @@ std::unique_ptr<mpi::PmiServer> Agent::make_pmi_server() {
       });
 }
 
-void Agent::on_mpi_abort(int lr, int exit_code, const std::string& message) {
+[[gnu::cold]] void Agent::on_mpi_abort(int lr, int exit_code, const std::string& message) {
   Attempt& a = *attempt_;
   if (a.mpi_aborts.count(lr)) return;
   a.mpi_aborts[lr] = MpiAbort{exit_code, message};
@@ -49,7 +49,7 @@ void Agent::on_mpi_abort(int lr, int exit_code, const std::string& message) {
   if (size_t(lr) < pids.size() && pids[size_t(lr)] > 0) ::kill(pids[size_t(lr)], SIGKILL);
 }
 
-void Agent::name_mpi_abort(Failure& f) const {
+[[gnu::cold]] void Agent::name_mpi_abort(Failure& f) const {
   auto it = attempt_->mpi_aborts.find(f.local_rank);
   if (it == attempt_->mpi_aborts.end()) return;
   const MpiAbort& abort = it->second;

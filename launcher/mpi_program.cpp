@@ -18,14 +18,14 @@ bool starts_with(const std::string& s, const char* prefix) { return s.rfind(pref
 
 // Open MPI's libraries: its libmpi's sonames (.so.20 for 2.x and 3.x, .so.40
 // for 4.x and 5.x) and its runtime's.
-bool open_mpi_library(const std::string& name) {
+[[gnu::cold]] bool open_mpi_library(const std::string& name) {
   return starts_with(name, "libmpi.so.20") || starts_with(name, "libmpi.so.40") ||
          starts_with(name, "libopen-pal.so") || starts_with(name, "libopen-rte.so") ||
          starts_with(name, "libmpi_mpifh.so") || starts_with(name, "libmpi_cxx.so.40");
 }
 
 // The MPICH ABI's: MPICH, Intel MPI and MVAPICH all ship libmpi.so.12.
-bool mpich_library(const std::string& name) {
+[[gnu::cold]] bool mpich_library(const std::string& name) {
   return starts_with(name, "libmpich.so") || starts_with(name, "libmpi.so.12") ||
          starts_with(name, "libmpichcxx.so") || starts_with(name, "libmpifort.so.12");
 }
@@ -55,7 +55,7 @@ struct Mapped {
 };
 
 // The section headers of a 64-bit ELF file, or nullptr.
-const Elf64_Shdr* sections(const Mapped& m, const Elf64_Ehdr*& eh) {
+[[gnu::cold]] const Elf64_Shdr* sections(const Mapped& m, const Elf64_Ehdr*& eh) {
   if (!m.holds(0, sizeof(Elf64_Ehdr))) return nullptr;
   eh = reinterpret_cast<const Elf64_Ehdr*>(m.data);
   if (std::memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
@@ -67,7 +67,7 @@ const Elf64_Shdr* sections(const Mapped& m, const Elf64_Ehdr*& eh) {
 }
 
 // The names the .dynamic section `dyn` needs, from its string table.
-std::vector<std::string> needed_of(const Mapped& m, const Elf64_Shdr& dyn, const Elf64_Shdr& strtab) {
+[[gnu::cold]] std::vector<std::string> needed_of(const Mapped& m, const Elf64_Shdr& dyn, const Elf64_Shdr& strtab) {
   std::vector<std::string> out;
   if (!m.holds(dyn.sh_offset, dyn.sh_size) || !m.holds(strtab.sh_offset, strtab.sh_size)) return out;
   const auto* d = reinterpret_cast<const Elf64_Dyn*>(m.data + dyn.sh_offset);
@@ -82,7 +82,7 @@ std::vector<std::string> needed_of(const Mapped& m, const Elf64_Shdr& dyn, const
 
 // `name` as execvp would find it: itself when it holds a '/', else the
 // first executable file of that name on PATH; "" when none.
-std::string on_path(const std::string& name) {
+[[gnu::cold]] std::string on_path(const std::string& name) {
   if (name.find('/') != std::string::npos) return name;
   const char* path = std::getenv("PATH");
   std::stringstream dirs(path ? path : "/usr/local/bin:/usr/bin:/bin");
@@ -95,7 +95,7 @@ std::string on_path(const std::string& name) {
 
 }  // namespace
 
-MpiLink mpi_of_libraries(const std::vector<std::string>& needed) {
+[[gnu::cold]] MpiLink mpi_of_libraries(const std::vector<std::string>& needed) {
   for (const auto& n : needed) {
     if (open_mpi_library(n)) return {MpiFamily::kOpenMpi, n};
   }
@@ -105,7 +105,7 @@ MpiLink mpi_of_libraries(const std::vector<std::string>& needed) {
   return {};
 }
 
-std::vector<std::string> elf_needed_libraries(const std::string& path) {
+[[gnu::cold]] std::vector<std::string> elf_needed_libraries(const std::string& path) {
   Mapped m(path);
   const Elf64_Ehdr* eh = nullptr;
   const Elf64_Shdr* sh = m.data ? sections(m, eh) : nullptr;
@@ -117,7 +117,7 @@ std::vector<std::string> elf_needed_libraries(const std::string& path) {
   return {};
 }
 
-std::string mpi_program_problem(const JobSpec& spec) {
+[[gnu::cold]] std::string mpi_program_problem(const JobSpec& spec) {
   bool one_rank = spec.nproc_per_node <= 1 && spec.max_nodes <= 1;
   if (spec.entrypoint.empty() || one_rank) return "";
   std::string path = on_path(spec.entrypoint[0]);

@@ -103,7 +103,7 @@ class PmiServer::Session : public std::enable_shared_from_this<Session> {
   std::shared_ptr<Life> life_;
 };
 
-PmiServer::PmiServer(asio::io_context& io, PmiServerOptions options, StoreOpener open_store,
+[[gnu::cold]] PmiServer::PmiServer(asio::io_context& io, PmiServerOptions options, StoreOpener open_store,
                      AbortHandler on_abort, ErrorHandler on_error)
     : io_(io),
       options_(std::move(options)),
@@ -113,7 +113,7 @@ PmiServer::PmiServer(asio::io_context& io, PmiServerOptions options, StoreOpener
       life_(std::make_shared<Life>(Life{this})),
       interrupt_(std::make_shared<store::StoreInterrupt>()) {}
 
-PmiServer::~PmiServer() {
+[[gnu::cold]] PmiServer::~PmiServer() {
   life_->server = nullptr;
   interrupt_->trigger();  // a barrier's wait, a store that does not answer
   thread_.stop();
@@ -122,7 +122,7 @@ PmiServer::~PmiServer() {
   close_worker_ends();
 }
 
-int PmiServer::channel(int local_rank) {
+[[gnu::cold]] int PmiServer::channel(int local_rank) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
     throw Error(std::string("--mpi: cannot make local rank ") + std::to_string(local_rank) +
@@ -135,18 +135,18 @@ int PmiServer::channel(int local_rank) {
   return sv[1];
 }
 
-void PmiServer::close_worker_ends() {
+[[gnu::cold]] void PmiServer::close_worker_ends() {
   for (int fd : worker_ends_) ::close(fd);
   worker_ends_.clear();
 }
 
-std::vector<std::pair<std::string, std::string>> PmiServer::variables(int local_rank) const {
+[[gnu::cold]] std::vector<std::pair<std::string, std::string>> PmiServer::variables(int local_rank) const {
   return {{"PMI_FD", std::to_string(kWorkerPmiFd)},
           {"PMI_RANK", std::to_string(options_.rank_offset + local_rank)},
           {"PMI_SIZE", std::to_string(options_.job.world_size)}};
 }
 
-void PmiServer::handle(Session& s, const PmiRequest& r) {
+[[gnu::cold]] void PmiServer::handle(Session& s, const PmiRequest& r) {
   PmiAction a = decide(r, options_.job);
   switch (a.kind) {
     case PmiAction::Kind::kReply:
@@ -173,12 +173,12 @@ void PmiServer::handle(Session& s, const PmiRequest& r) {
   }
 }
 
-void PmiServer::put(const std::string& key, const std::string& value) {
+[[gnu::cold]] void PmiServer::put(const std::string& key, const std::string& value) {
   known_[key] = value;
   unsent_[key] = value;
 }
 
-void PmiServer::get(const std::shared_ptr<Session>& s, const std::string& key) {
+[[gnu::cold]] void PmiServer::get(const std::shared_ptr<Session>& s, const std::string& key) {
   if (auto it = known_.find(key); it != known_.end()) {
     s->send(get_reply(key, it->second));
     return;
@@ -193,14 +193,14 @@ void PmiServer::get(const std::shared_ptr<Session>& s, const std::string& key) {
   });
 }
 
-void PmiServer::fetched(const std::string& key, std::optional<std::string> value) {
+[[gnu::cold]] void PmiServer::fetched(const std::string& key, std::optional<std::string> value) {
   if (value) known_[key] = *value;
   auto waiting = std::move(fetching_[key]);
   fetching_.erase(key);
   for (auto& s : waiting) s->send(get_reply(key, value));
 }
 
-void PmiServer::enter_barrier() {
+[[gnu::cold]] void PmiServer::enter_barrier() {
   if (++in_barrier_ < options_.local_ranks) return;
   std::vector<std::string> keys, values;
   for (auto& [k, v] : unsent_) {
@@ -223,20 +223,20 @@ void PmiServer::enter_barrier() {
   });
 }
 
-void PmiServer::barrier_done() {
+[[gnu::cold]] void PmiServer::barrier_done() {
   in_barrier_ = 0;
   ++barriers_;
   for (auto& s : sessions_) s->send(format_reply("barrier_out", {{"rc", "0"}}));
 }
 
-void PmiServer::fail(const std::string& what) {
+[[gnu::cold]] void PmiServer::fail(const std::string& what) {
   if (failed_) return;
   failed_ = true;
   for (auto& s : sessions_) s->close();
   on_error_(what);
 }
 
-void PmiServer::on_store(StoreCall call) {
+[[gnu::cold]] void PmiServer::on_store(StoreCall call) {
   asio::post(thread_, [this, call = std::move(call), life = life_, &io = io_] {
     Then then;
     std::string error;

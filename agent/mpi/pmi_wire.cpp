@@ -9,13 +9,13 @@ namespace ccrun::agent::mpi {
 
 namespace {
 
-std::string_view trim_line_end(std::string_view line) {
+[[gnu::cold]] std::string_view trim_line_end(std::string_view line) {
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
   return line;
 }
 
 // Reads one token at `line`'s front into `out`; false when it is not key=value.
-bool take_token(std::string_view& line, std::pair<std::string, std::string>& out) {
+[[gnu::cold]] bool take_token(std::string_view& line, std::pair<std::string, std::string>& out) {
   size_t eq = line.find('=');
   size_t space = line.find(' ');
   if (eq == std::string_view::npos || eq == 0 || space < eq) return false;
@@ -27,11 +27,11 @@ bool take_token(std::string_view& line, std::pair<std::string, std::string>& out
   return true;
 }
 
-std::string error_reply(std::string_view cmd, const std::string& why) {
+[[gnu::cold]] std::string error_reply(std::string_view cmd, const std::string& why) {
   return format_reply(cmd, {{"rc", "-1"}, {"msg", why}});
 }
 
-int to_int(const std::string* text, int fallback) {
+[[gnu::cold]] int to_int(const std::string* text, int fallback) {
   if (!text) return fallback;
   int v = fallback;
   auto [p, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
@@ -40,7 +40,7 @@ int to_int(const std::string* text, int fallback) {
 
 // A put or a get must name the job's space (or none, as a PMI-1.1 client
 // may); returns the reason it cannot be served, "" when it can.
-std::string check_key(const PmiRequest& r, const PmiJob& job, std::string_view cmd) {
+[[gnu::cold]] std::string check_key(const PmiRequest& r, const PmiJob& job, std::string_view cmd) {
   const std::string* kvs = r.arg("kvsname");
   const std::string* key = r.arg("key");
   if (kvs && *kvs != job.kvsname) return "kvsname_" + *kvs + "_is_not_this_job's";
@@ -54,21 +54,21 @@ std::string check_key(const PmiRequest& r, const PmiJob& job, std::string_view c
   return "";
 }
 
-PmiAction reply(std::string line) {
+[[gnu::cold]] PmiAction reply(std::string line) {
   PmiAction a;
   a.kind = PmiAction::Kind::kReply;
   a.reply = std::move(line);
   return a;
 }
 
-PmiAction decide_init(const PmiRequest& r) {
+[[gnu::cold]] PmiAction decide_init(const PmiRequest& r) {
   bool v1 = to_int(r.arg("pmi_version"), -1) == 1;
   return reply(format_reply("response_to_init", {{"pmi_version", "1"},
                                                  {"pmi_subversion", "1"},
                                                  {"rc", v1 ? "0" : "-1"}}));
 }
 
-PmiAction decide_put(const PmiRequest& r, const PmiJob& job) {
+[[gnu::cold]] PmiAction decide_put(const PmiRequest& r, const PmiJob& job) {
   if (std::string why = check_key(r, job, "put"); !why.empty()) {
     return reply(error_reply("put_result", why));
   }
@@ -80,7 +80,7 @@ PmiAction decide_put(const PmiRequest& r, const PmiJob& job) {
   return a;
 }
 
-PmiAction decide_get(const PmiRequest& r, const PmiJob& job) {
+[[gnu::cold]] PmiAction decide_get(const PmiRequest& r, const PmiJob& job) {
   if (std::string why = check_key(r, job, "get"); !why.empty()) {
     return reply(error_reply("get_result", why));
   }
@@ -95,7 +95,7 @@ PmiAction decide_get(const PmiRequest& r, const PmiJob& job) {
   return a;
 }
 
-PmiAction decide_abort(const PmiRequest& r) {
+[[gnu::cold]] PmiAction decide_abort(const PmiRequest& r) {
   PmiAction a;
   a.kind = PmiAction::Kind::kAbort;
   a.exit_code = to_int(r.arg("exitcode"), 1);
@@ -105,14 +105,14 @@ PmiAction decide_abort(const PmiRequest& r) {
 
 }  // namespace
 
-const std::string* PmiRequest::arg(std::string_view key) const {
+[[gnu::cold]] const std::string* PmiRequest::arg(std::string_view key) const {
   for (const auto& [k, v] : args) {
     if (k == key) return &v;
   }
   return nullptr;
 }
 
-std::optional<PmiRequest> parse_request(std::string_view line) {
+[[gnu::cold]] std::optional<PmiRequest> parse_request(std::string_view line) {
   if (line.size() > kMaxLine) return std::nullopt;
   line = trim_line_end(line);
   PmiRequest r;
@@ -148,12 +148,12 @@ std::string format_reply(std::string_view cmd,
   return out;
 }
 
-std::string process_mapping(int num_nodes, int per_node, int world_size) {
+[[gnu::cold]] std::string process_mapping(int num_nodes, int per_node, int world_size) {
   if (num_nodes < 1 || per_node < 1 || num_nodes * per_node != world_size) return "";
   return "(vector,(0," + std::to_string(num_nodes) + "," + std::to_string(per_node) + "))";
 }
 
-std::string kvs_name(std::string_view text) {
+[[gnu::cold]] std::string kvs_name(std::string_view text) {
   std::string out;
   for (char c : text.substr(0, size_t(kKvsNameMax))) {
     bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -163,12 +163,12 @@ std::string kvs_name(std::string_view text) {
   return out;
 }
 
-std::string get_reply(const std::string& key, const std::optional<std::string>& value) {
+[[gnu::cold]] std::string get_reply(const std::string& key, const std::optional<std::string>& value) {
   if (!value) return error_reply("get_result", "key_" + key + "_not_found");
   return format_reply("get_result", {{"rc", "0"}, {"msg", "success"}, {"value", *value}});
 }
 
-PmiAction decide(const PmiRequest& r, const PmiJob& job) {
+[[gnu::cold]] PmiAction decide(const PmiRequest& r, const PmiJob& job) {
   const std::string& cmd = r.cmd;
   if (cmd == "init") return decide_init(r);
   if (cmd == "get_maxes") {
