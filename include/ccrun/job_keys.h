@@ -52,7 +52,7 @@
 //   round/<R>/wake/<g>         "1": wakes the nodes' round watches that wait
 //                              on it: set by the reader that starts session
 //                              g + 1, and by the round's end (every g up to
-//                              the sessions started), rendezvous/watch_lease.h
+//                              the sessions started), ccrun/watch_lease.h
 //   round/<R>/hang_evidence/<rank>  JSON {flight_records, stack_classes}:
 //                              what node <rank> found of round R's hang, for
 //                              node 1 to compare and merge (its ranks' NCCL

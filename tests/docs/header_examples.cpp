@@ -42,6 +42,7 @@
 #include "ccrun/store_server.h"
 #include "ccrun/tcp_store.h"
 #include "ccrun/token_file.h"
+#include "ccrun/watch_lease.h"
 
 namespace ccrun::docs_examples {
 using namespace ccrun::store;
@@ -180,6 +181,14 @@ void collectives_h(size_t n) {
   std::vector<float> grad(n);
   pg->all_reduce({grad.data(), grad.size(), ccrun::DataType::kFloat32},
                  ccrun::ReduceOp::kAvg)->wait();
+  // end
+}
+
+void watch_lease_h(Store& store, const std::string& run_id, const JobState& job) {
+  using namespace std::chrono_literals;
+  // example: ccrun/watch_lease.h
+  WatchLeaseWriter lease(run_id, "host:pid", 1s);    // the reader
+  lease.renew(store, job.round, wall_clock_ms());     // at every refresh
   // end
 }
 
