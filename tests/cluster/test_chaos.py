@@ -1,4 +1,5 @@
 # ctest: RUN_SERIAL
+# ctest: LABELS slow
 """Chaos: for CHAOS_SECONDS, random SIGINT, SIGTERM, SIGKILL and SIGSTOP (each
 stopped process continued a moment later) to the agents, the workers and the
 store daemon of running 3-node jobs in the namespace cluster. Jobs that end

@@ -1,3 +1,4 @@
+# ctest: LABELS torch slow
 """Hang verdicts, OOM kills and progress, through the real ccrun and real
 workers: a rank that stops, a healthy job with long collectives and long
 steps, a worker the kernel's OOM killer takes (docs/hangs.md)."""
