@@ -425,7 +425,7 @@ TEST_CASE("2.x dialect: QUEUE_PUSH, QUEUE_POP and QUEUE_LEN as torch's server",
   CHECK(c.recv(13) == str("value"));
 }
 
-TEST_CASE("2.x dialect: a blocking pop is WAIT then QUEUE_POP; a push wakes one waiter",
+TEST_CASE("2.x dialect: a blocking pop is WAIT then QUEUE_POP, a push wakes one waiter",
           "[server][queue]") {
   Server s;
   RawClient a(s.port()), b(s.port()), gone(s.port()), pusher(s.port());
@@ -905,7 +905,7 @@ TEST_CASE("ADD refuses to overflow int64 and leaves the value alone", "[server][
   CHECK(store.add("ctr", -1) == max - 1);
 }
 
-TEST_CASE("the connection limit follows the open-file limit; out of descriptors, accepting "
+TEST_CASE("the connection limit follows the open-file limit, out of descriptors, accepting "
           "pauses and says so once", "[server][hostile][limits]") {
   SECTION("default: below RLIMIT_NOFILE, extra connections refused") {
     Daemon d({}, 64);  // 64 descriptors: the limit is 32 connections
@@ -1020,7 +1020,7 @@ TEST_CASE("TIME: the server's wall clock, within the round trip", "[server][cloc
   CHECK_FALSE(TcpStore(o).read_clock().has_value());
 }
 
-TEST_CASE("finished jobs' keys expire after --finished-job-ttl; live jobs' never",
+TEST_CASE("finished jobs' keys expire after --finished-job-ttl, live jobs' never",
           "[server][cleanup]") {
   StoreServerOptions o;
   // 1 s: the live job's heartbeat thread, every 100 ms, may be starved for
