@@ -923,6 +923,13 @@ TEST_CASE("the connection limit follows the open-file limit, out of descriptors,
     CHECK(d.count_in_log("limit 32") >= 1);
   }
   SECTION("an explicit limit over it: EMFILE pauses accepts, logged once") {
+#ifdef CCRUN_UBSAN
+    // UBSan reads a virtual call's vtable through a pipe it opens: in a daemon
+    // out of descriptors its check fails ("invalid vptr") where nothing is
+    // wrong. The plain and ThreadSanitizer builds run this part.
+    WARN("skipped under UBSan: a daemon out of descriptors defeats UBSan's vptr check");
+    return;
+#endif
     Daemon d({"--max-connections", "1000"}, 64);
     REQUIRE_DAEMON(d);
     CHECK(d.count_in_log("is over what the open-file limit allows") == 1);
