@@ -3,17 +3,17 @@
 # threads, sockets and signals under them (scripts/test.sh runs this after
 # the plain suite):
 #   build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer: the store's,
-#                rendezvous' (etcd included), launcher's and base's unit tests,
-#                the agent's loop driven through fakes, and the process tests
-#                of the agent (signals, restarts, lost stores: test_hardening,
-#                test_launch), of ccrun status and of the CLI
+#                rendezvous' (etcd included), launcher's, base's and
+#                collectives' unit tests, the agent's loop driven through
+#                fakes, and the process tests of the agent (signals, restarts,
+#                lost stores: test_hardening, test_launch), of ccrun status
+#                and of the CLI
 #   build-tsan/  ThreadSanitizer: the store's and rendezvous' unit tests (the
 #                server thread, clients on threads, watcher threads), the
 #                agent's loop through fakes and its process tests (its store
 #                threads beside the io loop)
-# The collectives are left out of both (CI time: they are the largest build,
-# and Debian's libgloo is not instrumented, so TSan would not see its
-# threads). Any sanitizer finding fails the run.
+# The collectives are left out of TSan: Debian's libgloo is not instrumented,
+# so TSan would not see its threads. Any sanitizer finding fails the run.
 #
 #   scripts/test-sanitizers.sh            # both
 #   scripts/test-sanitizers.sh asan|tsan  # one
@@ -45,10 +45,10 @@ if [[ $which == all || $which == asan ]]; then
   dir=$here/build-asan
   echo "== sanitizers: AddressSanitizer + UndefinedBehaviorSanitizer ($dir)"
   build "$dir" address,undefined ccrun ccrun-rendezvous ccrun_store_tests ccrun_rendezvous_tests \
-    ccrun_launcher_tests ccrun_base_tests ccrun_agent_tests store_cli
+    ccrun_launcher_tests ccrun_base_tests ccrun_agent_tests ccrun_collectives_tests store_cli
   (cd "$dir" && ctest --output-on-failure --timeout 900 -j "$(nproc)" \
-    -R '^(store|rendezvous|launcher|base)\.|^agent\.agent loop|integration\.test_(hardening|launch|status|warm_start)$' \
-    -E 'fuzz|test_fanout')
+    -R '^(store|rendezvous|launcher|base|collectives)\.|^agent\.agent loop|integration\.test_(hardening|launch|status|warm_start)$' \
+    -E 'fuzz|test_fanout|^collectives\.test_')
 fi
 
 if [[ $which == all || $which == tsan ]]; then

@@ -3,7 +3,9 @@
 # is missing), then ctest (Catch2 unit tests and the Python tests that drive
 # the real binaries), then the benchmarks' smallest size as a smoke test,
 # then the sanitizer builds and their tests (scripts/test-sanitizers.sh;
-# CCRUN_SANITIZERS=0 skips them). Exits non-zero on any failure.
+# CCRUN_SANITIZERS=0 skips them). Exits non-zero on any failure. The soak
+# tests (label soak) are registered for `ctest -C soak` only, so they are not
+# run here; README.md shows how to run them and each other label.
 #
 #   scripts/test.sh                 # everything
 #   scripts/test.sh -R rendezvous   # extra arguments go to ctest

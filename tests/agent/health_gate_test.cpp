@@ -47,7 +47,7 @@ TEST_CASE("health: clock skew against the store's host fails over the bound, les
   CHECK(judge_clock(std::nullopt, 1000ms).verdict == V::kCannotRun);
 }
 
-TEST_CASE("health: a report is healthy unless a check failed; cannot-run does not count") {
+TEST_CASE("health: a report is healthy unless a check failed, cannot-run does not count") {
   HealthReport r;
   r.checks.push_back({"disk", V::kOk, 1, "9 MiB free"});
   r.checks.push_back({"user", V::kCannotRun, 1, "exit 127: not found"});

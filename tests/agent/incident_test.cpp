@@ -30,7 +30,7 @@ std::string read(const fs::path& p) {
 
 }  // namespace
 
-TEST_CASE("stack_classes: same place, other addresses and ids, one class; in first-rank order") {
+TEST_CASE("stack_classes: same place, other addresses and ids, one class, in first-rank order") {
   json stacks = json::array();
   for (int r = 0; r < 6; ++r) {
     bool odd_one = r == 4;
@@ -93,7 +93,7 @@ TEST_CASE("program_frame: the program's own line, past torch, Python's library a
   CHECK(program_frame(importing) == "<frozen importlib._bootstrap>:241 in _call_with_frames_removed");
 }
 
-TEST_CASE("is_library_file: Python's own, installed packages and the hook; not the program's") {
+TEST_CASE("is_library_file: Python's own, installed packages and the hook, not the program's") {
   for (const char* lib : {"/usr/lib/python3.11/threading.py", "/usr/lib/python3/dist-packages/torch/x.py",
                           "/opt/conda/lib/python3.10/site-packages/a.py", "lib/python3.12/queue.py",
                           "<frozen runpy>", "/home/me/ccrun/agent/python/ccrun_progress.py"}) {

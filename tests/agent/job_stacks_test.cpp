@@ -80,7 +80,7 @@ TEST_CASE("job_stack_classes: a node's stack is cut to the cap, and still merged
   CHECK(job.classes[0].stack == mine[0].python);  // the first one's whole, node 0's cut
 }
 
-TEST_CASE("job_stack_classes: native stacks (no Python) are merged by theirs; a class without ranks is none",
+TEST_CASE("job_stack_classes: native stacks (no Python) are merged by theirs, a class without ranks is none",
           "[job-stacks]") {
   json stacks = json::array({{{"rank", 0}, {"pid", 1}, {"python", ""}, {"native", "#0 0x00007f01 in poll ()"}}});
   json other = json::array({{{"rank", 1}, {"pid", 2}, {"python", ""}, {"native", "#0 0x00007f99 in poll ()"}}});

@@ -87,7 +87,7 @@ TEST_CASE("store plan: etcd is joined, nothing served here", "[store_plan]") {
   CHECK(store_address_hint(spec, p) == "10.0.0.5:2379,10.0.0.6:2379/jobs");
 }
 
-TEST_CASE("forget hint: etcd's command deletes the id's keys under the endpoint's prefix; a TCP "
+TEST_CASE("forget hint: etcd's command deletes the id's keys under the endpoint's prefix, a TCP "
           "store's is the daemon's expiry", "[store_plan]") {
   JobSpec spec;
   spec.rdzv.backend = rendezvous::Backend::kEtcd;

@@ -67,7 +67,7 @@ TEST_CASE("process: its own process group, default dispositions, an empty mask",
   CHECK(out.empty());
 }
 
-TEST_CASE("process: stdin given, or /dev/null; the environment given, or inherited",
+TEST_CASE("process: stdin given, or /dev/null, the environment given, or inherited",
           "[process]") {
   int in[2];
   REQUIRE(pipe2(in, O_CLOEXEC) == 0);

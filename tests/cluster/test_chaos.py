@@ -1,10 +1,18 @@
 # ctest: RUN_SERIAL
+# ctest: LABELS slow
 """Chaos: for CHAOS_SECONDS, random SIGINT, SIGTERM, SIGKILL and SIGSTOP (each
 stopped process continued a moment later) to the agents, the workers and the
 store daemon of running 3-node jobs in the namespace cluster. Jobs that end
 are replaced by new ones; a killed daemon is restarted (empty). Afterwards:
 no crash report, every agent ended within its deadline, every exit code is
-one the agent's history explains, and no process is left on any node."""
+one the agent's history explains, and no process is left on any node.
+
+The chaos is drawn from one seed, printed when the test starts and again in
+any failure's message ("chaos seed 1732803021: replay with
+CCRUN_CHAOS_SEED=1732803021"). CCRUN_CHAOS_SEED=<n> replays a run's choices
+of target, signal and pause (what the processes do in between is the
+machine's); without it the seed is the clock's seconds. CCRUN_CHAOS_SECONDS
+sets the length (60 s; 600 s in the soak test cluster.test_chaos.soak)."""
 import os
 import random
 import re
@@ -63,9 +71,30 @@ def send(pid, sig):
         return False
 
 
-def test_chaos(make_cluster):
+def chaos_seed():
+    """The run's seed: CCRUN_CHAOS_SEED's, else the clock's seconds."""
+    given = os.environ.get("CCRUN_CHAOS_SEED", "").strip()
+    return int(given) if given else int(time.time())
+
+
+def test_chaos(make_cluster, capsys):
+    seed = chaos_seed()
+    replay = f"chaos seed {seed}: replay with CCRUN_CHAOS_SEED={seed}"
+    # On the console as the test starts, past pytest's capture (ctest -V and
+    # a test killed at ctest's timeout show it), and in pytest's report of a
+    # failure, whatever ended the test.
+    with capsys.disabled():
+        print(replay, flush=True)
+    try:
+        run_chaos(make_cluster, seed)
+    except BaseException as e:
+        e.add_note(replay)
+        raise
+
+
+def run_chaos(make_cluster, seed):
     cluster = make_cluster(3)
-    rng = random.Random(int(os.environ.get("CCRUN_CHAOS_SEED", time.time())))
+    rng = random.Random(seed)
     daemon = start_daemon(cluster.nodes[0])
     daemons = [daemon]
     time.sleep(0.3)
@@ -170,4 +199,4 @@ def test_chaos(make_cluster):
                 pass
         assert not cmds, f"node {node.index}: processes left: {cmds}"
     assert actions > CHAOS_SECONDS  # the chaos did act (about 2 signals a second)
-    print(f"chaos: {actions} signals, {job + 1} jobs, {len(daemons)} daemons")
+    print(f"chaos: {actions} signals, {job + 1} jobs, {len(daemons)} daemons, seed {seed}")

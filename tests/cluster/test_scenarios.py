@@ -1,4 +1,5 @@
 # ctest: RUN_SERIAL
+# ctest: LABELS torch slow
 """ccrun on a cluster of network namespaces: one agent per node, each node its
 own address. Short keep-alive settings keep the suite fast; the defaults are
 exercised by the benchmarks."""

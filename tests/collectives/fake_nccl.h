@@ -162,6 +162,12 @@ class FakeCuda : public std::enable_shared_from_this<FakeCuda> {
   std::map<std::string, std::shared_ptr<World>> worlds_;      // guarded by mu_
   std::vector<std::unique_ptr<FakeComm>> comms_;              // guarded by mu_; all ever made
 
+  // memcpy for the fake's transfers: NCCL takes a null buffer of 0 elements,
+  // which memcpy may not be given even for 0 bytes.
+  static void copy_bytes(void* dst, const void* src, size_t bytes) {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+  }
+
   // A communicator that lives as long as this machine (caller holds mu_).
   FakeComm* new_comm(std::shared_ptr<World> w, int rank, int device) {
     comms_.push_back(std::make_unique<FakeComm>());
@@ -199,7 +205,7 @@ class FakeCuda : public std::enable_shared_from_this<FakeCuda> {
     const int nr = w.nranks;
     auto reduce_all = [&](size_t offset, size_t count) {
       std::vector<char> acc(count * es);
-      std::memcpy(acc.data(), static_cast<const char*>(s.parts[0].send) + offset * es, count * es);
+      copy_bytes(acc.data(), static_cast<const char*>(s.parts[0].send) + offset * es, count * es);
       ReduceFn fn = reduce_function(p0.dtype, p0.op);
       for (int r = 1; r < nr; ++r) {
         fn(acc.data(), acc.data(), static_cast<const char*>(s.parts[size_t(r)].send) + offset * es,
@@ -220,7 +226,7 @@ class FakeCuda : public std::enable_shared_from_this<FakeCuda> {
         size_t per_block = (count / blocks + per_pack - 1) / per_pack * per_pack;
         written = std::min(count, blocks * per_block);
       }
-      std::memcpy(dst, v.data(), written * es);
+      copy_bytes(dst, v.data(), written * es);
     };
     if (p0.kind == "all_reduce") {
       auto acc = reduce_all(0, n);
@@ -231,12 +237,12 @@ class FakeCuda : public std::enable_shared_from_this<FakeCuda> {
       write(root.recv, acc, root.send, n);
     } else if (p0.kind == "broadcast") {
       std::vector<char> v(n * es);
-      std::memcpy(v.data(), s.parts[size_t(p0.root)].send, n * es);
-      for (auto& p : s.parts) std::memcpy(p.recv, v.data(), n * es);
+      copy_bytes(v.data(), s.parts[size_t(p0.root)].send, n * es);
+      for (auto& p : s.parts) copy_bytes(p.recv, v.data(), n * es);
     } else if (p0.kind == "all_gather") {
       std::vector<char> v(n * es * size_t(nr));
-      for (int r = 0; r < nr; ++r) std::memcpy(v.data() + size_t(r) * n * es, s.parts[size_t(r)].send, n * es);
-      for (auto& p : s.parts) std::memcpy(p.recv, v.data(), v.size());
+      for (int r = 0; r < nr; ++r) copy_bytes(v.data() + size_t(r) * n * es, s.parts[size_t(r)].send, n * es);
+      for (auto& p : s.parts) copy_bytes(p.recv, v.data(), v.size());
     } else if (p0.kind == "reduce_scatter") {
       std::vector<std::vector<char>> out;
       for (int r = 0; r < nr; ++r) out.push_back(reduce_all(size_t(r) * n, n));
@@ -257,7 +263,7 @@ class FakeCuda : public std::enable_shared_from_this<FakeCuda> {
         w.error = "send of " + std::to_string(sq.front().bytes) + " bytes met a recv of " +
                   std::to_string(rq.front().bytes);
       } else {
-        std::memcpy(rq.front().recv, sq.front().send, sq.front().bytes);
+        copy_bytes(rq.front().recv, sq.front().send, sq.front().bytes);
       }
       sq.front().op->done = rq.front().op->done = true;
       sq.pop_front();

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <thread>
 
 #include "ccrun/collectives.h"
@@ -238,11 +239,19 @@ TEST_CASE("subgroups: members get a group, others nullptr", "[collectives]") {
 }
 
 TEST_CASE("a rank that never calls: the others time out, then the group stays failed", "[collectives]") {
-  run_ranks(2, [](ProcessGroup& pg) {
+  // Rank 1 stays alive (its connections open) until rank 0 has checked
+  // everything, however long the timeout takes on a loaded machine.
+  std::promise<void> rank0_checked;
+  std::shared_future<void> checked = rank0_checked.get_future().share();
+  run_ranks(2, [&](ProcessGroup& pg) {
     if (pg.rank() == 1) {  // alive, but never calls all_reduce
-      std::this_thread::sleep_for(3s);
+      checked.wait_for(60s);
       return;
     }
+    struct Done {  // set however rank 0 ends, a failed REQUIRE included
+      std::promise<void>& promise;
+      ~Done() { promise.set_value(); }
+    } done{rank0_checked};
     std::vector<float> v(4, 1.0f);
     auto work = pg.all_reduce({v.data(), 4, DataType::kFloat32});
     REQUIRE_FALSE(work->wait_for(100ms));  // not done, and no hang

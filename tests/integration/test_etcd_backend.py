@@ -1,3 +1,4 @@
+# ctest: LABELS torch
 """--rdzv-backend etcd through the real binaries and a real etcd (Debian's
 etcd-server, members on loopback with ports of their own): a torch DDP job
 of two agents with a restart, signals while forming, and a 3-member etcd

@@ -1,3 +1,4 @@
+# ctest: LABELS torch slow
 """Hang verdicts, OOM kills and progress, through the real ccrun and real
 workers: a rank that stops, a healthy job with long collectives and long
 steps, a worker the kernel's OOM killer takes (docs/hangs.md)."""
@@ -394,7 +395,10 @@ def test_a_ddp_job_names_the_rank_that_never_began_its_step():
 
 
 # The fault matrix of a torch gloo job (examples/hang_demo.py --fault): each
-# culprit named first, at rank 2 and at rank 0, in each of three runs.
+# culprit named first, at rank 2 and at rank 0, in each of CCRUN_FAULT_REPEAT
+# runs: 1 in the suite, CMake's CCRUN_SOAK_REPEAT (3) in the soak test
+# integration.test_hangs.soak (`ctest -C soak -R test_hangs.soak`).
+FAULT_REPEAT = int(os.environ.get("CCRUN_FAULT_REPEAT", "1"))
 def others(culprit):
     return ",".join(str(r) for r in range(4) if r != culprit).replace("1,2,3", "1-3")
 
@@ -444,7 +448,7 @@ def run_demo(tmp_path, fault, culprit):
     return r.stderr, report(str(tmp_path))
 
 
-@pytest.mark.parametrize("run", range(3))
+@pytest.mark.parametrize("run", range(FAULT_REPEAT))
 @pytest.mark.parametrize("fault,culprit", [("barrier", 2), ("barrier", 0), ("skip", 2),
                                            ("stop", 2), ("sleep", 0), ("lock", 2), ("loader", 0),
                                            ("pipeline", 2), ("pipeline", 1), ("subgroup", 2)])
@@ -465,7 +469,7 @@ def test_the_fault_matrix_names_each_culprit(tmp_path, fault, culprit, run):
 
 
 # Faults that end a torch gloo job without a hang: the culprit still named first.
-@pytest.mark.parametrize("run", range(3))
+@pytest.mark.parametrize("run", range(FAULT_REPEAT))
 @pytest.mark.parametrize("fault,culprit", [("size", 2), ("size", 0), ("kill", 2)])
 def test_faults_that_are_no_hang_name_the_culprit_first(tmp_path, fault, culprit, run):
     err, rep = run_demo(tmp_path, fault, culprit)

@@ -1,3 +1,4 @@
+# ctest: LABELS package
 """cmake --install puts binaries, libraries, headers and a CMake package under a
 prefix, and a project outside the tree builds against it with
 find_package(ccrun CONFIG)."""

@@ -1,3 +1,4 @@
+# ctest: LABELS torch
 """ccrun end to end on one machine: worker environment, restarts, failure
 reports, signals, logs, and a real PyTorch gloo job. Every test runs the real
 binary; two agents on one machine stand for two nodes."""

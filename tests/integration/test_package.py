@@ -1,3 +1,4 @@
+# ctest: LABELS package slow
 """The Debian packages (cmake/ccrunCPack.cmake): `cmake --build build --target
 package` on the configured build, unpacked with dpkg -x into a temporary root,
 then run from there: a 2-worker job, ccrun-rendezvous, the man pages, the bash

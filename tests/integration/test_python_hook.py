@@ -1,3 +1,4 @@
+# ctest: LABELS torch slow
 """The Python start-up hook (agent/python/sitecustomize.py, ccrun_progress.py) in real
 /usr/bin/python3 processes (torch 1.13), without ccrun: the test makes each worker's progress
 record itself (include/ccrun/progress.h) and reads it back. The tests of the per-call wrappers

@@ -1,7 +1,6 @@
 """`ccrun status` against real jobs on a ccrun-rendezvous: unknown, forming,
 running, restarting, failed and finished, through the real binaries."""
 import json
-import os
 import subprocess
 import time
 
@@ -49,7 +48,7 @@ def test_unknown_job_and_bad_usage():
         r, took = status(d, "nosuchjob")
         assert r.returncode == 3
         assert "has no job 'nosuchjob'" in r.stderr
-        assert took < 1.0
+        assert took < 5.0  # no wait for a job that never comes (a bound for a loaded machine)
     r = subprocess.run([binary("launcher", "ccrun"), "status", "--rdzv-id", "x"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "rdzv-endpoint" in r.stderr
@@ -84,9 +83,10 @@ def test_forming_running_restarting_failed(tmp_path):
         assert all(n["addr"] == "127.0.0.1" and n["heartbeat_age_s"] < 5 for n in nodes)
         r, took = status(d, "st1")
         assert "running" in r.stdout and "last heartbeat" in r.stdout
-        # Answers within 100 ms of work; the rest is process start-up, which an instrumented
-        # (sanitizer) build takes longer over, beside the suite's heavier tests.
-        assert took < (2.0 if os.environ.get("CCRUN_SANITIZED") else 0.5)
+        # It reads the store and answers, waiting for nothing: the bound catches a wait on a
+        # key or a timeout, not slowness (process start-up on a loaded 2-core machine running
+        # the suite's heavier tests, or a sanitizer build, takes seconds).
+        assert took < 5.0
         fail.touch()
         rc, st = wait_state(d, "st1", "restarting")
         assert rc == 0 and st["last_failure"]["exit_code"] == 3

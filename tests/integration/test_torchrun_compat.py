@@ -1,3 +1,4 @@
+# ctest: LABELS torch
 """ccrun run as a torchrun user runs torchrun: each case is one
 behaviour torchrun 2.x has (its agent, api.py and local_elastic_agent.py, and
 its own tests, test_run.py and local_elastic_agent_test.py), checked on the

@@ -1,3 +1,4 @@
+# ctest: LABELS torch
 """--warm-start through the real ccrun: workers forked from the node's template interpreter must
 be indistinguishable from cold ones, to the program and to ccrun. Most tests run both ways and
 compare; the start-up timeline is checked on the way."""

@@ -1,3 +1,4 @@
+# ctest: LABELS torch
 """Interoperability with Debian's PyTorch 1.13: torch's TCPStore client against
 ccrun-rendezvous, and ccrun's TcpStore client (store_cli) against torch's own
 TCPStore server."""

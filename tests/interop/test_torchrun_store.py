@@ -1,3 +1,4 @@
+# ctest: LABELS torch
 """ccrun-rendezvous as the c10d store of torchrun's own agents:
 two torchrun agents (Debian's torch 1.13, through scripts/torchrun_patched.py)
 rendezvous through the daemon with `--rdzv-backend c10d --rdzv-conf

@@ -154,7 +154,7 @@ TEST_CASE("host lists through the command line and the job file", "[hosts][launc
   for (auto p : {hf, job, again, bad, dup, slots0, both}) std::filesystem::remove(p);
 }
 
-TEST_CASE("host lists: an elastic job's hosts beyond its maximum are hot spares; hosts an "
+TEST_CASE("host lists: an elastic job's hosts beyond its maximum are hot spares, hosts an "
           "earlier launch excluded are left out", "[hosts][launcher][exclusion]") {
   auto hf = write_file("spares-hostfile", "n1\nn2\nn3\n");
   std::vector<std::string> elastic = {"--hostfile", hf, "--nnodes", "1:2", "--rdzv-backend", "c10d",

@@ -60,7 +60,7 @@ TEST_CASE("hostlist: bad input names the column", "[slurm]") {
   CHECK_THAT(error_of(""), Catch::Contains("is empty"));
 }
 
-TEST_CASE("srun's variables give the node settings; flags and PET_ win", "[slurm][launcher]") {
+TEST_CASE("srun's variables give the node settings, flags and PET_ win", "[slurm][launcher]") {
   auto s = parse_command_line({"--no-python", "x"}, srun_env()).spec;
   CHECK(s.min_nodes == 4);
   CHECK(s.max_nodes == 4);

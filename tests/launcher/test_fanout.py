@@ -1,3 +1,4 @@
+# ctest: LABELS torch
 """The ssh fan-out through the real ccrun binary, with tests/launcher/fake_ssh.sh
 as the ssh command (it runs the command here in a fresh environment), so that
 no sshd is needed: every host's agent runs on this machine, on loopback

@@ -121,7 +121,7 @@ TEST_CASE("closed records: a stop signal is a field, not words", "[job_state]") 
   CHECK(ClosedRecord::from_json(R"({"reason": "no restarts left"})").stop_signal == 0);
 }
 
-TEST_CASE("closed records and round ends carry when they were written; older ones read as 0",
+TEST_CASE("closed records and round ends carry when they were written, older ones read as 0",
           "[job_state]") {
   CHECK(ClosedRecord::from_json(ClosedRecord{"x", 0, 1'700'000'000'123}.to_json()).time_ms ==
         1'700'000'000'123);

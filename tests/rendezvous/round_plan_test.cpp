@@ -15,7 +15,7 @@ JoinedNode node(const std::string& addr, int nproc, int prev_rank = -1,
 
 }  // namespace
 
-TEST_CASE("plan: static order keeps slots; offsets add up nproc", "[round_plan]") {
+TEST_CASE("plan: static order keeps slots, offsets add up nproc", "[round_plan]") {
   RoundPlan p = plan_round({node("a", 1), node("b", 2), node("c", 3)}, false);
   CHECK(p.shape.num_nodes == 3);
   CHECK(p.shape.world_size == 6);
@@ -85,7 +85,7 @@ TEST_CASE("plan: each node watches the previous node rank, node 0 the last", "[r
   CHECK(alone.places[0].watch == 0);  // itself: nothing to read
 }
 
-TEST_CASE("plan records round-trip; a broken one names itself", "[round_plan]") {
+TEST_CASE("plan records round-trip, a broken one names itself", "[round_plan]") {
   Place place{3, 24, 2, "10.0.0.3", "10.0.0.4", 8, 16};
   Place back = Place::from_json(place.to_json());
   CHECK(back.rank_offset == 24);

@@ -50,7 +50,7 @@ TEST_CASE("job_store: the agent's store, run and attempt", "[store][worker_env]"
   CHECK(js->collectives_prefix() == ccrun::JobKeys("job7").collectives(3));
 }
 
-TEST_CASE("job_store: none without an address and a port; defaults for the rest",
+TEST_CASE("job_store: none without an address and a port, defaults for the rest",
           "[store][worker_env]") {
   {
     AdvertisedEnv env{{worker_env::kStorePort, "29400"}};

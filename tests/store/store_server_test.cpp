@@ -425,7 +425,7 @@ TEST_CASE("2.x dialect: QUEUE_PUSH, QUEUE_POP and QUEUE_LEN as torch's server",
   CHECK(c.recv(13) == str("value"));
 }
 
-TEST_CASE("2.x dialect: a blocking pop is WAIT then QUEUE_POP; a push wakes one waiter",
+TEST_CASE("2.x dialect: a blocking pop is WAIT then QUEUE_POP, a push wakes one waiter",
           "[server][queue]") {
   Server s;
   RawClient a(s.port()), b(s.port()), gone(s.port()), pusher(s.port());
@@ -905,7 +905,7 @@ TEST_CASE("ADD refuses to overflow int64 and leaves the value alone", "[server][
   CHECK(store.add("ctr", -1) == max - 1);
 }
 
-TEST_CASE("the connection limit follows the open-file limit; out of descriptors, accepting "
+TEST_CASE("the connection limit follows the open-file limit, out of descriptors, accepting "
           "pauses and says so once", "[server][hostile][limits]") {
   SECTION("default: below RLIMIT_NOFILE, extra connections refused") {
     Daemon d({}, 64);  // 64 descriptors: the limit is 32 connections
@@ -923,6 +923,13 @@ TEST_CASE("the connection limit follows the open-file limit; out of descriptors,
     CHECK(d.count_in_log("limit 32") >= 1);
   }
   SECTION("an explicit limit over it: EMFILE pauses accepts, logged once") {
+#ifdef CCRUN_UBSAN
+    // UBSan reads a virtual call's vtable through a pipe it opens: in a daemon
+    // out of descriptors its check fails ("invalid vptr") where nothing is
+    // wrong. The plain and ThreadSanitizer builds run this part.
+    WARN("skipped under UBSan: a daemon out of descriptors defeats UBSan's vptr check");
+    return;
+#endif
     Daemon d({"--max-connections", "1000"}, 64);
     REQUIRE_DAEMON(d);
     CHECK(d.count_in_log("is over what the open-file limit allows") == 1);
@@ -947,7 +954,12 @@ TEST_CASE("log lines that bad input causes are rate-limited",
     c.send(validate() + u8(0x7f));
     CHECK(c.closed_by_peer());
   }
-  std::this_thread::sleep_for(1200ms);  // the summary comes at the end of a second
+  // The summary comes at the end of a second (10 s: a deadline for a loaded
+  // machine, not the expected time).
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (d.count_in_log("were suppressed") == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+  }
   size_t lines = d.count_in_log("unknown query type 127");
   INFO(d.log());
   CHECK(lines >= 10);
@@ -1020,7 +1032,7 @@ TEST_CASE("TIME: the server's wall clock, within the round trip", "[server][cloc
   CHECK_FALSE(TcpStore(o).read_clock().has_value());
 }
 
-TEST_CASE("finished jobs' keys expire after --finished-job-ttl; live jobs' never",
+TEST_CASE("finished jobs' keys expire after --finished-job-ttl, live jobs' never",
           "[server][cleanup]") {
   StoreServerOptions o;
   // 1 s: the live job's heartbeat thread, every 100 ms, may be starved for
@@ -1058,7 +1070,12 @@ TEST_CASE("finished jobs' keys expire after --finished-job-ttl; live jobs' never
   CHECK(store.check({"ccrun/unmarked/current_round"}));
   stop = true;
   heartbeat.join();
-  std::this_thread::sleep_for(2500ms);  // the live job stopped writing
+  // The live job stopped writing: its keys go a TTL or two later (10 s: a
+  // deadline for a loaded machine, not the expected time).
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (store.check({"ccrun/live/round/0/hb/0"}) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+  }
   CHECK_FALSE(store.check({"ccrun/live/round/0/hb/0"}));
   CHECK(store.get("keep/me") == "safe");
 }
