@@ -236,6 +236,16 @@ def parse_env_lines(text):
     return out
 
 
+def top_rows(screen):
+    """`ccrun top`'s table rows on a screen, by their first cell (a rank or a list of ranks)."""
+    out = {}
+    for line in screen.splitlines():
+        cells = line.split()
+        if cells and cells[0][0].isdigit():
+            out[cells[0]] = cells
+    return out
+
+
 class Tmux:
     """A detached tmux server of its own (its socket in a folder of its own) with
     one 120x40 window running `command`, then a line with its exit status and

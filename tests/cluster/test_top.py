@@ -6,19 +6,12 @@ rank's row shows its own node and host, the steps move at the refresh rate thoug
 every 30 s (the reader's lease), and then the hang's culprit on node 1 is highlighted."""
 import time
 
-from helpers import Tmux, binary
+from helpers import Tmux, binary, top_rows as rows
 from test_chaos import start_daemon
 
 SLOW_BEATS = "keep_alive_interval=30,keep_alive_max_attempt=3,join_timeout=60,last_call_timeout=1"
 
 
-def rows(screen):
-    out = {}
-    for line in screen.splitlines():
-        cells = line.split()
-        if cells and cells[0][0].isdigit():
-            out[cells[0]] = cells
-    return out
 
 
 def test_top_in_another_namespace_shows_both_nodes_live_then_the_culprit(make_cluster):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from helpers import Tmux, binary, spawn_ccrun, start_daemon
+from helpers import Tmux, binary, spawn_ccrun, start_daemon, top_rows as rows
 
 FAST = "keep_alive_interval=0.3,keep_alive_max_attempt=3,last_call_timeout=1"
 WORKER = ("tests", "collectives_progress_worker")
@@ -27,14 +27,6 @@ def tmux_sessions():
         t.close()
 
 
-def rows(screen):
-    """The table's rows by their first cell (a rank or a list of ranks)."""
-    out = {}
-    for line in screen.splitlines():
-        cells = line.split()
-        if cells and cells[0][0].isdigit():
-            out[cells[0]] = cells
-    return out
 
 
 def agent(daemon, run_id, *worker_args, nproc=2, nnodes=1, extra=()):
