@@ -96,7 +96,7 @@ const GroupProgress* open_comm(Table& t, MPI_Comm comm) {
   int size = 0;
   if (std::optional<uint64_t> id = slot_id(t, comm, e.members_id, size)) {
     e.progress.emplace(progress::record());
-    e.progress->open(*id, uint32_t(size));
+    e.progress->open(*id, uint32_t(size), progress::Source::kMpi);
     if (e.progress->slot()) e.writer = &*e.progress;
   }
   e.comm.store(comm, std::memory_order_relaxed);
