@@ -120,7 +120,7 @@ WorkerSpec Agent::worker_spec(int lr) {
   if (file_timer_) env.set("TORCHELASTIC_TIMER_FILE", file_timer_->path());
   if (attempt_->pmi) {
     w.pmi_fd = attempt_->pmi->channel(lr);
-    for (auto& [name, value] : attempt_->pmi->variables(lr)) env.set(name, value);
+    add_mpi_environment(env, lr);
   }
   w.env = env.flatten();
   int redirect = stream_bits(spec_.logs.default_redirects, spec_.logs.redirects, lr);

@@ -76,6 +76,7 @@
 #include "hang_monitor.h"
 #include "job_store.h"
 #include "log_mux.h"
+#include "env_builder.h"
 #include "node_environment.h"
 #include "round_decision.h"
 #include "run_logs.h"
@@ -277,6 +278,9 @@ class Agent {
   void on_mpi_abort(int lr, int exit_code, const std::string& message);
   // A rank ended after its MPI_Abort: the failure says so, with its code.
   void name_mpi_abort(Failure& f) const;
+  // Local rank `lr`'s --mpi variables: its PMI ones, and the PMPI library
+  // that records its MPI calls (libccrun_mpi_progress.so) before LD_PRELOAD.
+  void add_mpi_environment(EnvBuilder& env, int lr) const;
 
   // A SIGKILL nobody in ccrun sent: was it the kernel's OOM killer?
   void name_oom_kill(Failure& f) const;

@@ -2,6 +2,8 @@
 // this node joined, and a rank's MPI_Abort as its failure. mpiexec ends a
 // rank that aborts (its PMI client waits for that); so does the agent, and
 // the failure report gives the rank's error code rather than the SIGKILL.
+// Each rank gets the PMPI library that records its MPI calls in its progress
+// record (collectives/mpi_progress), for the hang verdict and `ccrun status`.
 #include "agent_impl.h"
 
 #include <signal.h>
@@ -10,6 +12,7 @@
 #include "ccrun/error.h"
 #include "ccrun/job_keys.h"
 #include "ccrun/store_address.h"
+#include "module_loader.h"
 
 namespace ccrun::agent {
 
@@ -37,6 +40,20 @@ namespace ccrun::agent {
       [](const std::string& what) {
         spdlog::error("ccrun: --mpi: the ranks' PMI connections are closed: {}", what);
       });
+}
+
+[[gnu::cold]] void Agent::add_mpi_environment(EnvBuilder& env, int lr) const {
+  for (auto& [name, value] : attempt_->pmi->variables(lr)) env.set(name, value);
+  static const std::string preload = [] {
+    std::string path = module_path("mpi_progress");
+    if (path.empty()) {
+      spdlog::warn("ccrun: --mpi: libccrun_mpi_progress.so is not installed (ccrun was built "
+                   "without MPI's headers, or the module directory moved): the ranks' MPI calls "
+                   "are not recorded, and a hang verdict cannot name the call a rank is behind in");
+    }
+    return path;
+  }();
+  if (!preload.empty()) env.prepend_path("LD_PRELOAD", preload);
 }
 
 [[gnu::cold]] void Agent::on_mpi_abort(int lr, int exit_code, const std::string& message) {

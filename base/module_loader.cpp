@@ -50,6 +50,15 @@ void* load(const std::string& name) {
 
 }  // namespace
 
+std::string module_path(const std::string& name) {
+  const std::string file = "libccrun_" + name + ".so";
+  for (const fs::path& dir : module_dirs()) {
+    std::error_code ec;
+    if (fs::exists(dir / file, ec)) return (dir / file).string();
+  }
+  return "";
+}
+
 void* module_symbol(const std::string& name, const char* symbol) {
   static std::mutex mu;
   static std::map<std::string, void*> loaded;

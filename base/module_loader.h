@@ -29,4 +29,9 @@ namespace ccrun {
 // CCRUN_MODULE_DIR).
 void* module_symbol(const std::string& name, const char* symbol);
 
+// The path of module `name` (libccrun_<name>.so) in the first directory
+// above that holds it, or "" when none does: for a module that ccrun does
+// not load but hands to its workers (--mpi preloads libccrun_mpi_progress.so).
+std::string module_path(const std::string& name);
+
 }  // namespace ccrun

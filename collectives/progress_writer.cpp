@@ -17,13 +17,13 @@ uint64_t subgroup_id(const std::vector<int>& global_ranks) {
   return h == kWorldGroupId ? 1 : h;
 }
 
-void GroupProgress::open(uint64_t id, uint32_t size) {
+void GroupProgress::open(uint64_t id, uint32_t size, progress::Source source) {
   if (!record_ || slot_) return;
   const uint32_t index = record_->groups_used.fetch_add(1, std::memory_order_relaxed);
   if (index >= uint32_t(progress::kMaxGroups)) return;
   progress::GroupSlot& s = record_->groups[index];
   s.id.store(id, std::memory_order_relaxed);
-  s.source.store(uint32_t(progress::Source::kCcrunCollectives), std::memory_order_relaxed);
+  s.source.store(uint32_t(source), std::memory_order_relaxed);
   if (index < uint32_t(progress::kOpCountGroups)) {
     op_calls_ = record_->op_calls[index];
     for (int op = 0; op < progress::kCountedOps; ++op) {

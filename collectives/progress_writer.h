@@ -81,11 +81,12 @@ class GroupProgress {
   GroupProgress(const GroupProgress&) = delete;  // one writer per slot
   GroupProgress& operator=(const GroupProgress&) = delete;
 
-  // Takes the record's next slot and writes id, size and source into it
+  // Takes the record's next slot and writes id, size and `source` into it
   // (size last, with release: a reader takes a slot with size 0 as unused).
   // Past kMaxGroups, or without a record, the group is not recorded. Call
   // once, before the group's first call.
-  void open(uint64_t id, uint32_t size);
+  void open(uint64_t id, uint32_t size,
+            progress::Source source = progress::Source::kCcrunCollectives);
 
   // The record this group's slot comes from: its subgroups take theirs there too.
   progress::Record* record() const { return record_; }

@@ -12,6 +12,8 @@
 //     number, op, element count, issued/completed, times) in a group slot;
 //   - the Python start-up hook the agent arranges for Python workers: the same
 //     for torch.distributed's collectives, with no change to the script;
+//   - the PMPI library the agent preloads into --mpi workers: the same for an
+//     MPI program's calls, with no change to the program (docs/mpi.md);
 //   - any program: ccrun::progress::step() below marks one training step;
 //     Python without any library writes the same field through mmap, and a
 //     shell script runs `touch "$CCRUN_PROGRESS_FILE"` (the agent counts a
@@ -72,8 +74,9 @@ inline const char* op_name(uint32_t op) {
   return op < sizeof kNames / sizeof *kNames ? kNames[op] : "other";
 }
 
-// Who writes a group slot (a rank may have ccrun's and torch's groups both).
-enum class Source : uint32_t { kNone = 0, kCcrunCollectives = 1, kTorch = 2 };
+// Who writes a group slot (a rank may have ccrun's and torch's groups both;
+// kMpi: the PMPI library --mpi workers get, one slot per communicator).
+enum class Source : uint32_t { kNone = 0, kCcrunCollectives = 1, kTorch = 2, kMpi = 3 };
 
 // One process group of this worker, 64 bytes. `id` is the same on every
 // member of the group (0: the world group; else a hash of its global ranks),
