@@ -84,16 +84,27 @@ class MpiGroup : public ProcessGroup {
         global_(std::move(global)), progress_(std::move(progress)) {}
 
   // Frees the communicator once the operations queued before are posted
-  // (MPI lets those in flight end first); a broken group's stays.
+  // (MPI lets those in flight end first; a broken group's stays), and waits
+  // for that, which takes one turn of the engine: a program that
+  // initialised MPI itself may call MPI_Finalize once its groups are gone.
   ~MpiGroup() override {
     auto op = std::make_unique<MpiOp>();
     op->comm = comm_;
     op->name = "the group's end";
+    op->work = std::make_shared<HostWork>();
     op->start = [comm = comm_](Requests&) {
       if (comm->comm != MPI_COMM_NULL) check_mpi(MPI_Comm_free(&comm->comm), "MPI_Comm_free");
     };
-    std::lock_guard lock(mu_);
-    engine_->submit(std::move(op));
+    std::shared_ptr<HostWork> freed = op->work;
+    {
+      std::lock_guard lock(mu_);
+      engine_->submit(std::move(op));
+    }
+    try {
+      freed->wait();
+    } catch (const Error&) {
+      // The group failed earlier: its communicator is left to MPI's end.
+    }
   }
 
   int rank() const override { return rank_; }
