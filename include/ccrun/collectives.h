@@ -5,7 +5,9 @@
 // default the env:// variables ccrun and torchrun set). The default group
 // takes both kinds of buffers, as torch 2.x's "cpu:gloo,cuda:nccl" does: host
 // buffers run over Gloo's TCP transport, CUDA buffers over NCCL (in builds
-// that found CUDA and NCCL, CCRUN_WITH_NCCL).
+// that found CUDA and NCCL, CCRUN_WITH_NCCL). CollectivesBackend::kMpi runs
+// host buffers over MPI instead (builds that found MPI, CCRUN_WITH_MPI; ranks
+// started by mpiexec or `ccrun --mpi`).
 //
 //   auto pg = ccrun::init_process_group();            // RANK, WORLD_SIZE, ...
 //   std::vector<float> grad(n);
