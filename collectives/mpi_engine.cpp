@@ -98,7 +98,7 @@ MPI_Op MpiEngine::reduce_op(DataType dtype, ReduceOp op) const {
   const int i = op == ReduceOp::kProd ? 1 : op == ReduceOp::kMin ? 2 : op == ReduceOp::kMax ? 3 : 0;
   if (dtype == DataType::kFloat16) return half_ops_[0][i];
   if (dtype == DataType::kBFloat16) return half_ops_[1][i];
-  constexpr MPI_Op kNative[] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX};
+  static const MPI_Op kNative[] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX};  // handles, not constants everywhere
   return kNative[i];
 }
 
