@@ -2,6 +2,10 @@
 // on the group's communicator, run by the process's MPI engine (see
 // mpi_group.h and mpi_engine.h). The arguments are checked here, on the
 // caller's thread, by the rules every backend shares (argument_rules.h).
+// Compiled into the mpi_group module (libccrun_mpi_group.so) only, with
+// mpi_engine.cpp and its own copies of the pure helpers it shares with the
+// collectives library (argument_rules, reduce_functions, progress_writer);
+// its one exported symbol is the entry point at the end of this file.
 #include "mpi_group.h"
 
 #include <climits>
@@ -353,10 +357,9 @@ std::string world_mismatch(int rank, int size, const MpiEngine& e) {
   return s;
 }
 
-}  // namespace
-
-std::shared_ptr<ProcessGroup> make_mpi_group(int rank, int size, milliseconds timeout,
-                                             std::shared_ptr<GroupProgress> progress) {
+// The world group (mpi_group.h, make_mpi_group).
+std::unique_ptr<ProcessGroup> make_world_group(int rank, int size, milliseconds timeout,
+                                               std::shared_ptr<GroupProgress> progress) {
   std::shared_ptr<MpiEngine> engine = MpiEngine::get();
   if ((rank >= 0 && rank != engine->world_rank()) || (size >= 0 && size != engine->world_size())) {
     throw ConfigError(world_mismatch(rank, size, *engine));
@@ -378,8 +381,16 @@ std::shared_ptr<ProcessGroup> make_mpi_group(int rank, int size, milliseconds ti
   std::shared_ptr<HostWork> work = op->work;
   engine->submit(std::move(op));
   work->wait();
-  return std::make_shared<MpiGroup>(engine, comm, engine->world_rank(), std::move(global),
+  return std::make_unique<MpiGroup>(engine, comm, engine->world_rank(), std::move(global),
                                     std::move(progress));
 }
 
+}  // namespace
 }  // namespace ccrun::collectives
+
+// The module's entry point (mpi_group.h, kMakeMpiGroupSymbol): a new group,
+// which the caller owns and deletes through ProcessGroup's virtual destructor.
+extern "C" __attribute__((visibility("default"))) ccrun::ProcessGroup*
+ccrun_mpi_group(const ccrun::collectives::MpiGroupArgs* a) {
+  return ccrun::collectives::make_world_group(a->rank, a->size, a->timeout, a->progress).release();
+}
