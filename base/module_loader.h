@@ -2,10 +2,13 @@
 //
 // Parts of ccrun that need a large library most jobs never use live in
 // modules, shared objects loaded the first time a job uses them: TLS to etcd
-// (libccrun_etcd_tls.so, OpenSSL) and NUMA binding (libccrun_numa.so, hwloc).
-// A plain job's launcher then maps neither library: loading libcrypto and
-// libssl alone cost each launch about 3 ms and 3 MiB resident, hwloc and
-// libudev about 1 MiB (docs/benchmarks.md, "What a launch costs").
+// (libccrun_etcd_tls.so, OpenSSL), NUMA binding (libccrun_numa.so, hwloc)
+// and the collectives' MPI group (libccrun_mpi_group.so, libmpich; loaded by
+// the worker that asks for backend "mpi"). A plain job's launcher then maps
+// none of these libraries: loading libcrypto and libssl alone cost each
+// launch about 3 ms and 3 MiB resident, hwloc and libudev about 1 MiB
+// (docs/benchmarks.md, "What a launch costs"); and a worker that links
+// ccrun's collectives names no MPI library, so `ccrun` starts it without --mpi.
 //
 //   using Make = TlsClient* (*)(const EtcdStoreOptions*);
 //   auto make = reinterpret_cast<Make>(module_symbol("etcd_tls", "ccrun_etcd_tls_client"));

@@ -17,6 +17,7 @@
 
 #include "ccrun/prefix_store.h"
 #include "gloo_group.h"
+#include "mpi_group.h"
 #include "nccl_group.h"
 #include "progress_writer.h"
 
@@ -181,8 +182,9 @@ void ignore_sigpipe_if_default() {
 
 std::shared_ptr<ProcessGroup> make_group(const GroupSpec& s, Devices devices) {
   ignore_sigpipe_if_default();
+  // Each backend's prefix of the job's store (the MPI group has none).
   auto gloo_store = [&] { return std::make_shared<store::PrefixStore>("gloo", s.store); };
-  auto nccl_store = std::make_shared<store::PrefixStore>("nccl", s.store);
+  auto nccl_store = [&] { return std::make_shared<store::PrefixStore>("nccl", s.store); };
   // The world group's slot, opened once the group is made.
   auto progress = std::make_shared<GroupProgress>(s.progress_record);
   std::shared_ptr<ProcessGroup> group;
@@ -192,24 +194,28 @@ std::shared_ptr<ProcessGroup> make_group(const GroupSpec& s, Devices devices) {
       break;
     case CollectivesBackend::kNccl:
       require_nccl(devices);
-      group = create_nccl_group(nccl_store, s.rank, s.size, s.timeout, std::move(devices), {},
+      group = create_nccl_group(nccl_store(), s.rank, s.size, s.timeout, std::move(devices), {},
                                 progress);
+      break;
+    case CollectivesBackend::kMpi:
+      group = make_mpi_group(s.rank, s.size, s.timeout, progress);
       break;
     case CollectivesBackend::kAuto: {
       auto gloo = make_gloo_group(gloo_store(), s.rank, s.size, s.timeout, s.host, progress);
       std::shared_ptr<ProcessGroup> nccl;
+      auto nccl_prefixed = nccl_store();
       if (s.nccl_at_init && devices.nccl && devices.runtime->device_count() > 0) {
-        nccl = create_nccl_group(nccl_store, s.rank, s.size, s.timeout, devices, {}, progress);
+        nccl = create_nccl_group(nccl_prefixed, s.rank, s.size, s.timeout, devices, {}, progress);
       }
       std::vector<int> global(size_t(s.size));
       for (int i = 0; i < s.size; ++i) global[size_t(i)] = i;
-      group = std::make_shared<DispatchGroup>(std::move(gloo), std::move(nccl), nccl_store,
+      group = std::make_shared<DispatchGroup>(std::move(gloo), std::move(nccl), nccl_prefixed,
                                               s.timeout, std::move(devices), std::move(global),
                                               progress);
       break;
     }
   }
-  progress->open(kWorldGroupId, uint32_t(s.size));
+  progress->open(kWorldGroupId, uint32_t(group->size()));
   return group;
 }
 

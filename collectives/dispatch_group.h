@@ -24,8 +24,8 @@ namespace ccrun::collectives {
 
 struct GroupSpec {
   CollectivesBackend backend = CollectivesBackend::kAuto;
-  std::shared_ptr<store::Store> store;  // the job's, unprefixed by backend
-  int rank = 0, size = 1;
+  std::shared_ptr<store::Store> store;  // the job's, unprefixed by backend; null for kMpi
+  int rank = 0, size = 1;               // kMpi: -1 takes MPI's
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
   std::string host = "127.0.0.1";  // where Gloo listens
   bool nccl_at_init = false;       // CollectivesBackend::kAuto: make the NCCL group now

@@ -30,6 +30,7 @@
 #include "direct_exchange.h"
 #include "durations.h"
 #include "gloo_group.h"
+#include "host_work.h"
 #include "local_copy.h"
 #include "progress_writer.h"
 #include "reduce_functions.h"
@@ -89,39 +90,6 @@ class GlooStore : public gloo::rendezvous::Store {
  private:
   std::shared_ptr<store::Store> store_;
   milliseconds timeout_;
-};
-
-class GlooWork : public Work {
- public:
-  void wait() override {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return done_; });
-    if (error_) std::rethrow_exception(error_);
-  }
-  bool wait_for(milliseconds timeout) override {
-    std::unique_lock lock(mu_);
-    if (!cv_.wait_for(lock, timeout, [&] { return done_; })) return false;
-    if (error_) std::rethrow_exception(error_);
-    return true;
-  }
-  bool is_completed() override {
-    std::lock_guard lock(mu_);
-    return done_;
-  }
-  void finish(std::exception_ptr error) {
-    {
-      std::lock_guard lock(mu_);
-      done_ = true;
-      error_ = error;
-    }
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::exception_ptr error_;
 };
 
 // Calls f.template operator()<T>() with T an unsigned type of dtype's size
@@ -524,7 +492,7 @@ class GlooGroup : public ProcessGroup, public std::enable_shared_from_this<GlooG
   // progress slot, issued in queue order and completed when fn returns.
   std::shared_ptr<Work> submit(const std::string& op, Op what, size_t count,
                                std::function<void()> fn) {
-    auto work = std::make_shared<GlooWork>();
+    auto work = std::make_shared<HostWork>();
     {
       std::lock_guard lock(mu_);
       ProgressTicket ticket = progress_->issue(what, count);

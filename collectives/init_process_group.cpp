@@ -19,10 +19,11 @@ namespace ccrun {
 namespace {
 
 // Every name parse_collectives_backend takes; the first of each backend is its own.
-constexpr std::array<NamedValue<CollectivesBackend>, 4> kCollectivesBackendNames{{
+constexpr std::array<NamedValue<CollectivesBackend>, 5> kCollectivesBackendNames{{
     {"auto", CollectivesBackend::kAuto},
     {"gloo", CollectivesBackend::kGloo},
     {"nccl", CollectivesBackend::kNccl},
+    {"mpi", CollectivesBackend::kMpi},
     {"cpu:gloo,cuda:nccl", CollectivesBackend::kAuto},  // torch 2.x's spelling
 }};
 
@@ -43,6 +44,13 @@ int env_int(const char* name, int given) {
   } catch (const std::exception&) {
     throw ConfigError(std::string("init_process_group: ") + name + "=\"" + v + "\" is not a number");
   }
+}
+
+// `given` when 0 or more, else the variable when set, else -1.
+int env_int_or_unset(const char* name, int given) {
+  if (given >= 0) return given;
+  const char* v = std::getenv(name);
+  return v && *v ? env_int(name, -1) : -1;
 }
 
 // The store a rank-0 process hosts lives as long as the process.
@@ -74,6 +82,16 @@ namespace collectives {
 
 std::shared_ptr<ProcessGroup> init_process_group_with(InitOptions o, Devices devices) {
   if (o.backend == CollectivesBackend::kNccl) require_nccl(devices);
+  if (o.backend == CollectivesBackend::kMpi) {
+    // MPI_COMM_WORLD is the world: no store; RANK and WORLD_SIZE, when
+    // given, are checked against MPI's.
+    GroupSpec spec;
+    spec.backend = o.backend;
+    spec.rank = env_int_or_unset("RANK", o.rank);
+    spec.size = env_int_or_unset("WORLD_SIZE", o.world_size);
+    spec.timeout = o.timeout;
+    return make_group(spec, std::move(devices));
+  }
   int rank = env_int("RANK", o.rank);
   int size = env_int("WORLD_SIZE", o.world_size);
   std::shared_ptr<store::Store> store;

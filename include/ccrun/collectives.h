@@ -5,7 +5,9 @@
 // default the env:// variables ccrun and torchrun set). The default group
 // takes both kinds of buffers, as torch 2.x's "cpu:gloo,cuda:nccl" does: host
 // buffers run over Gloo's TCP transport, CUDA buffers over NCCL (in builds
-// that found CUDA and NCCL, CCRUN_WITH_NCCL).
+// that found CUDA and NCCL, CCRUN_WITH_NCCL). CollectivesBackend::kMpi runs
+// host buffers over MPI instead (builds that found MPI, CCRUN_WITH_MPI; ranks
+// started by mpiexec or `ccrun --mpi`).
 //
 //   auto pg = ccrun::init_process_group();            // RANK, WORLD_SIZE, ...
 //   std::vector<float> grad(n);
@@ -48,12 +50,15 @@ enum class CollectivesBackend {
   kAuto,  // "auto" (alias "cpu:gloo,cuda:nccl"): host buffers to Gloo, CUDA buffers to NCCL
   kGloo,  // "gloo": host buffers only
   kNccl,  // "nccl": CUDA buffers only; needs nccl_available()
+  kMpi,   // "mpi": host buffers over MPI_COMM_WORLD (builds with MPI: CCRUN_WITH_MPI);
+          // every rank started by one MPI process manager (ccrun --mpi, mpiexec)
 };
 
-// The backend a name means ("auto", "cpu:gloo,cuda:nccl", "gloo", "nccl");
-// throws ConfigError naming the valid ones for any other.
+// The backend a name means ("auto", "cpu:gloo,cuda:nccl", "gloo", "nccl",
+// "mpi"); throws ConfigError naming the valid ones for any other. A build
+// without MPI parses "mpi" too: init_process_group then says what is missing.
 CollectivesBackend parse_collectives_backend(std::string_view name);
-// The canonical name: "auto", "gloo" or "nccl".
+// The canonical name: "auto", "gloo", "nccl" or "mpi".
 std::string_view collectives_backend_name(CollectivesBackend backend);
 
 // Bytes of one element of `t`.
@@ -150,7 +155,11 @@ bool nccl_available();
 
 // Bootstraps the default group from options.init_method. CollectivesBackend::kNccl
 // needs nccl_available(); CollectivesBackend::kAuto works everywhere (its CUDA buffers
-// need nccl_available() when they come).
+// need nccl_available() when they come). CollectivesBackend::kMpi ignores
+// init_method (MPI_COMM_WORLD is the world, no store is opened), blocks in
+// MPI's start-up, and checks that MPI's world rank and size are the asked-for
+// rank and world_size (or RANK and WORLD_SIZE; when neither is given, MPI's
+// are taken); it needs a build with MPI.
 std::shared_ptr<ProcessGroup> init_process_group(InitOptions options = {});
 
 }  // namespace ccrun

@@ -61,10 +61,12 @@ TEST_CASE("backend names: parsed once, unknown ones list the valid names", "[col
   CHECK(parse_collectives_backend("cpu:gloo,cuda:nccl") == CollectivesBackend::kAuto);
   CHECK(parse_collectives_backend("gloo") == CollectivesBackend::kGloo);
   CHECK(parse_collectives_backend("nccl") == CollectivesBackend::kNccl);
+  CHECK(parse_collectives_backend("mpi") == CollectivesBackend::kMpi);
   CHECK(collectives_backend_name(CollectivesBackend::kNccl) == "nccl");
+  CHECK(collectives_backend_name(CollectivesBackend::kMpi) == "mpi");
   CHECK(collectives_backend_name(CollectivesBackend::kAuto) == "auto");
-  CHECK_THROWS_WITH(parse_collectives_backend("mpi"),
-                    Catch::Contains("\"mpi\"") && Catch::Contains("auto, gloo, nccl"));
+  CHECK_THROWS_WITH(parse_collectives_backend("ucc"),
+                    Catch::Contains("\"ucc\"") && Catch::Contains("auto, gloo, nccl, mpi"));
   CHECK_THROWS_AS(parse_collectives_backend("NCCL"), ConfigError);
 }
 

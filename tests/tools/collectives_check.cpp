@@ -5,13 +5,17 @@
 // 0, 1, 7 and 1M+1. Exit 0: all correct; 1: a wrong result; 2: an operation
 // failed (the ccrun::Error is printed on stderr). `--die-after-barrier R`
 // makes rank R exit(3) after the first barrier, so that tests can see the
-// other ranks fail with an error instead of hanging.
+// other ranks fail with an error instead of hanging; `--stall-after-barrier R`
+// makes rank R sleep past the timeout there instead, so that the others
+// time out. `--backend mpi` runs the same checks on the MPI group, under
+// mpiexec.
 #include <CLI/CLI.hpp>
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <iostream>
+#include <thread>
 #include <unistd.h>
 
 #include "ccrun/collectives.h"
@@ -266,20 +270,29 @@ int main(int argc, char** argv) {
   CLI::App app{"collectives_check: run and verify every collective"};
   InitOptions o;
   int timeout_s = 60;
-  int die_rank = -1;
+  int die_rank = -1, stall_rank = -1;
+  std::string backend = "gloo";
+  app.add_option("--backend", backend, "gloo (the default), mpi (under mpiexec), auto or nccl");
   app.add_option("--init-method", o.init_method, "env://, tcp://host:port or file:///path");
   app.add_option("--rank", o.rank, "this rank (default: $RANK)");
   app.add_option("--world-size", o.world_size, "ranks (default: $WORLD_SIZE)");
   app.add_option("--timeout", timeout_s, "seconds an operation may take");
   app.add_option("--die-after-barrier", die_rank, "this rank exits(3) after the first barrier");
+  app.add_option("--stall-after-barrier", stall_rank,
+                 "this rank sleeps twice the timeout after the first barrier, then exits(3)");
   CLI11_PARSE(app, argc, argv);
-  o.backend = CollectivesBackend::kGloo;
   o.timeout = std::chrono::seconds(timeout_s);
   try {
+    o.backend = parse_collectives_backend(backend);
     auto pg = init_process_group(o);
     pg->barrier()->wait();
     if (pg->rank() == die_rank) {
       std::cerr << "collectives_check: rank " << die_rank << " exits on purpose" << std::endl;
+      _exit(3);
+    }
+    if (pg->rank() == stall_rank) {
+      std::cerr << "collectives_check: rank " << stall_rank << " stalls on purpose" << std::endl;
+      std::this_thread::sleep_for(2 * o.timeout);
       _exit(3);
     }
     check_all(*pg);
