@@ -25,7 +25,7 @@ TEST_CASE("an MPI is told by the libraries a program needs") {
   CHECK(mpi_of_libraries(V{"libmpiwrap.so"}).family == MpiFamily::kNone);
 }
 
-TEST_CASE("a real ELF file's needed libraries are read; other files have none") {
+TEST_CASE("a real ELF file's needed libraries are read, and other files have none") {
   auto sh = elf_needed_libraries("/bin/sh");
   CHECK(std::find(sh.begin(), sh.end(), "libc.so.6") != sh.end());
   std::string text = "/tmp/ccrun-mpi-program-test.txt";

@@ -297,8 +297,11 @@ int main(int argc, char** argv) {
     }
     check_all(*pg);
     pg->barrier()->wait();
-    std::cout << "collectives_check: rank " << pg->rank() << " of " << pg->size() << ": "
-              << (g_wrong ? "FAILED" : "all operations correct") << std::endl;
+    // One write: mpiexec merges the ranks' output, a line in pieces interleaves.
+    std::string line = "collectives_check: rank " + std::to_string(pg->rank()) + " of " +
+                       std::to_string(pg->size()) + ": " +
+                       (g_wrong ? "FAILED" : "all operations correct") + "\n";
+    std::cout << line << std::flush;
   } catch (const Error& e) {
     std::cerr << "collectives_check: error: " << e.what() << std::endl;
     return 2;
