@@ -54,28 +54,33 @@ struct Mapped {
   }
 };
 
-// The section headers of a 64-bit ELF file, or nullptr.
-[[gnu::cold]] const Elf64_Shdr* sections(const Mapped& m, const Elf64_Ehdr*& eh) {
-  if (!m.holds(0, sizeof(Elf64_Ehdr))) return nullptr;
-  eh = reinterpret_cast<const Elf64_Ehdr*>(m.data);
-  if (std::memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
-      eh->e_shentsize != sizeof(Elf64_Shdr) ||
-      !m.holds(eh->e_shoff, uint64_t(eh->e_shnum) * sizeof(Elf64_Shdr))) {
-    return nullptr;
-  }
-  return reinterpret_cast<const Elf64_Shdr*>(m.data + eh->e_shoff);
+// One `T` at `offset` of the file, copied out (an offset in a damaged file
+// may be misaligned); false when the file is too short for it.
+template <typename T>
+bool read_at(const Mapped& m, uint64_t offset, T& out) {
+  if (!m.holds(offset, sizeof(T))) return false;
+  std::memcpy(&out, m.data + offset, sizeof(T));
+  return true;
+}
+
+// The header of a 64-bit ELF file with section headers it can hold.
+bool elf_header(const Mapped& m, Elf64_Ehdr& eh) {
+  return read_at(m, 0, eh) && std::memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+         eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_shentsize == sizeof(Elf64_Shdr) &&
+         m.holds(eh.e_shoff, uint64_t(eh.e_shnum) * sizeof(Elf64_Shdr));
 }
 
 // The names the .dynamic section `dyn` needs, from its string table.
 [[gnu::cold]] std::vector<std::string> needed_of(const Mapped& m, const Elf64_Shdr& dyn, const Elf64_Shdr& strtab) {
   std::vector<std::string> out;
   if (!m.holds(dyn.sh_offset, dyn.sh_size) || !m.holds(strtab.sh_offset, strtab.sh_size)) return out;
-  const auto* d = reinterpret_cast<const Elf64_Dyn*>(m.data + dyn.sh_offset);
   const char* strings = reinterpret_cast<const char*>(m.data + strtab.sh_offset);
-  for (size_t i = 0; i < dyn.sh_size / sizeof(Elf64_Dyn) && d[i].d_tag != DT_NULL; ++i) {
-    if (d[i].d_tag != DT_NEEDED || d[i].d_un.d_val >= strtab.sh_size) continue;
-    const char* name = strings + d[i].d_un.d_val;
-    out.emplace_back(name, strnlen(name, strtab.sh_size - d[i].d_un.d_val));
+  for (uint64_t i = 0; i < dyn.sh_size / sizeof(Elf64_Dyn); ++i) {
+    Elf64_Dyn d{};
+    if (!read_at(m, dyn.sh_offset + i * sizeof(Elf64_Dyn), d) || d.d_tag == DT_NULL) break;
+    if (d.d_tag != DT_NEEDED || d.d_un.d_val >= strtab.sh_size) continue;
+    const char* name = strings + d.d_un.d_val;
+    out.emplace_back(name, strnlen(name, strtab.sh_size - d.d_un.d_val));
   }
   return out;
 }
@@ -107,12 +112,15 @@ struct Mapped {
 
 [[gnu::cold]] std::vector<std::string> elf_needed_libraries(const std::string& path) {
   Mapped m(path);
-  const Elf64_Ehdr* eh = nullptr;
-  const Elf64_Shdr* sh = m.data ? sections(m, eh) : nullptr;
-  if (!sh) return {};
-  for (int i = 0; i < eh->e_shnum; ++i) {
-    if (sh[i].sh_type != SHT_DYNAMIC || sh[i].sh_link >= eh->e_shnum) continue;
-    return needed_of(m, sh[i], sh[sh[i].sh_link]);
+  Elf64_Ehdr eh{};
+  if (!m.data || !elf_header(m, eh)) return {};
+  auto section = [&](uint64_t i, Elf64_Shdr& sh) {
+    return i < eh.e_shnum && read_at(m, eh.e_shoff + i * sizeof(Elf64_Shdr), sh);
+  };
+  for (uint64_t i = 0; i < eh.e_shnum; ++i) {
+    Elf64_Shdr dyn{}, strtab{};
+    if (!section(i, dyn) || dyn.sh_type != SHT_DYNAMIC) continue;
+    return section(dyn.sh_link, strtab) ? needed_of(m, dyn, strtab) : std::vector<std::string>{};
   }
   return {};
 }
