@@ -65,6 +65,19 @@ json to_json(const Value& v, int depth, size_t& left) {
 class Reader {
  public:
   explicit Reader(std::string_view bytes) : in_(bytes) {}
+  // A pickle may hold a container in itself (through the memo): the
+  // containers' references are dropped here, so that such cycles are freed.
+  ~Reader() {
+    for (const auto& c : containers_) c->items.clear(), c->entries.clear();
+  }
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
+
+  // A new container, remembered for the destructor.
+  Ref made(Value::Kind kind) {
+    containers_.push_back(container(kind));
+    return containers_.back();
+  }
 
   json read() {
     for (;;) {
@@ -97,9 +110,9 @@ class Reader {
       case 'X': case 'T': push(scalar(std::string(take(little(4))))); return;
       case 0x8c: case 'U': push(scalar(std::string(take(little(1))))); return;
       case 0x8d: push(scalar(std::string(take(little(8))))); return;
-      case ']': push(container(Value::Kind::kList)); return;
-      case ')': push(container(Value::Kind::kList)); return;
-      case '}': push(container(Value::Kind::kDict)); return;
+      case ']': push(made(Value::Kind::kList)); return;
+      case ')': push(made(Value::Kind::kList)); return;
+      case '}': push(made(Value::Kind::kDict)); return;
       case 'l': case 't': push(collect(pop_mark(), Value::Kind::kList)); return;
       case 'd': push(collect(pop_mark(), Value::Kind::kDict)); return;
       case 0x85: case 0x86: case 0x87: push(collect(stack_.size() - (op - 0x84), Value::Kind::kList)); return;
@@ -181,7 +194,7 @@ class Reader {
   // The values above `from`, taken off the stack into a new list or dict.
   Ref collect(size_t from, Value::Kind kind) {
     need(from);
-    auto v = container(kind);
+    auto v = made(kind);
     std::vector<Ref> values(stack_.begin() + long(from), stack_.end());
     stack_.resize(from);
     if (kind == Value::Kind::kList) {
@@ -218,6 +231,7 @@ class Reader {
   std::vector<Ref> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, Ref> memo_;
+  std::vector<Ref> containers_;  // every container made, for the destructor
 };
 
 }  // namespace
